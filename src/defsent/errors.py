@@ -21,3 +21,7 @@ class DataFormatError(DefSentError):
 
 class ModelLoadError(DefSentError):
     """A model name or path could not be loaded (unknown name offline, missing files, missing head)."""
+
+
+class MissingHeadError(ModelLoadError):
+    """The checkpoint has no pre-trained word-prediction (MLM) head."""

@@ -36,10 +36,16 @@ class Dictionary:
         for entry in entries:
             self.add_entry(entry)
 
-    def add(self, headword: str, definition: str, examples: Iterable[str] = (), pos: str | None = None) -> None:
-        """Add one sense to `headword`, creating the entry if needed."""
-        entry = self._entries.setdefault(headword, Entry(headword))
-        entry.senses.append(Sense(definition, list(examples), pos))
+    def add(
+        self, headword: str, definition: str, examples: Iterable[str] = (), pos: str | None = None
+    ) -> Sense:
+        """Add one sense to `headword`, creating the entry if needed; returns the new sense."""
+        entry = self._entries.get(headword)
+        if entry is None:
+            entry = self._entries[headword] = Entry(headword)
+        sense = Sense(definition, list(examples), pos)
+        entry.senses.append(sense)
+        return sense
 
     def add_entry(self, entry: Entry) -> None:
         """Add all senses of `entry` (appending to an existing headword)."""

@@ -1,0 +1,1 @@
+"""Training objectives: each is an nn.Module whose forward(batch) returns a dict with "loss"."""

@@ -1,0 +1,1 @@
+"""Recipes: DefSent, DefSent+ and GR-BERT as configurations of the shared parts."""

@@ -1,0 +1,59 @@
+"""Reverse dictionary: rank the entries of a saved entry space for a definition (definition -> words)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from defsent.dictionary.core import Dictionary
+from defsent.encoder import Encoder
+from defsent.entry_space import EntrySpace
+
+
+class ReverseDictionary:
+    """An encoder and the entry space it was trained against."""
+
+    def __init__(self, encoder: Encoder, space: EntrySpace) -> None:
+        self.encoder = encoder
+        self.space = space.freeze()
+
+    @classmethod
+    def load(cls, path: str | Path) -> ReverseDictionary:
+        return cls(Encoder.load(str(path)), EntrySpace.load(path))
+
+    @torch.no_grad()
+    def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
+        """Entry scores [n_definitions, n_entries] (unnormalised logits)."""
+        self.encoder.eval()
+        space = self.space.to(self.encoder.device)
+        out = []
+        for start in range(0, len(definitions), batch_size):
+            h = self.encoder(self.encoder.tokenize(definitions[start : start + batch_size]))
+            out.append(space(h).float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, len(space)), dtype=np.float32)
+
+    def predict(self, definition: str, top_k: int = 10) -> list[tuple[str, float]]:
+        """The top-k entries for one definition with their softmax probabilities."""
+        logits = torch.from_numpy(self.scores([definition])[0])
+        probs = logits.softmax(-1)
+        top = probs.topk(min(top_k, len(probs)))
+        return [(self.space.words[i], float(p)) for p, i in zip(top.values, top.indices, strict=True)]
+
+    def ranks(self, dictionary: Dictionary, limit: int | None = None, seed: int = 0) -> np.ndarray:
+        """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry."""
+        from defsent.evaluation.reverse_dictionary import ranks_from_scores
+
+        pairs = [(w, d) for w, d in dictionary.pairs() if w in self.space.index]
+        if limit is not None and len(pairs) > limit:
+            keep = np.random.default_rng(seed).choice(len(pairs), limit, replace=False)
+            pairs = [pairs[i] for i in sorted(keep)]
+        if not pairs:
+            return np.zeros(0)
+        gold = np.array([self.space.index[w] for w, _ in pairs])
+        ranks = [
+            ranks_from_scores(self.scores([d for _, d in chunk]), gold[i : i + 512])
+            for i, chunk in ((i, pairs[i : i + 512]) for i in range(0, len(pairs), 512))
+        ]
+        return np.concatenate(ranks)

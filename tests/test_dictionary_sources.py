@@ -1,0 +1,160 @@
+"""GCIDE, the Oxford files, Chang's CSV, the generic table loader and `load_dictionary`."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from defsent.dictionary import (
+    SOURCES,
+    load_chang,
+    load_dictionary,
+    load_gcide,
+    load_oxford,
+    load_oxford_autodict,
+    load_table,
+)
+from defsent.dictionary.sources.gcide import clean_definition, gcide_pos
+from defsent.errors import DataFormatError, DefSentError
+
+TSV = (
+    "word\tdefinition\texample\tpos\n"
+    "bank\tland beside a river\tthe river bank\tn\n"
+    "bank\tland  beside a river \twe sat on the bank\tn\n"
+    "\tno headword\t\t\n"
+    "\n"
+    "run\t \t\tv\n"
+    "run\tmove fast\t\tv\n"
+)
+
+
+def test_gcide(caplog):
+    with caplog.at_level(logging.INFO):
+        gcide = load_gcide()
+    assert (len(gcide), gcide.num_definitions()) == (108_169, 171_882)
+    bank = gcide["bank"].senses[0]
+    assert bank.definition == "A bench; a high seat, or seat of distinction or judgment; a tribunal or court."
+    assert bank.pos == "n"
+    assert gcide["aam"].senses[0].definition.endswith("at Antwerp 36 [Written also Aum and Awm.]")
+    hell = gcide["abaddon"].senses[1]
+    assert (hell.definition, hell.examples) == (
+        "Hell; the bottomless pit.",
+        ["In all her gates, Abaddon rues Thy bold attempt."],  # newline in the source collapsed
+    )
+    assert len(gcide["piracy"].senses) == 2  # its third, empty, definition is dropped and counted
+    assert "skipped 4 rows with an empty definition" in caplog.text
+    assert "skipped 12 headwords without any definition" in caplog.text
+
+
+def test_gcide_cleaning():
+    assert clean_definition("A measure.\n[1913 Webster]") == "A measure.\n "
+    assert clean_definition("Gone.\nSyn. -- lost, missing.") == "Gone."
+    labels = ["v. t.", "adv.", "a. & n.", ""]
+    assert [gcide_pos(label) for label in labels] == ["v", "r", "a. & n.", None]
+
+
+def test_oxford_simpdefiner_and_autodict_agree():
+    oxford = load_oxford()
+    assert (len(oxford), oxford.num_definitions()) == (8_867, 12_230)
+    assert oxford["fiver"].senses[0].definition == "a five-dollar bill ."
+    failure = [s for s in oxford["failure"].senses if s.definition == "lack of success"]
+    assert len(failure) == 1 and len(failure[0].examples) == 2  # one sense, both examples
+    autodict = load_oxford_autodict()
+    assert autodict.pairs() == oxford.pairs()
+
+
+def test_oxford_malformed(tmp_path):
+    src, tgt = tmp_path / "d.src", tmp_path / "d.tgt"
+    src.write_text("cat [SEP] the cat sat\ndog [SEP] a dog\n")
+    tgt.write_text("a small feline\n")
+    with pytest.raises(DataFormatError, match=r"d\.src:2: line counts differ"):
+        load_oxford(src)
+    src.write_text("cat [SEP] the cat sat\ndog a dog\n")
+    tgt.write_text("a small feline\na canine\n")
+    with pytest.raises(DataFormatError, match=r"d\.src:2: expected 'word \[SEP\] example'"):
+        load_oxford(src)
+    src.write_text("cat [SEP] the cat sat\ncat [SEP] my cat\n")
+    tgt.write_text("a small feline\na small feline\n")
+    assert load_oxford(src)["cat"].senses[0].examples == ["the cat sat", "my cat"]
+    auto = tmp_path / "valid.txt"
+    auto.write_text("cat\tthe cat sat\ta small feline\ndog\ta canine\n")
+    with pytest.raises(DataFormatError, match=r"valid\.txt:2: expected 3 tab-separated fields, got 2"):
+        load_oxford_autodict(auto)
+
+
+def test_chang():
+    chang = load_chang()
+    assert (len(chang), chang.num_definitions()) == (2_730, 3_380)
+    storm = chang["storm"].senses[0]
+    assert storm.definition == "a wind of force on the beaufort scale knots or kmh"
+    assert storm.examples[0].startswith("fire crews in south and mid pembrokeshire")
+
+
+def test_table_tsv_groups_repeats_and_reports_skips(tmp_path, caplog):
+    path = tmp_path / "mine.tsv"
+    path.write_text(TSV)
+    with caplog.at_level(logging.WARNING):
+        table = load_table(path, example="example", pos="pos")
+    assert table.headwords == ["bank", "run"]
+    assert [(s.definition, s.examples, s.pos) for s in table["bank"].senses] == [
+        ("land beside a river", ["the river bank", "we sat on the bank"], "n")
+    ]
+    assert table["run"].senses[0].examples == []
+    assert "skipped 1 rows with an empty definition (lines 6)" in caplog.text
+    assert "skipped 1 rows with an empty headword (lines 4)" in caplog.text
+
+
+def test_table_csv_and_jsonl(tmp_path):
+    csv_path = tmp_path / "mine.csv"
+    csv_path.write_text('term,gloss\n"ice cream","frozen, sweet food"\n')
+    table = load_table(csv_path, headword="term", definition="gloss")
+    assert table.pairs() == [("ice cream", "frozen, sweet food")]
+    jsonl = tmp_path / "mine.jsonl"
+    records = [{"word": "cat", "definition": "a feline", "example": ["a cat", "my cat"]}, {"word": "dog"}]
+    jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    table = load_table(jsonl, example="example")
+    assert table["cat"].senses[0].examples == ["a cat", "my cat"]
+    assert len(table) == 1  # the dog has no definition: skipped and counted
+
+
+def test_table_errors_name_file_line_and_column(tmp_path):
+    path = tmp_path / "mine.tsv"
+    path.write_text("word\tmeaning\ncat\ta feline\n")
+    with pytest.raises(
+        DataFormatError, match=r"mine\.tsv:1: column 'definition' not found \(columns: word, mea"
+    ):
+        load_table(path)
+    path.write_text("word\tdefinition\ncat\ta feline\ndog\ta canine\textra\n")
+    with pytest.raises(DataFormatError, match=r"mine\.tsv:3: 3 fields where the header has 2"):
+        load_table(path)
+    jsonl = tmp_path / "mine.jsonl"
+    jsonl.write_text('{"word": "cat", "definition": "a feline"}\n{"word": "dog", \n')
+    with pytest.raises(DataFormatError, match=r"mine\.jsonl:2: invalid JSON"):
+        load_table(jsonl)
+    jsonl.write_text('{"word": "cat", "definition": "a feline"}\n["dog"]\n')
+    with pytest.raises(DataFormatError, match=r"mine\.jsonl:2: expected a JSON object"):
+        load_table(jsonl)
+    with pytest.raises(DefSentError, match="unknown table format"):
+        load_table(tmp_path / "mine.tsv", fmt="xml")
+    with pytest.raises(DefSentError, match="not found"):
+        load_table(tmp_path / "absent.csv")
+
+
+def test_load_dictionary(tmp_path, caplog):
+    path = tmp_path / "mine.tsv"
+    path.write_text("word\tdefinition\nFiver\tA five-dollar bill .\nzyzzyva\ta weevil\n")
+    with caplog.at_level(logging.INFO):
+        merged = load_dictionary(f"oxford, {path}")
+    assert len(merged) == 8_868  # "Fiver" joins the Oxford "fiver"
+    assert merged["fiver"].definitions == ["a five-dollar bill ."]
+    assert "12232 definitions -> 12231 (1 duplicate definitions removed)" in caplog.text
+    assert len(load_dictionary("chang")) == 2_730
+    with pytest.raises(DefSentError, match="unknown dictionary 'oxfords'") as error:
+        load_dictionary("oxford,oxfords")
+    assert all(name in str(error.value) for name in SOURCES)
+    with pytest.raises(DefSentError, match="not found"):
+        load_dictionary(str(tmp_path / "absent.jsonl"))
+    with pytest.raises(DefSentError, match="no dictionary named"):
+        load_dictionary(" , ")

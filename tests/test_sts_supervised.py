@@ -1,0 +1,209 @@
+"""Supervised STS-B fine-tuning: data reading, seeded subsampling, model loading and a tiny training run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from defsent.errors import DataFormatError, DefSentError, ModelLoadError  # noqa: E402
+from defsent.evaluation import sts_supervised as sup  # noqa: E402
+from defsent.paths import default_model  # noqa: E402
+
+STSB_ROWS = {"train": 5749, "dev": 1500, "test": 1379}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread: on a busy 2-core machine OpenMP spinning makes tiny models 30x slower."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised 2-layer BERT (hidden 32) with MiniLM's WordPiece vocabulary."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = BertTokenizerFast(vocab_file=str(Path(default_model()) / "vocab.txt"))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def fake_data_dir(tmp_path: Path, text: str, split: str = "train") -> Path:
+    """A data folder holding only STS-B `split` with `text`."""
+    folder = tmp_path / "sts" / "STS" / "STSBenchmark"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"sts-{split}.csv").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+ROW = "main-captions\tMSRvid\t2012test\t0001\t{score}\ta plane is taking off .\tan air plane is taking off .\n"
+
+
+@pytest.mark.parametrize("split", ["train", "dev", "test"])
+def test_load_stsb_pairs_real_files(split: str) -> None:
+    pairs = sup.load_stsb_pairs(split)
+    assert len(pairs) == len(pairs.sentences1) == len(pairs.sentences2) == STSB_ROWS[split]
+    assert min(pairs.scores) == 0.0 and max(pairs.scores) == 1.0
+
+
+def test_load_stsb_pairs_first_rows_and_limit() -> None:
+    pairs = sup.load_stsb_pairs("train", limit=3)
+    assert len(pairs) == 3
+    assert pairs.sentences1[0] == "a plane is taking off ."
+    assert pairs.sentences2[0] == "an air plane is taking off ."
+    assert pairs.scores[:2] == [1.0, pytest.approx(3.8 / 5)]
+    with pytest.raises(DefSentError, match="limit"):
+        sup.load_stsb_pairs("train", limit=0)
+
+
+def test_load_stsb_pairs_ignores_extra_columns(tmp_path: Path) -> None:
+    root = fake_data_dir(tmp_path, ROW.format(score="2.5").rstrip("\n") + "\tsource\tlicence\n", split="dev")
+    pairs = sup.load_stsb_pairs("dev", data_dir=root)
+    assert pairs.scores == [0.5] and pairs.sentences2 == ["an air plane is taking off ."]
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "message"),
+    [
+        ("main-captions\tMSRvid\t2012test\t0001\t5.0\tonly one sentence\n", "7 tab-separated columns"),
+        ("\n", "7 tab-separated columns"),
+        (ROW.format(score="high"), "not a number"),
+        (ROW.format(score="7.5"), "outside 0-5"),
+        (ROW.format(score="-1"), "outside 0-5"),
+    ],
+)
+def test_load_stsb_pairs_malformed_line_names_file_and_line(tmp_path: Path, bad_line: str, message: str) -> None:
+    root = fake_data_dir(tmp_path, ROW.format(score="1.0") + bad_line + ROW.format(score="2.0"))
+    with pytest.raises(DataFormatError, match=message) as info:
+        sup.load_stsb_pairs("train", data_dir=root)
+    assert info.value.line == 2 and "sts-train.csv:2" in str(info.value)
+
+
+def test_load_stsb_pairs_missing_or_empty(tmp_path: Path) -> None:
+    with pytest.raises(DataFormatError, match="sts-test.csv"):
+        sup.load_stsb_pairs("test", data_dir=tmp_path)
+    with pytest.raises(DefSentError, match="no sentence pairs"):
+        sup.load_stsb_pairs("train", data_dir=fake_data_dir(tmp_path, ""))
+    with pytest.raises(DefSentError, match="unknown STS-B split"):
+        sup.load_stsb_pairs("validation")
+
+
+@pytest.mark.parametrize(("ratio", "size"), [(1.0, 5749), (0.5, 2875), (0.2, 1150), (0.0001, 1)])
+def test_subsample_sizes(ratio: float, size: int) -> None:
+    train = sup.load_stsb_pairs("train")
+    assert len(sup.subsample(train, ratio, seed=0)) == size
+
+
+def test_subsample_is_seeded_and_a_subset_in_file_order() -> None:
+    train = sup.load_stsb_pairs("train", limit=100)
+    keyed = {(a, b): i for i, (a, b) in enumerate(zip(train.sentences1, train.sentences2, strict=True))}
+    first, again, other = (sup.subsample(train, 0.3, seed) for seed in (1, 1, 2))
+    assert len(first) == 30
+    assert first == again and first != other
+    rows = [keyed[pair] for pair in zip(first.sentences1, first.sentences2, strict=True)]
+    assert rows == sorted(set(rows))
+    assert first.scores == [train.scores[i] for i in rows]
+    with pytest.raises(DefSentError, match="ratio"):
+        sup.subsample(train, 1.5, seed=0)
+
+
+def test_summarise_seeds_by_hand() -> None:
+    # mean (80 + 82 + 87) / 3 = 83; deviations -3, -1, 4; sample variance (9 + 1 + 16) / 2 = 13
+    mean, sd = sup.summarise_seeds([80.0, 82.0, 87.0])
+    assert mean == pytest.approx(83.0) and sd == pytest.approx(math.sqrt(13.0))
+    mean, sd = sup.summarise_seeds([71.5])
+    assert mean == 71.5 and math.isnan(sd)
+    with pytest.raises(DefSentError):
+        sup.summarise_seeds([])
+
+
+def test_finetune_stsb_seeds_aggregates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = {0: (80.0, 78.0), 1: (84.0, 79.0), 2: (82.0, 83.0)}  # seed -> (test, dev)
+    calls = []
+
+    def fake_finetune(model: str, ratio: float, seed: int, output_dir: Path | None, **kw: object) -> dict:
+        calls.append((model, ratio, seed, output_dir, kw))
+        test, dev = fake[seed]
+        return {"test_spearman": test, "dev_spearman": dev, "wall_seconds": 10.0}
+
+    monkeypatch.setattr(sup, "finetune_stsb", fake_finetune)
+    result = sup.finetune_stsb_seeds("m", 0.5, [0, 1, 2], epochs=1, output_dir=tmp_path)
+    assert [c[2] for c in calls] == [0, 1, 2]
+    assert calls[1] == ("m", 0.5, 1, tmp_path / "seed1", {"epochs": 1})
+    assert result["mean"] == pytest.approx(82.0) and result["sd"] == pytest.approx(2.0)
+    assert result["dev_mean"] == pytest.approx(80.0) and result["dev_sd"] == pytest.approx(np.sqrt(7.0))
+    assert result["wall_seconds"] == 30.0 and len(result["runs"]) == 3
+
+
+def test_load_bi_encoder_errors(tiny_bert: Path) -> None:
+    with pytest.raises(ModelLoadError, match="no-such-org/no-such-model"):
+        sup.load_bi_encoder("no-such-org/no-such-model")
+    with pytest.raises(DefSentError, match="unknown pooling 'attention'"):
+        sup.load_bi_encoder(tiny_bert, pooling="attention")
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        sup.load_bi_encoder(tiny_bert.parent)
+
+
+def test_load_bi_encoder_plain_and_sentence_transformers(tiny_bert: Path) -> None:
+    plain = sup.load_bi_encoder(tiny_bert, pooling="cls")
+    assert plain[1].pooling_mode == "cls" and plain.get_embedding_dimension() == 32
+    minilm = sup.load_bi_encoder(default_model(), pooling="max")  # its own (mean) pooling wins
+    assert minilm[1].pooling_mode == "mean" and minilm.get_embedding_dimension() == 384
+
+
+def test_finetune_tiny_bert_learns(tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    monkeypatch.chdir(scratch)
+    out = tmp_path / "out"
+    result = sup.finetune_stsb(tiny_bert, ratio=1.0, seed=0, epochs=2, lr=1e-3, limit=200, output_dir=out)
+
+    assert list(scratch.iterdir()) == []  # the temporary trainer folder is gone, nothing left in the cwd
+    assert result["n_train"] == 200 and result["steps"] == 2 * 13  # ceil(200 / 16) batches per epoch
+    losses = [loss for _, loss in result["loss_history"]]
+    assert len(losses) >= 8
+    quarter = len(losses) // 4
+    assert np.mean(losses[-quarter:]) < 0.8 * np.mean(losses[:quarter])  # measured: 0.20 -> 0.10
+
+    before, trained = sup.load_bi_encoder(tiny_bert), sup.load_bi_encoder(out)
+    old, new = before[0].auto_model.embeddings, trained[0].auto_model.embeddings
+    assert not torch.equal(old.word_embeddings.weight, new.word_embeddings.weight)
+    dev = sup.load_stsb_pairs("dev", limit=200)
+    assert sup.evaluate_pairs(trained, dev) == pytest.approx(result["dev_spearman"], abs=1e-4)
+    assert -100 <= result["test_spearman"] <= 100
+    saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert saved["dev_spearman"] == pytest.approx(result["dev_spearman"])
+
+
+def test_finetune_ratio_uses_seeded_subset(tiny_bert: Path) -> None:
+    result = sup.finetune_stsb(tiny_bert, ratio=0.25, seed=3, epochs=1, batch_size=8, limit=64)
+    assert result["n_train"] == 16 and result["steps"] == 2
+    assert result["ratio"] == 0.25 and result["seed"] == 3

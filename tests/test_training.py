@@ -1,0 +1,221 @@
+"""The shared trainer and the DefSent / DefSent+ recipes on tiny random masked LMs."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM
+
+from defsent.encoder import Encoder
+from defsent.errors import DefSentError
+from defsent.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace, ica_transform
+from defsent.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
+from defsent.recipes.common import RunConfig
+from defsent.reverse_dictionary import ReverseDictionary
+from defsent.training import Trainer, TrainSettings
+
+
+def _train(encoder, space, dictionary, run_dir, epochs=25, lr=3e-3, **kw):
+    examples = entry_examples(dictionary, space)
+    settings = TrainSettings(lr=lr, batch_size=4, epochs=epochs, warmup_ratio=0.1, seed=0, **kw)
+    trainer = Trainer(EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir)
+    return trainer, trainer.fit()
+
+
+def _accuracy(encoder, space, dictionary) -> float:
+    ranks = ReverseDictionary(encoder, space).ranks(dictionary)
+    return float(np.mean(ranks == 1))
+
+
+@pytest.mark.parametrize("model", ["bert_path", "roberta_path"])
+def test_defsent_learns_toy_dictionary_with_frozen_head(model, request, toy_dictionary, tmp_path) -> None:
+    path = str(request.getfixturevalue(model))
+    encoder = Encoder.load(path, pooling="cls")
+    space = MLMHeadSpace.from_pretrained(path, toy_dictionary.headwords, encoder.tokenizer)
+    assert space.words == toy_dictionary.headwords  # every toy word is one token (BERT: word, RoBERTa: Ġword)
+    head_before = {k: v.clone() for k, v in space.head.state_dict().items()}
+    before = _accuracy(encoder, space, toy_dictionary)
+    trainer, losses = _train(encoder, space, toy_dictionary, tmp_path)
+    assert np.mean(losses[-8:]) < 0.5 * np.mean(losses[:8])
+    assert _accuracy(encoder, space, toy_dictionary) >= max(0.75, before + 0.3)
+    # The head is bit-identical after training, and still equals the checkpoint's own head.
+    original = dict(AutoModelForMaskedLM.from_pretrained(path).named_children())[space.head_name].state_dict()
+    for key, value in space.head.state_dict().items():
+        assert torch.equal(value, head_before[key]) and torch.equal(value, original[key])
+    assert trainer.throughput > 0
+
+
+def test_word_embedding_fallback_is_frozen(bert_path, toy_dictionary, tmp_path) -> None:
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    space = WordEmbeddingSpace.from_encoder(encoder, toy_dictionary.headwords)
+    matrix = space.matrix.clone()
+    _train(encoder, space, toy_dictionary, tmp_path, epochs=3)
+    assert torch.equal(space.matrix, matrix)
+    with torch.no_grad():
+        encoder.backbone.get_input_embeddings().weight.add_(1.0)
+    assert torch.equal(space.matrix, matrix)  # a frozen copy, not a view of the encoder's table
+    assert not any(p.requires_grad for p in space.parameters())
+
+
+def test_missing_head_falls_back_with_warning(bert_path, toy_dictionary, tmp_path, caplog) -> None:
+    from defsent.errors import MissingHeadError
+    from defsent.recipes.defsent import word_space
+
+    headless = tmp_path / "headless"
+    Encoder.load(str(bert_path)).save(headless)  # a BertModel folder: no MLM head
+    encoder = Encoder.load(str(headless))
+    with pytest.raises(MissingHeadError, match="no pre-trained MLM head"):
+        MLMHeadSpace.from_pretrained(str(headless), toy_dictionary.headwords, encoder.tokenizer)
+    with caplog.at_level(logging.WARNING):
+        space = word_space(RunConfig(model=str(headless), space="auto"), encoder, toy_dictionary.headwords)
+    assert isinstance(space, WordEmbeddingSpace) and "FALLBACK" in caplog.text
+    with pytest.raises(MissingHeadError):
+        word_space(RunConfig(model=str(headless), space="mlm-head"), encoder, toy_dictionary.headwords)
+
+
+def test_kill_and_resume_gives_identical_weights(bert_path, toy_dictionary, tmp_path) -> None:
+    def run(run_dir, stop_at=None):
+        torch.manual_seed(123)  # dropout is on: resume must restore the RNG state too
+        encoder = Encoder.load(str(bert_path), pooling="mean")
+        space = WordEmbeddingSpace.from_encoder(Encoder.load(str(bert_path)), toy_dictionary.headwords)
+        examples = entry_examples(toy_dictionary, space)
+        settings = TrainSettings(lr=1e-3, batch_size=4, epochs=2, seed=7, checkpoint_every=3)
+        trainer = Trainer(
+            EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir
+        )
+        trainer.fit(max_steps=stop_at)
+        return trainer, encoder
+
+    _, straight = run(tmp_path / "straight")
+    killed, _ = run(tmp_path / "killed", stop_at=5)
+    assert killed.progress.step == 5 and (tmp_path / "killed" / "checkpoint").exists()
+    resumed_trainer = None
+
+    def resume():
+        nonlocal resumed_trainer
+        torch.manual_seed(999)  # a different process state: everything must come from the checkpoint
+        encoder = Encoder.load(str(bert_path), pooling="mean")
+        space = WordEmbeddingSpace.from_encoder(Encoder.load(str(bert_path)), toy_dictionary.headwords)
+        examples = entry_examples(toy_dictionary, space)
+        settings = TrainSettings(lr=1e-3, batch_size=4, epochs=2, seed=7, checkpoint_every=3)
+        resumed_trainer = Trainer(
+            EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, tmp_path / "killed"
+        )
+        resumed_trainer.fit(resume=True)
+        return encoder
+
+    resumed = resume()
+    assert resumed_trainer.progress.step == resumed_trainer.total_steps == 8
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_ica_shape_and_scale() -> None:
+    rng = np.random.default_rng(0)
+    sources = rng.laplace(size=(400, 6))
+    out = ica_transform(sources @ rng.normal(size=(6, 6)))
+    assert out.shape == (400, 6)
+    np.testing.assert_allclose(out.std(axis=0), 100.0, rtol=0.02)
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1.0)
+    with pytest.raises(DefSentError, match="ICA needs"):
+        ica_transform(rng.normal(size=(4, 6)))
+
+
+def test_definition_space_averages_definitions(bert_path, toy_dictionary, tmp_path) -> None:
+    encoder = Encoder.load(str(bert_path), pooling="max")
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    encoder.pooling = "mean"
+    expected = encoder.encode(toy_dictionary["dog"].definitions).mean(0)
+    np.testing.assert_allclose(space.matrix[space.index["dog"]].numpy(), expected, atol=1e-5)
+    assert encoder.pooling == "mean" and len(list(tmp_path.glob("definitions-*.safetensors"))) == 1
+    cached = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    assert torch.equal(cached.matrix, space.matrix)
+
+
+def _toy_tsv(toy_dictionary, path):
+    lines = ["word\tdefinition"] + [f"{w}\t{d}" for w, d in toy_dictionary.pairs()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_dictionary, tmp_path, monkeypatch):
+    import defsent.recipes.defsent_plus as plus
+
+    made, built = [], []
+    original = plus.base_encoder
+    real_build = DefinitionSpace.build.__func__
+
+    def spy_encoder(config):
+        encoder = original(config)
+        made.append({k: v.clone() for k, v in encoder.backbone.state_dict().items()})
+        return encoder
+
+    def spy_build(cls, encoder, *args, **kwargs):
+        built.append({k: v.clone() for k, v in encoder.backbone.state_dict().items()})
+        return real_build(cls, encoder, *args, **kwargs)
+
+    monkeypatch.setattr(plus, "base_encoder", spy_encoder)
+    monkeypatch.setattr(DefinitionSpace, "build", classmethod(spy_build))
+    config = RunConfig(
+        method="defsent-plus",
+        model=str(bert_path),
+        pooling="cls",
+        pooler="model",
+        dictionary=_toy_tsv(toy_dictionary, tmp_path / "toy.tsv"),
+        pst_steps=2,
+        lrs=[1e-3],
+        epochs=2,
+        select_on="stsb_dev",
+        output=str(tmp_path / "out"),
+    )
+    out = plus.train_defsent_plus(config)
+    # The checkpoint is a BertForMaskedLM: its BertModel pooler is newly initialised on each load, so compare the rest.
+    pristine = {k: v for k, v in Encoder.load(str(bert_path)).backbone.state_dict().items() if not k.startswith("pooler")}
+    assert len(made) == 3  # the step-1 entry encoder, then one fresh trainee per step
+    for weights in made:
+        assert all(torch.equal(weights[k], pristine[k]) for k in pristine)
+    # Step 2's entry space was built by the trained step-1 encoder, not the original.
+    assert all(torch.equal(built[0][k], pristine[k]) for k in pristine)
+    assert not all(torch.equal(built[1][k], pristine[k]) for k in pristine)
+    saved = json.loads((out / "defsent.json").read_text())
+    assert (
+        saved["method"] == "defsent-plus" and saved["pst_step"] == 2 and saved["entry_space"] == "definitions-ac"
+    )
+    assert saved["config"]["pooling"] == "cls" and saved["seed"] == 0 and "stsb_dev" in saved["dev"]
+    assert [s["step"] for s in saved["selection"]["pst"]] == [1, 2]
+
+
+def test_saved_model_predicts_the_same_words(bert_path, toy_dictionary, tmp_path) -> None:
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    space = MLMHeadSpace.from_pretrained(str(bert_path), toy_dictionary.headwords, encoder.tokenizer)
+    _train(encoder, space, toy_dictionary, tmp_path / "run", epochs=3)
+    query = "an animal that barks"
+    expected = ReverseDictionary(encoder, space).predict(query, top_k=5)
+    encoder.save(tmp_path / "model")
+    space.save(tmp_path / "model")
+    assert ReverseDictionary.load(tmp_path / "model").predict(query, top_k=5) == expected
+
+
+def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_path) -> None:
+    from defsent.recipes.defsent import train_defsent
+
+    config = RunConfig(
+        model=str(bert_path),
+        pooling="max",
+        space="mlm-head",
+        lrs=[3e-3, 1e-4],
+        seeds=[0, 1],
+        dictionary=_toy_tsv(toy_dictionary, tmp_path / "toy.tsv"),
+        output=str(tmp_path / "out"),
+    )
+    out = train_defsent(config)
+    saved = json.loads((out / "defsent.json").read_text())
+    assert saved["method"] == "defsent" and saved["entry_space"] == "mlm-head" and saved["pst_step"] is None
+    assert saved["config"]["pooling"] == "max" and saved["data"] == config.dictionary
+    assert saved["seed"] in (0, 1) and saved["lr"] == saved["selection"]["best_lr"]
+    assert set(saved["selection"]["by_lr"]) == {"0.003", "0.0001"}
+    assert isinstance(EntrySpace.load(out), MLMHeadSpace)
