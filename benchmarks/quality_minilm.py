@@ -31,24 +31,38 @@ STS_KEYS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
 def rows(args: argparse.Namespace) -> dict[str, tuple[str, RunConfig | None]]:
     """Row name -> (how to get the model, config)."""
     out = Path(args.out)
-    base = RunConfig(dictionary=args.dictionary, limit=args.limit, lrs=args.lrs, seeds=args.seeds,
-                     dev_limit=args.dev_limit, max_length=128)
+    base = RunConfig(
+        dictionary=args.dictionary,
+        limit=args.limit,
+        lrs=args.lrs,
+        seeds=args.seeds,
+        dev_limit=args.dev_limit,
+        max_length=128,
+    )
     plus = replace(base, method="defsent-plus", select_on="stsb_dev", pooler=args.pooler)
     table: dict[str, tuple[str, RunConfig | None]] = {"baseline (MiniLM, mean)": ("baseline", None)}
     table["DefSent, word-embedding fallback, mean"] = (
-        "defsent", replace(base, pooling="mean", space="word-embeddings", output=str(out / "defsent-we-mean")))
+        "defsent",
+        replace(base, pooling="mean", space="word-embeddings", output=str(out / "defsent-we-mean")),
+    )
     for pooling in ("cls", "mean"):
         for entries in ("ac", "amp"):
             name = f"plus-{pooling}-{entries}"
             steps = args.pst_steps if (pooling, entries) == tuple(args.pst_config.split("-")) else 1
             table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1"] = (
-                "plus", replace(plus, pooling=pooling, entries=entries, pst_steps=steps, output=str(out / name)))
+                "plus",
+                replace(plus, pooling=pooling, entries=entries, pst_steps=steps, output=str(out / name)),
+            )
     pooling, entries = args.pst_config.split("-")
     for step in range(2, args.pst_steps + 1):
-        table[f"DefSent+ {pooling.upper()} {entries.upper()} step {step}"] = (f"step{step}", table[
-            f"DefSent+ {pooling.upper()} {entries.upper()} step 1"][1])
+        table[f"DefSent+ {pooling.upper()} {entries.upper()} step {step}"] = (
+            f"step{step}",
+            table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1"][1],
+        )
     table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1 + ICA"] = (
-        "plus", replace(plus, pooling=pooling, entries=entries, ica="last", output=str(out / f"plus-{args.pst_config}-ica")))
+        "plus",
+        replace(plus, pooling=pooling, entries=entries, ica="last", output=str(out / f"plus-{args.pst_config}-ica")),
+    )
     return table
 
 
@@ -103,7 +117,8 @@ def main() -> None:
     args = parser.parse_args()
 
     test_split = split_by_headword(load_dictionary(args.dictionary), seed=0)["test"]
-    results = {}
+    store = Path(args.out) / "quality_minilm.json"
+    results = json.loads(store.read_text()) if store.exists() else {}  # rows of earlier invocations stay
     for name, (kind, config) in rows(args).items():
         if args.only and not any(s in name for s in args.only.split(",")):
             continue
@@ -111,6 +126,8 @@ def main() -> None:
         results[name] = evaluate(model_path(kind, config), args, test_split)
         results[name]["wall_s"] = round(time.time() - start)
         print(json.dumps({name: results[name]}), flush=True)
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.write_text(json.dumps(results, indent=2))
     columns = sorted({k for r in results.values() for k in r}, key=lambda k: (k not in STS_KEYS, k))
     columns = [k for k in STS_KEYS if k in columns] + [k for k in columns if k not in STS_KEYS]
     print("\n| model | " + " | ".join(columns) + " |")
@@ -118,8 +135,6 @@ def main() -> None:
     for name, r in results.items():
         cells = [f"{r[c]:.2f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in columns]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "quality_minilm.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

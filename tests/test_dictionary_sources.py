@@ -122,9 +122,7 @@ def test_table_csv_and_jsonl(tmp_path):
 def test_table_errors_name_file_line_and_column(tmp_path):
     path = tmp_path / "mine.tsv"
     path.write_text("word\tmeaning\ncat\ta feline\n")
-    with pytest.raises(
-        DataFormatError, match=r"mine\.tsv:1: column 'definition' not found \(columns: word, mea"
-    ):
+    with pytest.raises(DataFormatError, match=r"mine\.tsv:1: column 'definition' not found \(columns: word, mea"):
         load_table(path)
     path.write_text("word\tdefinition\ncat\ta feline\ndog\ta canine\textra\n")
     with pytest.raises(DataFormatError, match=r"mine\.tsv:3: 3 fields where the header has 2"):

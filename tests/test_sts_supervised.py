@@ -194,7 +194,7 @@ def test_finetune_tiny_bert_learns(tiny_bert: Path, tmp_path: Path, monkeypatch:
     assert np.mean(losses[-quarter:]) < 0.8 * np.mean(losses[:quarter])  # measured: 0.20 -> 0.10
 
     before, trained = sup.load_bi_encoder(tiny_bert), sup.load_bi_encoder(out)
-    old, new = before[0].auto_model.embeddings, trained[0].auto_model.embeddings
+    old, new = before[0].model.embeddings, trained[0].model.embeddings
     assert not torch.equal(old.word_embeddings.weight, new.word_embeddings.weight)
     dev = sup.load_stsb_pairs("dev", limit=200)
     assert sup.evaluate_pairs(trained, dev) == pytest.approx(result["dev_spearman"], abs=1e-4)

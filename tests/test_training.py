@@ -84,9 +84,7 @@ def test_kill_and_resume_gives_identical_weights(bert_path, toy_dictionary, tmp_
         space = WordEmbeddingSpace.from_encoder(Encoder.load(str(bert_path)), toy_dictionary.headwords)
         examples = entry_examples(toy_dictionary, space)
         settings = TrainSettings(lr=1e-3, batch_size=4, epochs=2, seed=7, checkpoint_every=3)
-        trainer = Trainer(
-            EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir
-        )
+        trainer = Trainer(EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir)
         trainer.fit(max_steps=stop_at)
         return trainer, encoder
 
@@ -174,7 +172,9 @@ def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_diction
     )
     out = plus.train_defsent_plus(config)
     # The checkpoint is a BertForMaskedLM: its BertModel pooler is newly initialised on each load, so compare the rest.
-    pristine = {k: v for k, v in Encoder.load(str(bert_path)).backbone.state_dict().items() if not k.startswith("pooler")}
+    pristine = {
+        k: v for k, v in Encoder.load(str(bert_path)).backbone.state_dict().items() if not k.startswith("pooler")
+    }
     assert len(made) == 3  # the step-1 entry encoder, then one fresh trainee per step
     for weights in made:
         assert all(torch.equal(weights[k], pristine[k]) for k in pristine)
@@ -182,9 +182,7 @@ def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_diction
     assert all(torch.equal(built[0][k], pristine[k]) for k in pristine)
     assert not all(torch.equal(built[1][k], pristine[k]) for k in pristine)
     saved = json.loads((out / "defsent.json").read_text())
-    assert (
-        saved["method"] == "defsent-plus" and saved["pst_step"] == 2 and saved["entry_space"] == "definitions-ac"
-    )
+    assert saved["method"] == "defsent-plus" and saved["pst_step"] == 2 and saved["entry_space"] == "definitions-ac"
     assert saved["config"]["pooling"] == "cls" and saved["seed"] == 0 and "stsb_dev" in saved["dev"]
     assert [s["step"] for s in saved["selection"]["pst"]] == [1, 2]
 

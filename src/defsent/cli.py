@@ -53,6 +53,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from defsent.recipes.common import RunConfig
 
     method = args.method
+    default_dictionary = "oxford,chang,wordnet-examples,wordnet" if method == "gr-bert" else "wordnet"
     config = RunConfig(
         method=method,
         model=args.model or default_model(),
@@ -62,7 +63,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         entries=args.entries,
         pst_steps=args.pst_steps,
         ica=args.ica,
-        dictionary=args.dictionary,
+        dictionary=args.dictionary or default_dictionary,
         wordnet_dir=args.wordnet_dir,
         seeds=args.seeds,
         lrs=args.lr_grid,
@@ -72,6 +73,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         select_on=args.select_on or ("mrr" if method == "defsent" else "stsb_dev"),
         output=args.output,
         resume=args.resume,
+        arch=args.arch,
     )
     if method == "defsent":
         from defsent.recipes.defsent import train_defsent
@@ -81,6 +83,10 @@ def cmd_train(args: argparse.Namespace) -> None:
         from defsent.recipes.defsent_plus import train_defsent_plus
 
         path = train_defsent_plus(config)
+    elif method == "gr-bert":
+        from defsent.recipes.gr_bert import train_gr_bert
+
+        path = train_gr_bert(config)
     else:
         raise DefSentError(f"unknown method {method!r}")
     saved = json.loads((Path(path) / "defsent.json").read_text())
@@ -138,13 +144,54 @@ def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> None:
 
     saved = json.loads((Path(args.model) / "defsent.json").read_text())
     config = saved.get("config", {})
-    dictionary = load_dictionary(
-        args.dictionary or config.get("dictionary", "wordnet"), wordnet_dir=args.wordnet_dir
-    )
+    dictionary = load_dictionary(args.dictionary or config.get("dictionary", "wordnet"), wordnet_dir=args.wordnet_dir)
     split = split_by_headword(dictionary, seed=config.get("split_seed", 0))[args.split]
     ranks = ReverseDictionary.load(args.model).ranks(split, limit=args.limit)
     result = {**reverse_dictionary_metrics(ranks), "n": int(len(ranks))}
     _print_result(result, args.json, f"reverse dictionary on the {args.split} headwords")
+
+
+def cmd_eval_lexsub(args: argparse.Namespace) -> None:
+    from defsent.evaluation.lexsub import evaluate_lexsub
+    from defsent.paths import default_model
+
+    result = evaluate_lexsub(
+        args.model or default_model(),
+        dataset=args.dataset,
+        post=[p.lstrip("+") for p in args.post],
+        validation_model=args.validation_model,
+        limit=args.limit,
+    )
+    keys = ["best", "best_mode", "oot", "oot_mode", "p_at_1", "p_at_3"]
+    table = {k: float(result[k]) for k in keys}
+    _print_result({**table, **{k: v for k, v in result.items() if k not in keys}}, False, f"{args.dataset} (x 100)")
+    if args.json:
+        print(json.dumps(table))
+
+
+# ---------------------------------------------------------------------------- finetune
+def cmd_finetune_stsb(args: argparse.Namespace) -> None:
+    from defsent.evaluation.sts_supervised import finetune_stsb_seeds
+    from defsent.paths import default_model
+
+    result = finetune_stsb_seeds(
+        args.model or default_model(),
+        ratio=args.ratio,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        pooling=args.pooling,
+        output_dir=args.output,
+        limit=args.limit,
+    )
+    summary = {
+        "ratio": args.ratio,
+        "test_mean": result["mean"],
+        "test_sd": result["sd"],
+        "dev_mean": result["dev_mean"],
+        "dev_sd": result["dev_sd"],
+    }
+    _print_result(summary, args.json, f"supervised STS-B, {len(args.seeds)} seed(s), Spearman x 100")
 
 
 # ------------------------------------------------------------------------------ data
@@ -176,9 +223,7 @@ def cmd_plot_entries(args: argparse.Namespace) -> None:
             paths.append((Path(model).name, Path(model)))
     spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}
     written = plot_entry_spaces(spaces, args.output)
-    written.append(
-        plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output)
-    )
+    written.append(plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output))
     for path in written:
         print(f"wrote {path}")
 
@@ -190,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train DefSent or DefSent+")
-    p.add_argument("--method", choices=["defsent", "defsent-plus"], default="defsent")
+    p.add_argument("--method", choices=["defsent", "defsent-plus", "gr-bert"], default="defsent")
     _model_arg(p)
     p.add_argument("--pooling", choices=["cls", "mean", "max"], default=None)
     p.add_argument(
@@ -208,8 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--entries", choices=["ac", "amp"], default="ac", help="DefSent+ entry embeddings")
     p.add_argument("--pst-steps", type=int, default=1)
     p.add_argument("--ica", choices=["none", "last"], default="none")
+    p.add_argument("--arch", choices=["mt", "sc"], default="mt", help="gr-bert: one or two context encoders")
     p.add_argument(
-        "--dictionary", default="wordnet", help="comma list: wordnet,gcide,oxford,chang,... or files"
+        "--dictionary",
+        default=None,
+        help="comma list: wordnet,gcide,oxford,chang,... or files (default: wordnet; gr-bert: "
+        "oxford,chang,wordnet-examples,wordnet)",
     )
     p.add_argument("--wordnet-dir", default=None)
     p.add_argument("--seeds", type=_ints, default=[0])
@@ -261,6 +310,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval_reverse_dictionary)
+
+    p = ev.add_parser("lexsub", help="lexical substitution: LS07 (all) or the CoInCo trial split")
+    _model_arg(p)
+    p.add_argument("--dataset", choices=["LS07", "CoInCo"], default="LS07")
+    p.add_argument("--post", nargs="*", default=[], choices=["+emb", "+valid", "emb", "valid"])
+    p.add_argument("--validation-model", default=None, help="for +valid (default: the model itself)")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_eval_lexsub)
+
+    ft = sub.add_parser("finetune", help="supervised fine-tuning").add_subparsers(dest="task", required=True)
+    p = ft.add_parser("stsb", help="siamese cosine regression on STS-B train, test Spearman mean ± sd")
+    _model_arg(p)
+    p.add_argument("--ratio", type=float, default=1.0, help="fraction of STS-B train: 1.0, 0.5, 0.2")
+    p.add_argument("--seeds", type=_ints, default=[0])
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--pooling", choices=["cls", "mean", "max"], default="mean")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--output", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_finetune_stsb)
 
     data = sub.add_parser("data", help="dictionary data").add_subparsers(dest="task", required=True)
     p = data.add_parser("stats", help="words, definitions and lengths per split (DefSent Table 1)")

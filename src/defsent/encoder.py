@@ -212,8 +212,14 @@ class Encoder(nn.Module):
         return result
 
     # ------------------------------------------------------------------ saving
-    def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
-        """Save atomically as a sentence-transformers folder plus `defsent.json` (full configuration)."""
+    def save(
+        self, path: str | Path, extra: dict[str, Any] | None = None, full_model: PreTrainedModel | None = None
+    ) -> Path:
+        """Save atomically as a sentence-transformers folder plus `defsent.json` (full configuration).
+
+        `full_model` (e.g. the *ForMaskedLM whose base model is this backbone) is saved in place of the bare
+        backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it.
+        """
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.sentence_transformer import modules as st
 
@@ -248,6 +254,8 @@ class Encoder(nn.Module):
         if self.normalize:
             modules.append(st.Normalize())
         SentenceTransformer(modules=modules, device="cpu").save(str(staging))
+        if full_model is not None:
+            full_model.save_pretrained(staging)
         config = {**self.config, **(extra or {})}
         config["encoder"] = {
             "pooling": self.pooling,

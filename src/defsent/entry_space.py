@@ -108,9 +108,7 @@ def _head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:
     """The word-prediction head of a *ForMaskedLM model: its one child that is not the base model."""
     heads = [(n, m) for n, m in mlm.named_children() if n != mlm.base_model_prefix]
     if len(heads) != 1:
-        raise ModelLoadError(
-            f"cannot find the MLM head of {type(mlm).__name__} (children: {[n for n, _ in heads]})"
-        )
+        raise ModelLoadError(f"cannot find the MLM head of {type(mlm).__name__} (children: {[n for n, _ in heads]})")
     return heads[0]
 
 
@@ -131,9 +129,7 @@ class MLMHeadSpace(EntrySpace):
         return self.head(h)[..., self.token_ids]
 
     @classmethod
-    def from_pretrained(
-        cls, name_or_path: str, words: list[str], tokenizer: PreTrainedTokenizerBase
-    ) -> MLMHeadSpace:
+    def from_pretrained(cls, name_or_path: str, words: list[str], tokenizer: PreTrainedTokenizerBase) -> MLMHeadSpace:
         """Copy the pre-trained head of `name_or_path`; raise if the checkpoint has none."""
         mlm, info = load_pretrained(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
         name, head = _head_module(mlm)
@@ -233,9 +229,7 @@ class DefinitionSpace(MatrixSpace):
         pooling = encoder.pooling
         encoder.pooling = "cls" if entries == "ac" else "mean"
         try:
-            vectors = encoder.encode(
-                [d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress=True
-            )
+            vectors = encoder.encode([d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress=True)
         finally:
             encoder.pooling = pooling
         counts = np.array([len(e.senses) for e in dictionary])

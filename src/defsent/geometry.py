@@ -44,9 +44,7 @@ def _as_matrix(matrix: np.ndarray, name: str = "matrix", min_rows: int = 2) -> n
     """Validate an entry space and return it as a float64 array."""
     x = np.asarray(matrix, dtype=np.float64)
     if x.ndim != 2:
-        raise DefSentError(
-            f"{name}: an entry space must be a 2-D array (n_entries x dim), got shape {x.shape}"
-        )
+        raise DefSentError(f"{name}: an entry space must be a 2-D array (n_entries x dim), got shape {x.shape}")
     if x.shape[0] < min_rows or x.shape[1] < 1:
         raise DefSentError(f"{name}: need at least {min_rows} entries with dim >= 1, got shape {x.shape}")
     bad = int(np.count_nonzero(~np.isfinite(x).all(axis=1)))
@@ -230,9 +228,7 @@ def _json_safe(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def plot_isotropy(
-    metrics: dict[str, dict[str, float]], output_dir: str | Path, prefix: str = "isotropy"
-) -> Path:
+def plot_isotropy(metrics: dict[str, dict[str, float]], output_dir: str | Path, prefix: str = "isotropy") -> Path:
     """Bar charts of the three isotropy metrics across named spaces, plus ``{prefix}.json`` beside them.
 
     ``metrics`` maps a space name to the dict of :func:`isotropy_metrics`. Returns the PNG path.
@@ -257,12 +253,7 @@ def plot_isotropy(
         ax.set_title(label, fontsize=10)
         ax.set_ylabel(label)
         finite = heights[np.isfinite(heights)]
-        if (
-            key == "partition_ratio"
-            and finite.size
-            and finite.min() > 0
-            and finite.max() > 100 * finite.min()
-        ):
+        if key == "partition_ratio" and finite.size and finite.min() > 0 and finite.max() > 100 * finite.min():
             ax.set_yscale("log")  # I(W) spans orders of magnitude across training steps
         else:
             ax.axhline(0, color="black", linewidth=0.6)

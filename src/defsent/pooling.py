@@ -58,9 +58,7 @@ class Pooler(nn.Module):
     def __init__(self, dim: int, activation: str = "tanh") -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(
-                f"unknown pooler activation {activation!r}; choose from {', '.join(ACTIVATIONS)}"
-            )
+            raise ValueError(f"unknown pooler activation {activation!r}; choose from {', '.join(ACTIVATIONS)}")
         self.activation_name = activation
         self.linear = nn.Linear(dim, dim)
         self.activation = ACTIVATIONS[activation]()

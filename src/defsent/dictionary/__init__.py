@@ -17,6 +17,7 @@ from defsent.dictionary.sources import (
 )
 from defsent.dictionary.split import split_by_headword, split_sizes
 from defsent.dictionary.stats import dictionary_stats, format_stats_table
+from defsent.dictionary.triplets import Triplet, TripletReport, build_triplets, find_target
 
 __all__ = [
     "SOURCES",
@@ -27,8 +28,12 @@ __all__ = [
     "LoadReport",
     "MergeReport",
     "Sense",
+    "Triplet",
+    "TripletReport",
+    "build_triplets",
     "clean_text",
     "dictionary_stats",
+    "find_target",
     "format_stats_table",
     "load_chang",
     "load_dictionary",

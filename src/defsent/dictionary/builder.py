@@ -64,11 +64,7 @@ class LoadReport:
         )
         for reason, count in sorted(self.skipped.items()):
             lines = self.skipped_lines.get(reason, [])
-            where = (
-                f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})"
-                if lines
-                else ""
-            )
+            where = f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
             text += f"; skipped {count} {reason}{where}"
         return text
 

@@ -36,9 +36,7 @@ class Dictionary:
         for entry in entries:
             self.add_entry(entry)
 
-    def add(
-        self, headword: str, definition: str, examples: Iterable[str] = (), pos: str | None = None
-    ) -> Sense:
+    def add(self, headword: str, definition: str, examples: Iterable[str] = (), pos: str | None = None) -> Sense:
         """Add one sense to `headword`, creating the entry if needed; returns the new sense."""
         entry = self._entries.get(headword)
         if entry is None:

@@ -46,9 +46,7 @@ def _unite(kept: Sense, duplicate: Sense) -> None:
 
 
 @without_gc
-def merge_dictionaries(
-    dictionaries: Iterable[Dictionary], name: str | None = None
-) -> tuple[Dictionary, MergeReport]:
+def merge_dictionaries(dictionaries: Iterable[Dictionary], name: str | None = None) -> tuple[Dictionary, MergeReport]:
     """Merge dictionaries in order, deduplicating headwords and definitions by `normalize_key`.
 
     "Bank" and "bank " are one entry, spelled as first seen (whitespace-normalised); a definition
@@ -72,9 +70,7 @@ def merge_dictionaries(
                     report.duplicate_definitions += 1
                     _unite(senses[key], sense)
                 else:
-                    senses[key] = result.add(
-                        headword, clean_text(sense.definition), sense.examples, sense.pos
-                    )
+                    senses[key] = result.add(headword, clean_text(sense.definition), sense.examples, sense.pos)
     report.entries_out = len(result)
     logger.info(report.summary())
     return result, report

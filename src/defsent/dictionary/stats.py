@@ -59,9 +59,7 @@ def dictionary_stats(splits: dict[str, Dictionary], tokenizer: Any = None) -> li
 
 
 def _cell(value: Any) -> str:
-    return (
-        f"{value:.2f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
-    )
+    return f"{value:.2f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def format_stats_table(rows: list[dict]) -> str:
@@ -73,9 +71,7 @@ def format_stats_table(rows: list[dict]) -> str:
     widths = [max(len(line[i]) for line in cells) for i in range(len(keys))]
     lines = []
     for n, line in enumerate(cells):
-        text = [
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True))
-        ]
+        text = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True))]
         lines.append("  ".join(text).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))

@@ -44,9 +44,7 @@ def entry_examples(dictionary: Dictionary, space: EntrySpace) -> list[Example]:
         else:
             examples.append((definition, index))
     if missing:
-        log.warning(
-            "%d definitions skipped: their headword is not an entry of the %s space", missing, space.kind
-        )
+        log.warning("%d definitions skipped: their headword is not an entry of the %s space", missing, space.kind)
     return examples
 
 

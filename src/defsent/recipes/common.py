@@ -37,6 +37,9 @@ class RunConfig:
     entries: str = "ac"  # DefSent+: ac | amp
     pst_steps: int = 1
     ica: str = "none"  # none | last
+    arch: str = "mt"  # GR-BERT: mt (one context encoder) | sc (two context encoders)
+    gloss_weight: float = 2.0  # GR-BERT lambda
+    temperature: float = 0.05  # GR-BERT InfoNCE tau
     dictionary: str = "wordnet"
     wordnet_dir: str | None = None
     split_seed: int = 0

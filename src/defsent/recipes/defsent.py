@@ -16,9 +16,7 @@ log = logging.getLogger(__name__)
 
 def base_encoder(config: RunConfig) -> Encoder:
     """A fresh copy of the original pre-trained model with the configured pooling."""
-    return Encoder.load(
-        config.model, pooling=config.pooling, pooler=config.pooler, max_length=config.max_length
-    )
+    return Encoder.load(config.model, pooling=config.pooling, pooler=config.pooler, max_length=config.max_length)
 
 
 def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySpace:
@@ -26,9 +24,7 @@ def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySp
     if config.space == "word-embeddings":
         return WordEmbeddingSpace.from_encoder(encoder, words)
     if config.space not in ("auto", "mlm-head"):
-        raise DefSentError(
-            f"unknown DefSent space {config.space!r}; choose auto, mlm-head or word-embeddings"
-        )
+        raise DefSentError(f"unknown DefSent space {config.space!r}; choose auto, mlm-head or word-embeddings")
     try:
         return MLMHeadSpace.from_pretrained(config.model, words, encoder.tokenizer)
     except MissingHeadError as err:

@@ -39,9 +39,7 @@ def train_defsent_plus(config: RunConfig) -> Path:
             "pst_step": step,
             "data": config.dictionary,
         }
-        best, summary = run_grid(
-            lambda: base_encoder(config), space, splits, config, root / f"step{step}", extra
-        )
+        best, summary = run_grid(lambda: base_encoder(config), space, splits, config, root / f"step{step}", extra)
         steps.append({"step": step, "path": str(best.path), **summary})
         entry_encoder = Encoder.load(str(best.path))
     assert best is not None and summary is not None

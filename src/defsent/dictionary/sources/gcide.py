@@ -21,9 +21,7 @@ SOURCE_TAG = re.compile(r"\[(?:1913 Webster|Webster 1913|PJC|WordNet 1\.5)[^\]]*
 SYNONYMS = re.compile(r"\n\s*Syn\. --.*", re.DOTALL)
 # GCIDE part-of-speech labels that map onto one WordNet letter; others are kept as GCIDE writes them.
 POS_LETTERS = {
-    **dict.fromkeys(
-        ["n.", "n. pl.", "n. sing.", "n. sing. & pl.", "prop. n.", "prop. n. pl.", "pr. n."], "n"
-    ),
+    **dict.fromkeys(["n.", "n. pl.", "n. sing.", "n. sing. & pl.", "prop. n.", "prop. n. pl.", "pr. n."], "n"),
     **dict.fromkeys(["v.", "v. t.", "v. i.", "v. t. & i.", "v. i. & t."], "v"),
     **dict.fromkeys(["a.", "adj.", "p. a.", "prop. a.", "prop. adj.", "adj. prenom.", "pred. adj."], "a"),
     "adv.": "r",

@@ -54,9 +54,7 @@ def load_oxford(src: str | Path | None = None, tgt: str | Path | None = None) ->
         if not sep:
             word, sep, example = source.partition(SEP.strip())
         if not sep:
-            raise DataFormatError(
-                src, f"expected 'word {SEP.strip()} example', got {source[:60]!r}", line=number
-            )
+            raise DataFormatError(src, f"expected 'word {SEP.strip()} example', got {source[:60]!r}", line=number)
         builder.add(word, definition, [example], line=number)
     return builder.build()
 

@@ -25,9 +25,7 @@ Row = dict[str, object]
 def _check_columns(path: Path, header: list[str], wanted: list[str], line: int) -> None:
     missing = [c for c in wanted if c not in header]
     if missing:
-        raise DataFormatError(
-            path, f"column {missing[0]!r} not found (columns: {', '.join(header)})", line=line
-        )
+        raise DataFormatError(path, f"column {missing[0]!r} not found (columns: {', '.join(header)})", line=line)
 
 
 def table_format(path: Path, fmt: str | None = None) -> str:

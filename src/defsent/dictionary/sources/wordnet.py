@@ -80,9 +80,7 @@ def parse_data_line(line: str, path: Path, number: int) -> Synset:
         raise DataFormatError(path, f"word count {w_cnt!r} is not hexadecimal", line=number) from None
     words = fields[4 : 4 + 2 * count : 2]
     if count == 0 or len(fields) < 5 + 2 * count or not fields[4 + 2 * count].isdigit():
-        raise DataFormatError(
-            path, f"expected {count} (word, lex_id) pairs then a pointer count", line=number
-        )
+        raise DataFormatError(path, f"expected {count} (word, lex_id) pairs then a pointer count", line=number)
     definition, examples = split_gloss(gloss)
     return Synset(offset, SYNSET_TYPES[ss_type], [lemma_name(w) for w in words], definition, examples)
 

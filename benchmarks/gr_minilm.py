@@ -1,0 +1,85 @@
+"""GR-BERT (MT by default) on the embedded all-MiniLM-L6-v2: lexical substitution and STS before / after.
+
+MiniLM has no MLM head, so GR training starts from a new head tied to the input embeddings; the
+"before" row scores substitutes with h . E^T (SubstituteScorer's fallback). Columns: LS07 and the CoInCo
+trial split (best / oot / P@1, x 100, on the first `--lexsub-limit` instances), STS (Spearman x 100,
+first-last-avg pooling) on the tasks of `--sts-tasks`.
+
+    python benchmarks/gr_minilm.py --limit 5000 --out runs/gr-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from defsent.encoder import Encoder
+from defsent.evaluation.lexsub import evaluate_lexsub
+from defsent.evaluation.sts import evaluate_sts
+from defsent.paths import default_model
+from defsent.recipes.common import RunConfig
+from defsent.recipes.gr_bert import GR_DICTIONARY, train_gr_bert
+
+LEXSUB_KEYS = ("best", "oot", "p_at_1")
+
+
+def measure(model: str, args: argparse.Namespace) -> dict[str, float]:
+    """Lexical substitution on LS07 and CoInCo-trial, then STS with first-last-avg pooling."""
+    row: dict[str, float] = {}
+    for dataset in ("LS07", "CoInCo"):
+        result = evaluate_lexsub(model, dataset=dataset, limit=args.lexsub_limit, progress=False)
+        row.update({f"{dataset} {k}": float(result[k]) for k in LEXSUB_KEYS})
+    tasks = args.sts_tasks.split(",")
+    sts = evaluate_sts(Encoder.load(model, pooling="first_last_avg"), tasks=tasks)
+    row.update({f"STS {k}": float(v) for k, v in sts.items()})
+    return row
+
+
+def print_table(rows: dict[str, dict[str, float]]) -> None:
+    columns = list(next(iter(rows.values())))
+    width = max(len(name) for name in rows)
+    print(f"{'':<{width}}  " + "  ".join(f"{c:>12}" for c in columns))
+    for name, row in rows.items():
+        print(f"{name:<{width}}  " + "  ".join(f"{row[c]:>12.2f}" for c in columns))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--limit", type=int, default=5000, help="training triplets")
+    parser.add_argument("--arch", choices=["mt", "sc"], default="mt")
+    parser.add_argument("--dictionary", default=GR_DICTIONARY)
+    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--dev-limit", type=int, default=500, help="held-out triplets for gloss accuracy")
+    parser.add_argument("--lexsub-limit", type=int, default=300)
+    parser.add_argument("--sts-tasks", default="STS12,STS13,STS14,STS15,STS16,STSB,SICKR")
+    parser.add_argument("--out", default="runs/gr-bench")
+    args = parser.parse_args()
+
+    config = RunConfig(
+        method="gr-bert",
+        arch=args.arch,
+        dictionary=args.dictionary,
+        limit=args.limit,
+        dev_limit=args.dev_limit,
+        lrs=[args.lr],
+        batch_size=args.batch_size,
+        select_on="stsb_dev",
+        output=str(Path(args.out) / f"gr-{args.arch}"),
+    )
+    started = time.time()
+    path = train_gr_bert(config)
+    trained_s = time.time() - started
+    saved = json.loads((path / "defsent.json").read_text())
+    rows = {
+        "MiniLM (before)": measure(default_model(), args),
+        f"GR-{args.arch.upper()} ({args.limit} triplets)": measure(str(path), args),
+    }
+    print_table(rows)
+    print(f"dev: {saved['dev']}; training + dev evaluation {trained_s:.0f}s; model {path}")
+
+
+if __name__ == "__main__":
+    main()
