@@ -11,8 +11,8 @@ import torch
 from transformers import AutoModelForMaskedLM
 
 from defsent.encoder import Encoder
-from defsent.errors import DefSentError
 from defsent.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace, ica_transform
+from defsent.errors import DefSentError
 from defsent.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
 from defsent.recipes.common import RunConfig
 from defsent.reverse_dictionary import ReverseDictionary
