@@ -104,6 +104,16 @@ def dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, config: Ru
     return metrics
 
 
+def finished_run(run_dir: Path, lr: float, seed: int) -> RunResult | None:
+    """The saved result of a run that already finished (a rerun reuses it instead of training again)."""
+    model_dir = run_dir / "model"
+    if not (model_dir / CONFIG_NAME).exists():
+        return None
+    saved = json.loads((model_dir / CONFIG_NAME).read_text())
+    log.info("reusing finished run %s", model_dir)
+    return RunResult(model_dir, lr, seed, saved["dev"], saved.get("throughput"))
+
+
 def train_one(
     make_encoder: Callable[[], Encoder],
     space: EntrySpace,
@@ -116,11 +126,9 @@ def train_one(
     extra: dict[str, Any],
 ) -> RunResult:
     """Train a fresh encoder against `space`, evaluate on dev, save it; reuse a finished save on rerun."""
+    if (done := finished_run(run_dir, lr, seed)) is not None:
+        return done
     model_dir = run_dir / "model"
-    if (model_dir / CONFIG_NAME).exists():
-        saved = json.loads((model_dir / CONFIG_NAME).read_text())
-        log.info("reusing finished run %s", model_dir)
-        return RunResult(model_dir, lr, seed, saved["dev"], saved.get("throughput"))
     encoder = make_encoder()
     examples = sample(entry_examples(train, space), config.limit, seed)
     objective = EntryPrediction(encoder, space)

@@ -8,7 +8,6 @@ reads it) and first-last-average pooling (STS reads that).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict
 from pathlib import Path
@@ -18,11 +17,11 @@ import numpy as np
 from transformers import AutoTokenizer
 
 from defsent.dictionary.triplets import Triplet, TripletReport, build_triplets
-from defsent.encoder import CONFIG_NAME, Encoder, load_pretrained
+from defsent.encoder import Encoder, load_pretrained
 from defsent.errors import DefSentError
 from defsent.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy
 from defsent.objectives.mlm import load_masked_lm
-from defsent.recipes.common import RunConfig, RunResult, load_splits, publish, sample, select
+from defsent.recipes.common import RunConfig, RunResult, finished_run, load_splits, publish, sample, select
 from defsent.training import Trainer
 
 log = logging.getLogger(__name__)
@@ -89,11 +88,9 @@ def train_run(
     extra: dict[str, Any],
 ) -> RunResult:
     """Train one GR-BERT model, evaluate it on the held-out split, save the kept masked LM."""
+    if (done := finished_run(run_dir, lr, seed)) is not None:
+        return done
     model_dir = run_dir / "model"
-    if (model_dir / CONFIG_NAME).exists():
-        saved = json.loads((model_dir / CONFIG_NAME).read_text())
-        log.info("reusing finished run %s", model_dir)
-        return RunResult(model_dir, lr, seed, saved["dev"], saved.get("throughput"))
     tokenizer = load_pretrained(AutoTokenizer, config.model)
     collate = GlossCollator(tokenizer, config.max_length)
     train, dropped = keep_fitting(sample(triplets["train"], config.limit, seed), collate, "train")
