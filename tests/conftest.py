@@ -23,9 +23,21 @@ TOY_WORDS = {
 }
 
 
-def tiny_bert(path: Path) -> Path:
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """Tiny models gain nothing from intra-op threads; on a busy 2-core machine two threads are many times slower."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_bert(path: Path, head: bool = True) -> Path:
+    """A random 2-layer BERT (hidden 32) with the standard uncased vocabulary; with or without an MLM head."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
     from defsent.paths import default_model
 
@@ -40,7 +52,7 @@ def tiny_bert(path: Path) -> Path:
         max_position_embeddings=128,
         initializer_range=0.2,
     )
-    BertForMaskedLM(config).save_pretrained(path)
+    (BertForMaskedLM if head else BertModel)(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 

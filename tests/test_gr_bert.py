@@ -52,15 +52,6 @@ def toy_dictionary() -> Dictionary:
     return d
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine they are ~50x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def small_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BertForMaskedLM without dropout over the toy rows' own words (~100 tokens: fast)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,37 +19,12 @@ from defsent.paths import default_model  # noqa: E402
 STSB_ROWS = {"train": 5749, "dev": 1500, "test": 1379}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: on a busy 2-core machine OpenMP spinning makes tiny models 30x slower."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A randomly initialised 2-layer BERT (hidden 32) with MiniLM's WordPiece vocabulary."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    """A randomly initialised 2-layer BERT (hidden 32, no MLM head) with the uncased BERT vocabulary."""
+    from conftest import tiny_bert as build
 
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = BertTokenizerFast(vocab_file=str(Path(default_model()) / "vocab.txt"))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build(tmp_path_factory.mktemp("tiny-bert"), head=False)
 
 
 def fake_data_dir(tmp_path: Path, text: str, split: str = "train") -> Path:
