@@ -109,9 +109,9 @@ def test_dev_selection_follows_the_dev_split():
     assert result.chosen_c == [1e-6] and result.accuracy == pytest.approx(50.0)
 
 
-def test_pair_features_are_senteval_ones():
+def test_pair_features_are_u_v_absdiff_product():
     u, v = np.array([[1.0, -2.0]]), np.array([[3.0, 4.0]])
-    np.testing.assert_array_equal(pair_features(u, v), [[2.0, 6.0, 3.0, -8.0]])
+    np.testing.assert_array_equal(pair_features(u, v), [[1.0, -2.0, 3.0, 4.0, 2.0, 6.0, 3.0, -8.0]])
 
 
 def test_unknown_task_is_rejected():

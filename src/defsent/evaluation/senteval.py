@@ -152,8 +152,9 @@ def load_mrpc(split: str, data_dir: str | Path | None = None) -> LabelledPairs:
 
 
 def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """SentEval's MRPC features: [|u - v|, u * v]."""
-    return np.hstack([np.abs(u - v), u * v])
+    """MRPC pair features [u, v, |u - v|, u * v] (the SBERT/InferSent pair encoding this project specifies;
+    SentEval's own mrpc.py uses only [|u - v|, u * v])."""
+    return np.hstack([u, v, np.abs(u - v), u * v])
 
 
 def _one_blas_thread() -> threadpool_limits:
