@@ -38,6 +38,7 @@ def rows(args: argparse.Namespace) -> dict[str, tuple[str, RunConfig | None]]:
         seeds=args.seeds,
         dev_limit=args.dev_limit,
         max_length=128,
+        cache_dir=str(out / "cache"),  # entry spaces built by the same encoder are shared across rows
     )
     plus = replace(base, method="defsent-plus", select_on="stsb_dev", pooler=args.pooler)
     table: dict[str, tuple[str, RunConfig | None]] = {"baseline (MiniLM, mean)": ("baseline", None)}
