@@ -10,7 +10,7 @@ import pytest
 from defsent.cli import main
 
 
-def _last_json(capsys) -> dict:
+def _last_json(capsys) -> dict | list:
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
@@ -59,7 +59,7 @@ def test_train_predict_plot_and_reverse_dictionary(bert_path, toy_dictionary, tm
     ]
     assert main(args) == 0
     assert main(["predict", "--model", str(out), "a pet that barks", "--top-k", "3", "--json"]) == 0
-    ranked = _last_json_list(capsys)
+    ranked = _last_json(capsys)
     assert len(ranked) == 3 and all(r["word"] in toy_dictionary for r in ranked)
     assert main(["evaluate", "reverse-dictionary", "--model", str(out), "--split", "train", "--json"]) == 0
     result = _last_json(capsys)
@@ -68,10 +68,6 @@ def test_train_predict_plot_and_reverse_dictionary(bert_path, toy_dictionary, tm
     figures = sorted(p.name for p in (tmp_path / "fig").iterdir())
     assert figures == ["entries_pca_whitened.png", "entries_svd.png", "isotropy.json", "isotropy.png"]
     assert set(json.loads((tmp_path / "fig" / "isotropy.json").read_text())) == {"plus step 1", "plus step 2"}
-
-
-def _last_json_list(capsys) -> list:
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def test_data_stats_table(capsys, bert_path) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from defsent.dictionary.core import Dictionary
+from defsent.dictionary.split import seeded_sample
 from defsent.encoder import Encoder
 from defsent.entry_space import EntrySpace
 
@@ -45,15 +46,10 @@ class ReverseDictionary:
         """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry."""
         from defsent.evaluation.reverse_dictionary import ranks_from_scores
 
-        pairs = [(w, d) for w, d in dictionary.pairs() if w in self.space.index]
-        if limit is not None and len(pairs) > limit:
-            keep = np.random.default_rng(seed).choice(len(pairs), limit, replace=False)
-            pairs = [pairs[i] for i in sorted(keep)]
-        if not pairs:
-            return np.zeros(0)
-        gold = np.array([self.space.index[w] for w, _ in pairs])
-        ranks = [
-            ranks_from_scores(self.scores([d for _, d in chunk]), gold[i : i + 512])
-            for i, chunk in ((i, pairs[i : i + 512]) for i in range(0, len(pairs), 512))
-        ]
+        pairs = seeded_sample([(w, d) for w, d in dictionary.pairs() if w in self.space.index], limit, seed)
+        ranks = [np.zeros(0)]
+        for start in range(0, len(pairs), 512):  # 512 rows of scores over every entry at a time
+            chunk = pairs[start : start + 512]
+            gold = np.array([self.space.index[w] for w, _ in chunk])
+            ranks.append(ranks_from_scores(self.scores([d for _, d in chunk]), gold))
         return np.concatenate(ranks)

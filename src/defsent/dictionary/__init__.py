@@ -15,7 +15,7 @@ from defsent.dictionary.sources import (
     load_wordnet_examples,
     split_gloss,
 )
-from defsent.dictionary.split import split_by_headword, split_sizes
+from defsent.dictionary.split import seeded_sample, split_by_headword, split_sizes
 from defsent.dictionary.stats import dictionary_stats, format_stats_table
 from defsent.dictionary.triplets import Triplet, TripletReport, build_triplets, find_target
 
@@ -47,6 +47,7 @@ __all__ = [
     "merge_dictionaries",
     "normalize_key",
     "single_token_filter",
+    "seeded_sample",
     "split_by_headword",
     "split_gloss",
     "split_sizes",

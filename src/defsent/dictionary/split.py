@@ -46,3 +46,11 @@ def split_by_headword(
         headwords = [h for i in order[start:end] for h in groups[keys[i]]]
         splits[split] = dictionary.subset(headwords, name=f"{dictionary.name}/{split}")
     return splits
+
+
+def seeded_sample(items: list, limit: int | None, seed: int) -> list:
+    """A seeded sample of `limit` items in their original order (all of them when limit is None)."""
+    if limit is None or limit >= len(items):
+        return items
+    keep = np.random.default_rng(seed).choice(len(items), limit, replace=False)
+    return [items[i] for i in sorted(keep)]

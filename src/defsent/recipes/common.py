@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from defsent.dictionary import load_dictionary, split_by_headword
+from defsent.dictionary import load_dictionary, seeded_sample, split_by_headword
 from defsent.dictionary.core import Dictionary
 from defsent.encoder import CONFIG_NAME, Encoder
 from defsent.entry_space import EntrySpace
@@ -85,14 +85,6 @@ def load_splits(config: RunConfig) -> tuple[Dictionary, dict[str, Dictionary]]:
     return dictionary, split_by_headword(dictionary, seed=config.split_seed)
 
 
-def sample(examples: list, limit: int | None, seed: int) -> list:
-    """A seeded sample of `limit` examples (all of them when limit is None)."""
-    if limit is None or limit >= len(examples):
-        return examples
-    keep = np.random.default_rng(seed).choice(len(examples), limit, replace=False)
-    return [examples[i] for i in sorted(keep)]
-
-
 def dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, config: RunConfig) -> dict[str, float]:
     """Reverse-dictionary MRR/top-k on dev headwords and STS-B dev Spearman x 100."""
     from defsent.evaluation.reverse_dictionary import reverse_dictionary_metrics
@@ -130,7 +122,7 @@ def train_one(
         return done
     model_dir = run_dir / "model"
     encoder = make_encoder()
-    examples = sample(entry_examples(train, space), config.limit, seed)
+    examples = seeded_sample(entry_examples(train, space), config.limit, seed)
     objective = EntryPrediction(encoder, space)
     trainer = Trainer(objective, examples, entry_collate(encoder), config.settings(lr, seed), run_dir)
     losses = trainer.fit(resume=config.resume or (run_dir / "checkpoint").exists())

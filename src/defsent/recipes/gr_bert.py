@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 from transformers import AutoTokenizer
 
+from defsent.dictionary import seeded_sample
 from defsent.dictionary.triplets import Triplet, TripletReport, build_triplets
 from defsent.encoder import Encoder, load_pretrained
 from defsent.errors import DefSentError
 from defsent.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy
 from defsent.objectives.mlm import load_masked_lm
-from defsent.recipes.common import RunConfig, RunResult, finished_run, load_splits, publish, sample, select
+from defsent.recipes.common import RunConfig, RunResult, finished_run, load_splits, publish, select
 from defsent.training import Trainer
 
 log = logging.getLogger(__name__)
@@ -93,8 +94,8 @@ def train_run(
     model_dir = run_dir / "model"
     tokenizer = load_pretrained(AutoTokenizer, config.model)
     collate = GlossCollator(tokenizer, config.max_length)
-    train, dropped = keep_fitting(sample(triplets["train"], config.limit, seed), collate, "train")
-    dev, _ = keep_fitting(sample(triplets["dev"], config.dev_limit, seed), collate, "dev")
+    train, dropped = keep_fitting(seeded_sample(triplets["train"], config.limit, seed), collate, "train")
+    dev, _ = keep_fitting(seeded_sample(triplets["dev"], config.dev_limit, seed), collate, "dev")
     objective = GlossRegularizedMLM(load_masked_lm(config.model), config.arch, config.gloss_weight, config.temperature)
     trainer = Trainer(objective, train, collate, config.settings(lr, seed), run_dir)
     losses = trainer.fit(resume=config.resume or (run_dir / "checkpoint").exists())
