@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,29 +41,31 @@ def rows(args: argparse.Namespace) -> dict[str, tuple[str, RunConfig | None]]:
         max_length=128,
         cache_dir=str(out / "cache"),  # entry spaces built by the same encoder are shared across rows
     )
-    plus = replace(base, method="defsent-plus", select_on="stsb_dev", pooler=args.pooler)
+    plus = replace(base, method="defsent-plus", select_on="stsb_dev", pooler=args.pooler, similarity=args.similarity)
     table: dict[str, tuple[str, RunConfig | None]] = {"baseline (MiniLM, mean)": ("baseline", None)}
     table["DefSent, word-embedding fallback, mean"] = (
         "defsent",
         replace(base, pooling="mean", space="word-embeddings", output=str(out / "defsent-we-mean")),
     )
+    folder, label = (f"-{args.tag}", f" [{args.tag}]") if args.tag else ("", "")
     for pooling in ("cls", "mean"):
         for entries in ("ac", "amp"):
-            name = f"plus-{pooling}-{entries}"
+            name = f"plus-{pooling}-{entries}{folder}"
             steps = args.pst_steps if (pooling, entries) == tuple(args.pst_config.split("-")) else 1
-            table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1"] = (
+            table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1{label}"] = (
                 "plus",
                 replace(plus, pooling=pooling, entries=entries, pst_steps=steps, output=str(out / name)),
             )
     pooling, entries = args.pst_config.split("-")
     for step in range(2, args.pst_steps + 1):
-        table[f"DefSent+ {pooling.upper()} {entries.upper()} step {step}"] = (
+        table[f"DefSent+ {pooling.upper()} {entries.upper()} step {step}{label}"] = (
             f"step{step}",
-            table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1"][1],
+            table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1{label}"][1],
         )
-    table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1 + ICA"] = (
+    ica_output = str(out / f"plus-{args.pst_config}-ica{folder}")
+    table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1 + ICA{label}"] = (
         "plus",
-        replace(plus, pooling=pooling, entries=entries, ica="last", output=str(out / f"plus-{args.pst_config}-ica")),
+        replace(plus, pooling=pooling, entries=entries, ica="last", output=ica_output),
     )
     return table
 
@@ -108,12 +111,14 @@ def main() -> None:
     parser.add_argument("--lrs", type=lambda s: [float(x) for x in s.split(",")], default=[2e-5])
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0])
     parser.add_argument("--pooler", choices=["none", "model"], default="none")
+    parser.add_argument("--similarity", choices=["dot", "cosine"], default="dot", help="DefSent+ entry logits")
+    parser.add_argument("--tag", default="", help="suffix of row names and run folders (variants of the grid)")
     parser.add_argument("--pst-steps", type=int, default=3)
     parser.add_argument("--pst-config", default="mean-amp", help="pooling-entries of the PST and ICA rows")
     parser.add_argument("--dev-limit", type=int, default=2000)
     parser.add_argument("--rd-limit", type=int, default=5000, help="held-out definitions for reverse dictionary")
     parser.add_argument("--senteval", action="store_true")
-    parser.add_argument("--only", default=None, help="comma list of substrings: run only matching rows")
+    parser.add_argument("--only", default=None, help="regular expression: run only the rows it matches (re.search)")
     parser.add_argument("--out", default="runs/bench")
     args = parser.parse_args()
 
@@ -121,7 +126,7 @@ def main() -> None:
     store = Path(args.out) / "quality_minilm.json"
     results = json.loads(store.read_text()) if store.exists() else {}  # rows of earlier invocations stay
     for name, (kind, config) in rows(args).items():
-        if args.only and not any(s in name for s in args.only.split(",")):
+        if args.only and not re.search(args.only, name):
             continue
         start = time.time()
         results[name] = evaluate(model_path(kind, config), args, test_split)

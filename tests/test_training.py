@@ -134,6 +134,31 @@ def test_definition_space_averages_definitions(bert_path, toy_dictionary, tmp_pa
     assert torch.equal(cached.matrix, space.matrix)
 
 
+def test_ica_space_transforms_the_cached_plain_space(bert_path, toy_dictionary, tmp_path, monkeypatch) -> None:
+    import defsent.entry_space as entry_space
+
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    plain = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    monkeypatch.setattr(entry_space, "ica_transform", lambda m: m * 2.0)  # the plain space is not re-encoded
+    monkeypatch.setattr(Encoder, "encode", lambda *a, **k: pytest.fail("re-encoded the definitions"))
+    doubled = DefinitionSpace.build(encoder, toy_dictionary, "amp", ica=True, cache_dir=tmp_path)
+    torch.testing.assert_close(doubled.matrix, plain.matrix * 2.0)
+    assert len(list(tmp_path.glob("definitions-*.safetensors"))) == 2
+
+
+def test_cosine_entry_logits_match_hand_computed_values(tmp_path) -> None:
+    space = DefinitionSpace(["a", "b"], torch.tensor([[3.0, 0.0], [1.0, 1.0]]), similarity="cosine", temperature=0.5)
+    h = torch.tensor([[0.0, 2.0]])
+    torch.testing.assert_close(space(h), torch.tensor([[0.0, (1 / 2**0.5) / 0.5]]))
+    torch.testing.assert_close(DefinitionSpace(["a", "b"], space.matrix)(h), torch.tensor([[0.0, 2.0]]))
+    space.save(tmp_path)
+    reloaded = EntrySpace.load(tmp_path)
+    assert (reloaded.similarity, reloaded.temperature) == ("cosine", 0.5)
+    torch.testing.assert_close(reloaded(h), space(h))
+    with pytest.raises(DefSentError, match="unknown entry similarity"):
+        DefinitionSpace(["a"], torch.zeros(1, 2), similarity="l2")
+
+
 def _toy_tsv(toy_dictionary, path):
     lines = ["word\tdefinition"] + [f"{w}\t{d}" for w, d in toy_dictionary.pairs()]
     path.write_text("\n".join(lines) + "\n")

@@ -74,6 +74,8 @@ def cmd_train(args: argparse.Namespace) -> None:
         output=args.output,
         resume=args.resume,
         arch=args.arch,
+        similarity=args.similarity,
+        temperature=args.temperature,
     )
     if method == "defsent":
         from defsent.recipes.defsent import train_defsent
@@ -253,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--entries", choices=["ac", "amp"], default="ac", help="DefSent+ entry embeddings")
     p.add_argument("--pst-steps", type=int, default=1)
     p.add_argument("--ica", choices=["none", "last"], default="none")
+    p.add_argument(
+        "--similarity",
+        choices=["dot", "cosine"],
+        default="dot",
+        help="defsent-plus entry logits: dot product (the paper) or cosine / --temperature",
+    )
+    p.add_argument("--temperature", type=float, default=0.05, help="tau of cosine entry logits and of gr-bert")
     p.add_argument("--arch", choices=["mt", "sc"], default="mt", help="gr-bert: one or two context encoders")
     p.add_argument(
         "--dictionary",

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
+from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from defsent.dictionary.core import Dictionary
@@ -88,7 +89,7 @@ class EntrySpace(nn.Module):
         if meta["type"] == "MLMHeadSpace":
             return MLMHeadSpace.from_saved(meta, tensors)
         cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[meta["type"]]
-        space = cls(meta["words"], tensors["matrix"])
+        space = cls(meta["words"], tensors["matrix"], meta.get("similarity", "dot"), meta.get("temperature", 0.05))
         space.kind = meta.get("kind", space.kind)
         return space
 
@@ -170,17 +171,33 @@ class MLMHeadSpace(EntrySpace):
 
 
 class MatrixSpace(EntrySpace):
-    """Logits = h · Mᵀ for a frozen matrix M of entry vectors."""
+    """Logits = h · Mᵀ for a frozen matrix M of entry vectors (the papers' dot product), or, with
+    `similarity="cosine"`, cos(h, M) / temperature (an option of this library, not of the papers)."""
 
-    def __init__(self, words: list[str], matrix: torch.Tensor | np.ndarray) -> None:
+    def __init__(
+        self,
+        words: list[str],
+        matrix: torch.Tensor | np.ndarray,
+        similarity: Literal["dot", "cosine"] = "dot",
+        temperature: float = 0.05,
+    ) -> None:
         super().__init__(words)
         matrix = torch.as_tensor(np.asarray(matrix), dtype=torch.float32).clone()
         if matrix.shape[0] != len(self.words):
             raise DefSentError(f"{len(self.words)} entries but {matrix.shape[0]} vectors")
+        if similarity not in ("dot", "cosine"):
+            raise DefSentError(f"unknown entry similarity {similarity!r}; choose dot or cosine")
+        self.similarity, self.temperature = similarity, float(temperature)
         self.register_buffer("matrix", matrix, persistent=False)
 
     def scores(self, h: torch.Tensor) -> torch.Tensor:
-        return h @ self.matrix.T.to(h.dtype)
+        matrix = self.matrix.to(h.dtype)
+        if self.similarity == "cosine":
+            return F.normalize(h, dim=-1) @ F.normalize(matrix, dim=-1).T / self.temperature
+        return h @ matrix.T
+
+    def _meta(self) -> dict:
+        return {**super()._meta(), "similarity": self.similarity, "temperature": self.temperature}
 
     def vectors(self) -> np.ndarray:
         return self.matrix.cpu().numpy()
@@ -226,19 +243,21 @@ class DefinitionSpace(MatrixSpace):
             if path.exists():
                 log.info("entry space loaded from cache %s", path)
                 return cls(dictionary.headwords, load_file(str(path))["matrix"])
-        pooling = encoder.pooling
-        encoder.pooling = "cls" if entries == "ac" else "mean"
-        try:
-            vectors = encoder.encode([d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress=True)
-        finally:
-            encoder.pooling = pooling
-        counts = np.array([len(e.senses) for e in dictionary])
-        owner = np.repeat(np.arange(len(counts)), counts)
-        matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
-        np.add.at(matrix, owner, vectors)
-        matrix /= counts[:, None]
-        if ica:
-            matrix = ica_transform(matrix)
+        if ica:  # the ICA space transforms the plain one, which is itself cached
+            plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
+            matrix = ica_transform(plain.matrix.double().numpy())
+        else:
+            pooling = encoder.pooling
+            encoder.pooling = "cls" if entries == "ac" else "mean"
+            try:
+                vectors = encoder.encode([d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress=True)
+            finally:
+                encoder.pooling = pooling
+            counts = np.array([len(e.senses) for e in dictionary])
+            owner = np.repeat(np.arange(len(counts)), counts)
+            matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
+            np.add.at(matrix, owner, vectors)
+            matrix /= counts[:, None]
         space = cls(dictionary.headwords, matrix.astype(np.float32))
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,8 @@ class RunConfig:
     ica: str = "none"  # none | last
     arch: str = "mt"  # GR-BERT: mt (one context encoder) | sc (two context encoders)
     gloss_weight: float = 2.0  # GR-BERT lambda
-    temperature: float = 0.05  # GR-BERT InfoNCE tau
+    temperature: float = 0.05  # GR-BERT InfoNCE tau; also the tau of cosine entry logits
+    similarity: str = "dot"  # DefSent+ entry logits: dot (the paper) | cosine (cos / temperature)
     dictionary: str = "wordnet"
     wordnet_dir: str | None = None
     split_seed: int = 0

@@ -33,6 +33,7 @@ def train_defsent_plus(config: RunConfig) -> Path:
         )
         space = DefinitionSpace.build(entry_encoder, dictionary, config.entries, ica=ica, cache_dir=cache)
         space.kind = f"definitions-{config.entries}" + ("-ica" if ica else "")
+        space.similarity, space.temperature = config.similarity, config.temperature
         extra = {
             "method": "defsent-plus",
             "entry_space": space.kind,
