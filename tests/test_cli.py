@@ -54,10 +54,17 @@ def test_train_predict_plot_and_reverse_dictionary(bert_path, toy_dictionary, tm
         "2",
         "--lr-grid",
         "1e-3",
+        "--similarity",
+        "cosine",
+        "--temperature",
+        "0.1",
         "--output",
         str(out),
     ]
     assert main(args) == 0
+    space = json.loads((out / "entry_space" / "space.json").read_text())
+    assert (space["similarity"], space["temperature"]) == ("cosine", 0.1)
+    assert json.loads((out / "defsent.json").read_text())["config"]["similarity"] == "cosine"
     assert main(["predict", "--model", str(out), "a pet that barks", "--top-k", "3", "--json"]) == 0
     ranked = _last_json(capsys)
     assert len(ranked) == 3 and all(r["word"] in toy_dictionary for r in ranked)
