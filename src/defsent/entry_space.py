@@ -189,12 +189,14 @@ class MatrixSpace(EntrySpace):
             raise DefSentError(f"unknown entry similarity {similarity!r}; choose dot or cosine")
         self.similarity, self.temperature = similarity, float(temperature)
         self.register_buffer("matrix", matrix, persistent=False)
+        self._unit: torch.Tensor | None = None  # the row-normalised matrix, computed once (the space is frozen)
 
     def scores(self, h: torch.Tensor) -> torch.Tensor:
-        matrix = self.matrix.to(h.dtype)
         if self.similarity == "cosine":
-            return F.normalize(h, dim=-1) @ F.normalize(matrix, dim=-1).T / self.temperature
-        return h @ matrix.T
+            if self._unit is None or self._unit.device != h.device or self._unit.dtype != h.dtype:
+                self._unit = F.normalize(self.matrix.to(h.dtype), dim=-1)
+            return F.normalize(h, dim=-1) @ self._unit.T / self.temperature
+        return h @ self.matrix.T.to(h.dtype)
 
     def _meta(self) -> dict:
         return {**super()._meta(), "similarity": self.similarity, "temperature": self.temperature}
