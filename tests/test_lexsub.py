@@ -146,3 +146,21 @@ def test_minilm_without_mlm_head_falls_back_with_a_warning(caplog):
     result = evaluate_lexsub(scorer, "LS07", limit=5, progress=False)
     assert all(0.0 <= result[key] <= 100.0 for key in SCORE_KEYS)
     assert result["n_instances"] == 5
+
+
+def test_scoring_choice_forces_or_requires_the_head(tmp_path, caplog):
+    from defsent.errors import MissingHeadError
+
+    with pytest.raises(MissingHeadError, match="no trained MLM head"):
+        SubstituteScorer.from_pretrained(default_model(), device="cpu", scoring="head")
+    with pytest.raises(DefSentError, match="unknown lexsub scoring"):
+        SubstituteScorer.from_pretrained(default_model(), scoring="softmax")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    BertForMaskedLM(config).save_pretrained(tmp_path)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "bright", "clever"]
+    BertTokenizerFast(vocab={t: i for i, t in enumerate(words)}).save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="defsent.evaluation.lexsub"):
+        assert SubstituteScorer.from_pretrained(str(tmp_path), device="cpu").use_mlm_head
+        assert not SubstituteScorer.from_pretrained(str(tmp_path), device="cpu", scoring="embeddings").use_mlm_head
+    assert "no trained MLM head" not in caplog.text

@@ -163,6 +163,7 @@ def cmd_eval_lexsub(args: argparse.Namespace) -> None:
         post=[p.lstrip("+") for p in args.post],
         validation_model=args.validation_model,
         limit=args.limit,
+        scoring=args.scoring,
     )
     keys = ["best", "best_mode", "oot", "oot_mode", "p_at_1", "p_at_3"]
     table = {k: float(result[k]) for k in keys}
@@ -325,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", choices=["LS07", "CoInCo"], default="LS07")
     p.add_argument("--post", nargs="*", default=[], choices=["+emb", "+valid", "emb", "valid"])
     p.add_argument("--validation-model", default=None, help="for +valid (default: the model itself)")
+    p.add_argument(
+        "--scoring",
+        choices=["auto", "head", "embeddings"],
+        default="auto",
+        help="p(x|s) from the MLM head, or h . E^T (auto: the head when the model has one)",
+    )
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval_lexsub)

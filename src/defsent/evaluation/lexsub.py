@@ -36,7 +36,7 @@ from lemminflect import getAllLemmas
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
-from defsent.errors import DefSentError, ModelLoadError
+from defsent.errors import DefSentError, MissingHeadError, ModelLoadError
 from defsent.evaluation.lexsub_metrics import LexSubInstance, load_lexsub, score_ranked
 from defsent.wordnet_pos import WordNetPOS, load_wordnet_pos
 
@@ -132,12 +132,17 @@ class SubstituteScorer(_Encoder):
         self.vocab_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, device: str | None = None) -> SubstituteScorer:
-        """Load an MLM from a local path or cached name; fall back to h . E^T when its head is missing."""
+    def from_pretrained(cls, name_or_path: str, device: str | None = None, scoring: str = "auto") -> SubstituteScorer:
+        """Load an MLM from a local path or cached name; score with its head, or with h . E^T when the head is
+        missing (``scoring="auto"``). ``scoring="embeddings"`` always uses h . E^T; ``"head"`` requires a head."""
+        if scoring not in ("auto", "head", "embeddings"):
+            raise DefSentError(f"unknown lexsub scoring {scoring!r}; choose auto, head or embeddings")
         (model, info), tokenizer = _load(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
         prefix = model.base_model_prefix + "."
         head_missing = [key for key in info["missing_keys"] if not key.startswith(prefix)]
-        if head_missing:
+        if head_missing and scoring == "head":
+            raise MissingHeadError(f"model {name_or_path!r} has no trained MLM head (missing {head_missing[0]}, ...)")
+        if head_missing and scoring == "auto":
             logger.warning(
                 "model %r has no trained MLM head (missing %s); scoring substitutes with the "
                 "final hidden state dotted with the input word embeddings (h . E^T) instead",
@@ -145,7 +150,7 @@ class SubstituteScorer(_Encoder):
                 ", ".join(sorted(head_missing)[:3]),
             )
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        return cls(model, tokenizer, use_mlm_head=not head_missing, device=device)
+        return cls(model, tokenizer, use_mlm_head=not head_missing and scoring != "embeddings", device=device)
 
     @torch.no_grad()
     def scores(self, sentences: Sequence[Sequence[str]], targets: Sequence[int], emb: bool = False):
@@ -314,16 +319,18 @@ def evaluate_lexsub(
     data_dir: str | Path | None = None,
     wordnet_dir: str | Path | None = None,
     progress: bool = True,
+    scoring: str = "auto",
 ) -> dict[str, float]:
     """best, best_mode, oot, oot_mode, p_at_1, p_at_3 (x 100) of ``model`` on LS07 or CoInCo, plus counts.
 
     ``model`` is a local path / cached name or an in-memory :class:`SubstituteScorer`. With ``+valid`` the
-    validation model defaults to the proposal model's own encoder.
+    validation model defaults to the proposal model's own encoder. ``scoring``: see
+    :meth:`SubstituteScorer.from_pretrained`.
     """
     _post_flags(post)
     started = time.perf_counter()
     data = load_lexsub(dataset, data_dir).head(limit)
-    scorer = model if isinstance(model, SubstituteScorer) else SubstituteScorer.from_pretrained(model)
+    scorer = model if isinstance(model, SubstituteScorer) else SubstituteScorer.from_pretrained(model, scoring=scoring)
     validator = validation_model
     if isinstance(validation_model, str | Path):
         validator = SubstituteValidator.from_pretrained(str(validation_model), device=str(scorer.device))
