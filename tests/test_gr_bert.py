@@ -299,7 +299,7 @@ def test_recipe_saves_a_masked_lm_with_first_last_avg(
     from defsent.encoder import Encoder
     from defsent.evaluation.lexsub import SubstituteScorer
     from defsent.recipes.common import RunConfig
-    from defsent.recipes.gr_bert import train_gr_bert
+    from defsent.recipes.gr_bert import heldout_gloss_accuracy, train_gr_bert
 
     table = tmp_path / "toy.tsv"
     table.write_text("word\tdefinition\texample\n" + "".join(f"{w}\t{g}\t{e}\n" for w, g, e in ROWS))
@@ -322,6 +322,8 @@ def test_recipe_saves_a_masked_lm_with_first_last_avg(
     assert saved["seed"] == 1 and saved["data"] == str(table) and saved["train_examples"] == 8
     assert {"gloss_acc", "gloss_loss", "stsb_dev"} <= set(saved["dev"])
     assert saved["triplets"]["train"]["unmatched"] == 0
+    before = heldout_gloss_accuracy(str(small_bert), config, seed=1)  # the untrained model, same held-out batches
+    assert set(before) == {"gloss_acc", "gloss_loss"} and 0.0 <= before["gloss_acc"] <= 100.0
     with caplog.at_level(logging.WARNING):
         scorer = SubstituteScorer.from_pretrained(str(path), device="cpu")
     assert scorer.use_mlm_head and "no trained MLM head" not in caplog.text

@@ -80,6 +80,17 @@ def dev_metrics(
     return metrics
 
 
+def heldout_gloss_accuracy(model: str, config: RunConfig, seed: int = 0) -> dict[str, float]:
+    """Gloss-matching accuracy / loss of any masked LM (e.g. the untrained base model) on the same held-out
+    triplets and batches that `train_run` scores after training."""
+    tokenizer = load_pretrained(AutoTokenizer, model)
+    collate = GlossCollator(tokenizer, config.max_length)
+    triplets, _ = load_triplets(config)
+    dev, _ = keep_fitting(seeded_sample(triplets["dev"], config.dev_limit, seed), collate, "dev")
+    objective = GlossRegularizedMLM(load_masked_lm(model), config.arch, config.gloss_weight, config.temperature)
+    return gloss_accuracy(objective, dev, collate, config.batch_size)
+
+
 def train_run(
     config: RunConfig,
     lr: float,
