@@ -36,8 +36,8 @@ def measure(model: str, args: argparse.Namespace, scoring: str = "auto", sts: bo
     if not sts:
         return row
     tasks = args.sts_tasks.split(",")
-    sts = evaluate_sts(Encoder.load(model, pooling="first_last_avg"), tasks=tasks)
-    row.update({f"STS {k}": float(v) for k, v in sts.items()})
+    scores = evaluate_sts(Encoder.load(model, pooling="first_last_avg"), tasks=tasks)
+    row.update({f"STS {k}": float(v) for k, v in scores.items()})
     return row
 
 

@@ -234,8 +234,11 @@ class DefinitionSpace(MatrixSpace):
         ica: bool = False,
         cache_dir: str | Path | None = None,
         batch_size: int = 128,
+        similarity: Literal["dot", "cosine"] = "dot",
+        temperature: float = 0.05,
     ) -> DefinitionSpace:
-        """Encode every definition (no grad, length-sorted batches) and average per headword; cached on disk."""
+        """Encode every definition (no grad, length-sorted batches) and average per headword; cached on disk.
+        `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors."""
         if entries not in ("ac", "amp"):
             raise DefSentError(f"unknown entry type {entries!r}; choose ac or amp")
         path = None
@@ -244,7 +247,7 @@ class DefinitionSpace(MatrixSpace):
             path = Path(cache_dir) / f"definitions-{key}.safetensors"
             if path.exists():
                 log.info("entry space loaded from cache %s", path)
-                return cls(dictionary.headwords, load_file(str(path))["matrix"])
+                return cls(dictionary.headwords, load_file(str(path))["matrix"], similarity, temperature)
         if ica:  # the ICA space transforms the plain one, which is itself cached
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())
@@ -260,7 +263,7 @@ class DefinitionSpace(MatrixSpace):
             matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
             np.add.at(matrix, owner, vectors)
             matrix /= counts[:, None]
-        space = cls(dictionary.headwords, matrix.astype(np.float32))
+        space = cls(dictionary.headwords, matrix.astype(np.float32), similarity, temperature)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".partial")

@@ -31,9 +31,16 @@ def train_defsent_plus(config: RunConfig) -> Path:
             config.entries,
             " with ICA" if ica else "",
         )
-        space = DefinitionSpace.build(entry_encoder, dictionary, config.entries, ica=ica, cache_dir=cache)
+        space = DefinitionSpace.build(
+            entry_encoder,
+            dictionary,
+            config.entries,
+            ica=ica,
+            cache_dir=cache,
+            similarity=config.similarity,
+            temperature=config.temperature,
+        )
         space.kind = f"definitions-{config.entries}" + ("-ica" if ica else "")
-        space.similarity, space.temperature = config.similarity, config.temperature
         extra = {
             "method": "defsent-plus",
             "entry_space": space.kind,

@@ -80,14 +80,22 @@ def dev_metrics(
     return metrics
 
 
+def gloss_setup(
+    model: str, config: RunConfig, dev_triplets: list[Triplet], seed: int
+) -> tuple[Any, GlossCollator, list[Triplet], GlossRegularizedMLM]:
+    """Tokenizer, collator, the seeded held-out sample that fits max_length, and the objective over `model`."""
+    tokenizer = load_pretrained(AutoTokenizer, model)
+    collate = GlossCollator(tokenizer, config.max_length)
+    dev, _ = keep_fitting(seeded_sample(dev_triplets, config.dev_limit, seed), collate, "dev")
+    objective = GlossRegularizedMLM(load_masked_lm(model), config.arch, config.gloss_weight, config.temperature)
+    return tokenizer, collate, dev, objective
+
+
 def heldout_gloss_accuracy(model: str, config: RunConfig, seed: int = 0) -> dict[str, float]:
     """Gloss-matching accuracy / loss of any masked LM (e.g. the untrained base model) on the same held-out
     triplets and batches that `train_run` scores after training."""
-    tokenizer = load_pretrained(AutoTokenizer, model)
-    collate = GlossCollator(tokenizer, config.max_length)
     triplets, _ = load_triplets(config)
-    dev, _ = keep_fitting(seeded_sample(triplets["dev"], config.dev_limit, seed), collate, "dev")
-    objective = GlossRegularizedMLM(load_masked_lm(model), config.arch, config.gloss_weight, config.temperature)
+    _, collate, dev, objective = gloss_setup(model, config, triplets["dev"], seed)
     return gloss_accuracy(objective, dev, collate, config.batch_size)
 
 
@@ -103,11 +111,8 @@ def train_run(
     if (done := finished_run(run_dir, lr, seed)) is not None:
         return done
     model_dir = run_dir / "model"
-    tokenizer = load_pretrained(AutoTokenizer, config.model)
-    collate = GlossCollator(tokenizer, config.max_length)
+    tokenizer, collate, dev, objective = gloss_setup(config.model, config, triplets["dev"], seed)
     train, dropped = keep_fitting(seeded_sample(triplets["train"], config.limit, seed), collate, "train")
-    dev, _ = keep_fitting(seeded_sample(triplets["dev"], config.dev_limit, seed), collate, "dev")
-    objective = GlossRegularizedMLM(load_masked_lm(config.model), config.arch, config.gloss_weight, config.temperature)
     trainer = Trainer(objective, train, collate, config.settings(lr, seed), run_dir)
     losses = trainer.fit(resume=config.resume or (run_dir / "checkpoint").exists())
     objective = trainer.accelerator.unwrap_model(trainer.model)
