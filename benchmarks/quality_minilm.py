@@ -13,7 +13,7 @@ import argparse
 import json
 import re
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from defsent.dictionary import load_dictionary, split_by_headword
@@ -77,8 +77,9 @@ def model_path(kind: str, config: RunConfig | None) -> str:
     if kind == "defsent":
         return str(train_defsent(config))
     path = Path(config.output)
-    if not (path / "defsent.json").exists():
-        train_defsent_plus(config)
+    saved = path / "defsent.json"
+    if not saved.exists() or json.loads(saved.read_text()).get("config") != json.loads(json.dumps(asdict(config))):
+        train_defsent_plus(config)  # finished (lr, seed, step) runs inside are reused; only what changed trains
     if kind.startswith("step"):
         history = json.loads((path / "defsent.json").read_text())["selection"]["pst"]
         return next(h["path"] for h in history if h["step"] == int(kind[4:]))
