@@ -2,7 +2,9 @@
 word-embedding fallback, DefSent+ across (CLS|Mean, AC|AMP), PST steps 2-3 and ICA.
 
 Columns: STS (7 tasks + avg), SentEval avg (with --senteval), reverse-dictionary MRR / top-k on held-out
-(test) WordNet headwords. Trained models are reused when the script is rerun (each run's folder is kept).
+(test) headwords. Trained models are reused when the script is rerun (each run's folder is kept); a row whose
+published configuration differs from the requested one (e.g. more --pst-steps) is retrained, reusing its
+finished runs.
 
     python benchmarks/quality_minilm.py --limit 20000 --out runs/bench
 """
