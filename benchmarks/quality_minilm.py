@@ -78,15 +78,13 @@ def model_path(kind: str, config: RunConfig | None) -> str:
     assert config is not None
     if kind == "defsent":
         return str(train_defsent(config))
-    path = Path(config.output)
-    saved = path / "defsent.json"
+    saved = Path(config.output) / "defsent.json"
     if not saved.exists() or json.loads(saved.read_text()).get("config") != json.loads(json.dumps(asdict(config))):
         train_defsent_plus(config)  # finished (lr, seed, step) runs inside are reused; only what changed trains
+    history = json.loads(saved.read_text())["selection"].get("pst")
     if kind.startswith("step"):
-        history = json.loads((path / "defsent.json").read_text())["selection"]["pst"]
         return next(h["path"] for h in history if h["step"] == int(kind[4:]))
-    history = json.loads((path / "defsent.json").read_text())["selection"].get("pst")
-    return next(h["path"] for h in history if h["step"] == 1) if history else str(path)
+    return next(h["path"] for h in history if h["step"] == 1) if history else config.output
 
 
 def evaluate(path: str, args: argparse.Namespace, test_split) -> dict[str, float]:

@@ -144,6 +144,9 @@ def test_ica_space_transforms_the_cached_plain_space(bert_path, toy_dictionary, 
     doubled = DefinitionSpace.build(encoder, toy_dictionary, "amp", ica=True, cache_dir=tmp_path)
     torch.testing.assert_close(doubled.matrix, plain.matrix * 2.0)
     assert len(list(tmp_path.glob("definitions-*.safetensors"))) == 2
+    assert (plain.kind, doubled.kind) == ("definitions-amp", "definitions-amp-ica")
+    doubled.save(tmp_path / "model")  # the kind travels with the saved space
+    assert EntrySpace.load(tmp_path / "model").kind == "definitions-amp-ica"
 
 
 def test_cosine_entry_logits_match_hand_computed_values(tmp_path) -> None:

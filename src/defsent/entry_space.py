@@ -89,9 +89,13 @@ class EntrySpace(nn.Module):
         if meta["type"] == "MLMHeadSpace":
             return MLMHeadSpace.from_saved(meta, tensors)
         cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[meta["type"]]
-        space = cls(meta["words"], tensors["matrix"], meta.get("similarity", "dot"), meta.get("temperature", 0.05))
-        space.kind = meta.get("kind", space.kind)
-        return space
+        return cls(
+            meta["words"],
+            tensors["matrix"],
+            meta.get("similarity", "dot"),
+            meta.get("temperature", 0.05),
+            meta.get("kind"),
+        )
 
 
 def single_token_words(words: list[str], tokenizer: PreTrainedTokenizerBase) -> tuple[list[str], list[int]]:
@@ -180,8 +184,11 @@ class MatrixSpace(EntrySpace):
         matrix: torch.Tensor | np.ndarray,
         similarity: Literal["dot", "cosine"] = "dot",
         temperature: float = 0.05,
+        kind: str | None = None,
     ) -> None:
         super().__init__(words)
+        if kind is not None:  # e.g. "definitions-amp-ica"; the class default otherwise
+            self.kind = kind
         matrix = torch.as_tensor(np.asarray(matrix), dtype=torch.float32).clone()
         if matrix.shape[0] != len(self.words):
             raise DefSentError(f"{len(self.words)} entries but {matrix.shape[0]} vectors")
@@ -241,13 +248,14 @@ class DefinitionSpace(MatrixSpace):
         `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors."""
         if entries not in ("ac", "amp"):
             raise DefSentError(f"unknown entry type {entries!r}; choose ac or amp")
+        kind = f"definitions-{entries}" + ("-ica" if ica else "")
         path = None
         if cache_dir is not None:
             key = cache_key(encoder, dictionary, entries, ica)
             path = Path(cache_dir) / f"definitions-{key}.safetensors"
             if path.exists():
                 log.info("entry space loaded from cache %s", path)
-                return cls(dictionary.headwords, load_file(str(path))["matrix"], similarity, temperature)
+                return cls(dictionary.headwords, load_file(str(path))["matrix"], similarity, temperature, kind)
         if ica:  # the ICA space transforms the plain one, which is itself cached
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())
@@ -263,7 +271,7 @@ class DefinitionSpace(MatrixSpace):
             matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
             np.add.at(matrix, owner, vectors)
             matrix /= counts[:, None]
-        space = cls(dictionary.headwords, matrix.astype(np.float32), similarity, temperature)
+        space = cls(dictionary.headwords, matrix.astype(np.float32), similarity, temperature, kind)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".partial")

@@ -40,7 +40,6 @@ def train_defsent_plus(config: RunConfig) -> Path:
             similarity=config.similarity,
             temperature=config.temperature,
         )
-        space.kind = f"definitions-{config.entries}" + ("-ica" if ica else "")
         extra = {
             "method": "defsent-plus",
             "entry_space": space.kind,
