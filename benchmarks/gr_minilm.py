@@ -16,12 +16,13 @@ import json
 import time
 from pathlib import Path
 
-from defsent.encoder import Encoder
-from defsent.evaluation.lexsub import evaluate_lexsub
-from defsent.evaluation.sts import evaluate_sts
-from defsent.paths import default_model
-from defsent.recipes.common import RunConfig
-from defsent.recipes.gr_bert import GR_DICTIONARY, heldout_gloss_accuracy, train_gr_bert
+from dictembed.encoder import Encoder
+from dictembed.evaluation.lexsub import evaluate_lexsub
+from dictembed.evaluation.sts import evaluate_sts
+from dictembed.paths import default_model
+from dictembed.recipes.common import RunConfig
+from dictembed.recipes.gr_bert import GR_DICTIONARY, heldout_gloss_accuracy, train_gr_bert
+from dictembed.record import read_record
 
 LEXSUB_KEYS = ("best", "best_mode", "oot", "oot_mode", "p_at_1", "p_at_3")
 
@@ -76,7 +77,7 @@ def main() -> None:
     started = time.time()
     path = train_gr_bert(config)
     trained_s = time.time() - started
-    saved = json.loads((path / "defsent.json").read_text())
+    saved = read_record(path)
     store = Path(args.out) / "gr_minilm.json"
     stored = json.loads(store.read_text()) if store.exists() else {}
     settings = {"lexsub_limit": args.lexsub_limit, "sts_tasks": args.sts_tasks}

@@ -18,15 +18,16 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from defsent.dictionary import load_dictionary, split_by_headword
-from defsent.encoder import Encoder
-from defsent.evaluation.reverse_dictionary import reverse_dictionary_metrics
-from defsent.evaluation.sts import evaluate_sts
-from defsent.paths import default_model
-from defsent.recipes.common import RunConfig
-from defsent.recipes.defsent import train_defsent
-from defsent.recipes.defsent_plus import train_defsent_plus
-from defsent.reverse_dictionary import ReverseDictionary
+from dictembed.dictionary import load_dictionary, split_by_headword
+from dictembed.encoder import Encoder
+from dictembed.evaluation.reverse_dictionary import reverse_dictionary_metrics
+from dictembed.evaluation.sts import evaluate_sts
+from dictembed.paths import default_model
+from dictembed.recipes.common import RunConfig
+from dictembed.recipes.defsent import train_defsent
+from dictembed.recipes.defsent_plus import train_defsent_plus
+from dictembed.record import read_record
+from dictembed.reverse_dictionary import ReverseDictionary
 
 STS_KEYS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
 
@@ -78,10 +79,9 @@ def model_path(kind: str, config: RunConfig | None) -> str:
     assert config is not None
     if kind == "defsent":
         return str(train_defsent(config))
-    saved = Path(config.output) / "defsent.json"
-    if not saved.exists() or json.loads(saved.read_text()).get("config") != json.loads(json.dumps(asdict(config))):
+    if read_record(config.output).get("config") != json.loads(json.dumps(asdict(config))):
         train_defsent_plus(config)  # finished (lr, seed, step) runs inside are reused; only what changed trains
-    history = json.loads(saved.read_text())["selection"].get("pst")
+    history = read_record(config.output, required=True)["selection"].get("pst")
     if kind.startswith("step"):
         return next(h["path"] for h in history if h["step"] == int(kind[4:]))
     return next(h["path"] for h in history if h["step"] == 1) if history else config.output
@@ -91,15 +91,14 @@ def evaluate(path: str, args: argparse.Namespace, test_split) -> dict[str, float
     encoder = Encoder.load(path)
     result = {k: v for k, v in evaluate_sts(encoder).items() if k in STS_KEYS}
     if args.senteval:
-        from defsent.evaluation.senteval import evaluate_senteval
+        from dictembed.evaluation.senteval import evaluate_senteval
 
         result["SentEval"] = evaluate_senteval(encoder)["avg"]
     if path != default_model():
         ranks = ReverseDictionary.load(path).ranks(test_split, limit=args.rd_limit)
         result.update({f"rd_{k}": v for k, v in reverse_dictionary_metrics(ranks).items()})
-    saved = Path(path) / "defsent.json"
-    if saved.exists():
-        info = json.loads(saved.read_text())
+    info = read_record(path)
+    if info:
         result["examples_per_s"] = info.get("throughput") or 0.0
         result["lr"] = info.get("lr")
     return result

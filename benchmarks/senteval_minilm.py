@@ -24,8 +24,8 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
 
-    from defsent.evaluation.senteval import SENTEVAL_TASKS, evaluate_senteval
-    from defsent.paths import default_model
+    from dictembed.evaluation.senteval import SENTEVAL_TASKS, evaluate_senteval
+    from dictembed.paths import default_model
 
     model = SentenceTransformer(default_model(), device="cpu")
     start = time.perf_counter()

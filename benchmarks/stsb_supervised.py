@@ -55,11 +55,11 @@ def fmt(value: float) -> str:
 
 def main() -> None:
     args = parse_args()
-    from defsent.errors import DefSentError
+    from dictembed.errors import DictEmbedError
 
     try:
         run(args)
-    except DefSentError as exc:
+    except DictEmbedError as exc:
         raise SystemExit(f"error: {exc}") from None
 
 
@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.WARNING)
     import torch
 
-    from defsent.evaluation.sts_supervised import finetune_stsb_seeds
-    from defsent.paths import default_model
+    from dictembed.evaluation.sts_supervised import finetune_stsb_seeds
+    from dictembed.paths import default_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

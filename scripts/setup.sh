@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything defsent needs on a fresh Debian machine with Python 3.11:
-# WordNet 3.0 (Debian's wordnet-base) when /usr/share/wordnet is missing, then the package with its
-# test extras. torch is pinned to 2.13.0, the CPU wheel already on these machines.
+# Installs everything dictembed needs on a fresh Debian machine (Python >= 3.10):
+# WordNet 3.0 (Debian's wordnet-base) when /usr/share/wordnet is missing, the machine's CPU wheel of
+# torch (2.13.0, already on disk here, so set-up stays offline-safe), then the package with every extra
+# and the test tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f "${WNSEARCHDIR:-/usr/share/wordnet}/data.noun" ]; then
@@ -9,4 +10,6 @@ if [ ! -f "${WNSEARCHDIR:-/usr/share/wordnet}/data.noun" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq wordnet-base
 fi
+python -m pip install -q --disable-pip-version-check "torch==2.13.0"
+python -m pip uninstall -q -y defsent 2>/dev/null || true  # the package's former name
 python -m pip install -q --disable-pip-version-check -e ".[test]"

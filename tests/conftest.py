@@ -39,7 +39,7 @@ def tiny_bert(path: Path, head: bool = True) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
-    from defsent.paths import default_model
+    from dictembed.paths import default_model
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(default_model())  # the standard uncased BERT vocabulary
@@ -100,7 +100,7 @@ def roberta_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture()
 def toy_dictionary():
-    from defsent.dictionary.core import Dictionary
+    from dictembed.dictionary.core import Dictionary
 
     d = Dictionary(name="toy")
     for word, definitions in TOY_WORDS.items():

@@ -1,4 +1,4 @@
-"""The `defsent` command line, end to end on tiny models and real shared data."""
+"""The `dictembed` command line, end to end on tiny models and real shared data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from defsent.cli import main
+from dictembed.cli import main
 
 
 def _last_json(capsys) -> dict | list:
@@ -64,7 +64,7 @@ def test_train_predict_plot_and_reverse_dictionary(bert_path, toy_dictionary, tm
     assert main(args) == 0
     space = json.loads((out / "entry_space" / "space.json").read_text())
     assert (space["similarity"], space["temperature"]) == ("cosine", 0.1)
-    assert json.loads((out / "defsent.json").read_text())["config"]["similarity"] == "cosine"
+    assert json.loads((out / "dictembed.json").read_text())["config"]["similarity"] == "cosine"
     assert main(["predict", "--model", str(out), "a pet that barks", "--top-k", "3", "--json"]) == 0
     ranked = _last_json(capsys)
     assert len(ranked) == 3 and all(r["word"] in toy_dictionary for r in ranked)
@@ -78,7 +78,7 @@ def test_train_predict_plot_and_reverse_dictionary(bert_path, toy_dictionary, tm
 
 
 def test_data_stats_table(capsys, bert_path) -> None:
-    from defsent.paths import data_dir
+    from dictembed.paths import data_dir
 
     oxford = "oxford"
     assert data_dir().exists()

@@ -7,7 +7,7 @@ import logging
 import pytest
 from transformers import AutoTokenizer
 
-from defsent.dictionary import (
+from dictembed.dictionary import (
     Dictionary,
     dictionary_stats,
     format_stats_table,
@@ -17,8 +17,8 @@ from defsent.dictionary import (
     split_by_headword,
     split_sizes,
 )
-from defsent.errors import DefSentError
-from defsent.paths import default_model
+from dictembed.errors import DictEmbedError
+from dictembed.paths import default_model
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_split_sizes():
     assert split_sizes(10, (8, 1, 1)) == (8, 1, 1)
     assert split_sizes(3, (8, 1, 1)) == (2, 1, 0)
     assert split_sizes(7, (1, 0, 0)) == (7, 0, 0)
-    with pytest.raises(DefSentError, match="ratios"):
+    with pytest.raises(DictEmbedError, match="ratios"):
         split_sizes(10, (1, -1, 1))
 
 

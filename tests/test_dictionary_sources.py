@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from defsent.dictionary import (
+from dictembed.dictionary import (
     SOURCES,
     load_chang,
     load_dictionary,
@@ -16,8 +16,8 @@ from defsent.dictionary import (
     load_oxford_autodict,
     load_table,
 )
-from defsent.dictionary.sources.gcide import clean_definition, gcide_pos
-from defsent.errors import DataFormatError, DefSentError
+from dictembed.dictionary.sources.gcide import clean_definition, gcide_pos
+from dictembed.errors import DataFormatError, DictEmbedError
 
 TSV = (
     "word\tdefinition\texample\tpos\n"
@@ -134,9 +134,9 @@ def test_table_errors_name_file_line_and_column(tmp_path):
     jsonl.write_text('{"word": "cat", "definition": "a feline"}\n["dog"]\n')
     with pytest.raises(DataFormatError, match=r"mine\.jsonl:2: expected a JSON object"):
         load_table(jsonl)
-    with pytest.raises(DefSentError, match="unknown table format"):
+    with pytest.raises(DictEmbedError, match="unknown table format"):
         load_table(tmp_path / "mine.tsv", fmt="xml")
-    with pytest.raises(DefSentError, match="not found"):
+    with pytest.raises(DictEmbedError, match="not found"):
         load_table(tmp_path / "absent.csv")
 
 
@@ -149,10 +149,10 @@ def test_load_dictionary(tmp_path, caplog):
     assert merged["fiver"].definitions == ["a five-dollar bill ."]
     assert "12232 definitions -> 12231 (1 duplicate definitions removed)" in caplog.text
     assert len(load_dictionary("chang")) == 2_730
-    with pytest.raises(DefSentError, match="unknown dictionary 'oxfords'") as error:
+    with pytest.raises(DictEmbedError, match="unknown dictionary 'oxfords'") as error:
         load_dictionary("oxford,oxfords")
     assert all(name in str(error.value) for name in SOURCES)
-    with pytest.raises(DefSentError, match="not found"):
+    with pytest.raises(DictEmbedError, match="not found"):
         load_dictionary(str(tmp_path / "absent.jsonl"))
-    with pytest.raises(DefSentError, match="no dictionary named"):
+    with pytest.raises(DictEmbedError, match="no dictionary named"):
         load_dictionary(" , ")

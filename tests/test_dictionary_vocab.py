@@ -1,4 +1,4 @@
-"""`defsent.vocab`: single-token words for WordPiece (MiniLM's BERT vocabulary) and byte-level BPE."""
+"""`dictembed.vocab`: single-token words for WordPiece (MiniLM's BERT vocabulary) and byte-level BPE."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from tokenizers import ByteLevelBPETokenizer
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from defsent.dictionary import Dictionary, single_token_filter
-from defsent.paths import default_model
-from defsent.vocab import encode_texts, leading_space_matters, word_token_id, word_token_ids
+from dictembed.dictionary import Dictionary, single_token_filter
+from dictembed.paths import default_model
+from dictembed.vocab import encode_texts, leading_space_matters, word_token_id, word_token_ids
 
 SENTENCES = [
     "zebra runs to the bank",

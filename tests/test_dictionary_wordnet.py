@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from defsent.dictionary import load_dictionary, load_wordnet, load_wordnet_examples, split_gloss
-from defsent.errors import DataFormatError, DefSentError
+from dictembed.dictionary import load_dictionary, load_wordnet, load_wordnet_examples, split_gloss
+from dictembed.errors import DataFormatError, DictEmbedError
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
 FAKE = {
@@ -116,7 +116,7 @@ def test_fake_folder_by_override_and_environment(tmp_path, monkeypatch):
     assert "badly" in load_wordnet(wordnet_dir=other)  # the argument wins over $WNSEARCHDIR
     assert "badly" in load_dictionary("wordnet", wordnet_dir=other)
     monkeypatch.setenv("WNSEARCHDIR", str(tmp_path / "missing"))
-    with pytest.raises(DefSentError, match="WordNet database not found"):
+    with pytest.raises(DictEmbedError, match="WordNet database not found"):
         load_wordnet()
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from defsent.encoder import Encoder
-from defsent.errors import DefSentError, ModelLoadError
-from defsent.pooling import pool
+from dictembed.encoder import Encoder
+from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.pooling import pool
 
 SENTENCES = ["a man plays the guitar .", "", "the cat sat on the mat", "rain " * 400, "short"]
 
@@ -59,7 +59,7 @@ def test_save_reload_identical(bert_path, tmp_path, pooling: str, pooler: str) -
     np.testing.assert_array_equal(st, expected)
     again = Encoder.load(str(out))
     np.testing.assert_array_equal(again.encode(SENTENCES), expected)
-    config = json.loads((out / "defsent.json").read_text())
+    config = json.loads((out / "dictembed.json").read_text())
     assert config["seed"] == 3 and config["encoder"]["pooling"] == pooling
     assert (config["encoder"]["pooler"] is not None) == (pooler == "model")
     assert not (tmp_path / "model.partial").exists()
@@ -78,10 +78,10 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     with pytest.raises(ModelLoadError, match="no-such-model"):
         Encoder.load(str(tmp_path / "no-such-model"))
     enc = Encoder.load(str(bert_path))
-    with pytest.raises(DefSentError, match="not str"):
+    with pytest.raises(DictEmbedError, match="not str"):
         enc.encode(["fine", None])  # type: ignore[list-item]
-    with pytest.raises(DefSentError, match="list of sentences"):
+    with pytest.raises(DictEmbedError, match="list of sentences"):
         enc.encode("one string")  # type: ignore[arg-type]
-    with pytest.raises(DefSentError, match="unknown pooling"):
+    with pytest.raises(DictEmbedError, match="unknown pooling"):
         Encoder.load(str(bert_path), pooling="median")
     assert enc.encode([]).shape == (0, 32)

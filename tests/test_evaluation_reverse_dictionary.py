@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from defsent.errors import DefSentError
-from defsent.evaluation.reverse_dictionary import (
+from dictembed.errors import DictEmbedError
+from dictembed.evaluation.reverse_dictionary import (
     ranks_from_predictions,
     ranks_from_scores,
     reverse_dictionary_metrics,
@@ -23,9 +23,9 @@ def test_ranks_from_scores_counts_ties_pessimistically():
 
 
 def test_ranks_from_scores_rejects_bad_gold():
-    with pytest.raises(DefSentError, match="gold indices"):
+    with pytest.raises(DictEmbedError, match="gold indices"):
         ranks_from_scores(np.zeros((2, 3)), np.array([0, 3]))
-    with pytest.raises(DefSentError, match="integer"):
+    with pytest.raises(DictEmbedError, match="integer"):
         ranks_from_scores(np.zeros((2, 3)), np.array([0.0, 1.0]))
 
 
@@ -46,5 +46,5 @@ def test_metrics_hand_computed():
 
 
 def test_metrics_reject_zero_based_ranks():
-    with pytest.raises(DefSentError, match="1-based"):
+    with pytest.raises(DictEmbedError, match="1-based"):
         reverse_dictionary_metrics(np.array([0, 1, 2]))

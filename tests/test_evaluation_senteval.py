@@ -4,8 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from defsent.errors import DataFormatError, DefSentError
-from defsent.evaluation.senteval import (
+from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.evaluation.senteval import (
     dev_selected_accuracy,
     evaluate_senteval,
     load_binary,
@@ -115,7 +115,7 @@ def test_pair_features_are_u_v_absdiff_product():
 
 
 def test_unknown_task_is_rejected():
-    with pytest.raises(DefSentError, match="STS12"):
+    with pytest.raises(DictEmbedError, match="STS12"):
         evaluate_senteval(BagOfWords(), tasks=["STS12"])
 
 

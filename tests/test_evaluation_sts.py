@@ -4,8 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from defsent.errors import DataFormatError, DefSentError
-from defsent.evaluation.sts import (
+from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.evaluation.sts import (
     aggregate,
     evaluate_sts,
     evaluate_stsb_dev,
@@ -79,9 +79,9 @@ def test_each_sentence_encoded_once_per_task(toy_root: Path):
 
 
 def test_aggregate_rejects_unknown_mode():
-    with pytest.raises(DefSentError, match="aggregation"):
+    with pytest.raises(DictEmbedError, match="aggregation"):
         aggregate([np.arange(3.0)], [np.arange(3.0)], "median")
-    with pytest.raises(DefSentError, match="STS99"):
+    with pytest.raises(DictEmbedError, match="STS99"):
         evaluate_sts(AngleEncoder(), tasks=["STS99"])
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
 
-from defsent.errors import DefSentError
-from defsent.geometry import (
+from dictembed.errors import DictEmbedError
+from dictembed.geometry import (
     isotropy_metrics,
     mean_pairwise_cosine,
     partition_ratio,
@@ -71,7 +71,7 @@ def test_whitened_pca_has_zero_mean_unit_variance_and_no_correlation(rng: np.ran
 
 def test_whitening_a_rank1_space_is_refused(rng: np.random.Generator) -> None:
     x = np.outer(rng.normal(size=30), [1.0, 2.0, 3.0])
-    with pytest.raises(DefSentError, match="rank < 2"):
+    with pytest.raises(DictEmbedError, match="rank < 2"):
         project_2d(x, "pca_whitened")
 
 
@@ -84,12 +84,12 @@ def test_whitening_a_rank1_space_is_refused(rng: np.random.Generator) -> None:
     ],
 )
 def test_bad_matrices_raise_clear_errors(matrix: np.ndarray, message: str) -> None:
-    with pytest.raises(DefSentError, match=message):
+    with pytest.raises(DictEmbedError, match=message):
         project_2d(matrix, "pca_whitened")
 
 
 def test_unknown_projection_is_named() -> None:
-    with pytest.raises(DefSentError, match="'tsne'"):
+    with pytest.raises(DictEmbedError, match="'tsne'"):
         project_2d(np.eye(3), "tsne")  # type: ignore[arg-type]
 
 
@@ -113,7 +113,7 @@ def test_sampled_cosine_excludes_self_pairs_and_matches_exact(rng: np.random.Gen
 
 def test_identical_vectors(caplog: pytest.LogCaptureFixture) -> None:
     x = np.tile([3.0, 4.0], (10, 1))
-    with caplog.at_level(logging.WARNING, logger="defsent.geometry"):
+    with caplog.at_level(logging.WARNING, logger="dictembed.geometry"):
         metrics = isotropy_metrics(x)
     assert metrics["mean_cosine"] == pytest.approx(1.0)
     assert math.isnan(metrics["top_pc_share"])
@@ -158,7 +158,7 @@ def test_partition_ratio_survives_huge_norms() -> None:
 
 def test_zero_vectors_are_counted_and_left_out_of_the_cosine(caplog: pytest.LogCaptureFixture) -> None:
     x = np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 0.0], [2.0, 0.1]])
-    with caplog.at_level(logging.WARNING, logger="defsent.geometry"):
+    with caplog.at_level(logging.WARNING, logger="dictembed.geometry"):
         metrics = isotropy_metrics(x)
     assert metrics["n_zero_vectors"] == 1.0
     assert "excluded 1 zero vectors of 4" in caplog.text
@@ -190,9 +190,9 @@ def test_plot_entry_spaces_writes_one_panel_per_space(tmp_path: Path, rng: np.ra
 
 
 def test_plot_entry_spaces_rejects_bad_input(tmp_path: Path) -> None:
-    with pytest.raises(DefSentError, match="no entry spaces"):
+    with pytest.raises(DictEmbedError, match="no entry spaces"):
         plot_entry_spaces({}, tmp_path)
-    with pytest.raises(DefSentError, match="'broken'"):
+    with pytest.raises(DictEmbedError, match="'broken'"):
         plot_entry_spaces({"broken": np.ones((4, 3, 2))}, tmp_path)
 
 
@@ -212,5 +212,5 @@ def test_plot_isotropy_writes_png_and_json(tmp_path: Path, rng: np.random.Genera
 
 
 def test_plot_isotropy_names_missing_metrics(tmp_path: Path) -> None:
-    with pytest.raises(DefSentError, match="'step 1' lack partition_ratio"):
+    with pytest.raises(DictEmbedError, match="'step 1' lack partition_ratio"):
         plot_isotropy({"step 1": {"mean_cosine": 0.1, "top_pc_share": 0.2}}, tmp_path)

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from defsent.dictionary import load_chang, load_dictionary
-from defsent.dictionary.core import Dictionary
-from defsent.dictionary.triplets import build_triplets, find_target, word_tokens
-from defsent.errors import DefSentError
-from defsent.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy, info_nce
-from defsent.objectives.mlm import Masker, head_is_tied, load_masked_lm
-from defsent.training import Trainer, TrainSettings
+from dictembed.dictionary import load_chang, load_dictionary
+from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.triplets import build_triplets, find_target, word_tokens
+from dictembed.errors import DictEmbedError
+from dictembed.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy, info_nce
+from dictembed.objectives.mlm import Masker, head_is_tied, load_masked_lm
+from dictembed.training import Trainer, TrainSettings
 
 ROWS = [
     ("bank", "a financial institution", "she deposited money at the bank"),
@@ -185,7 +185,7 @@ def test_collator_rejects_truncated_target(small_bert: Path) -> None:
     late = next(t for t in triplets if t.context.endswith("river"))
     collate = GlossCollator(AutoTokenizer.from_pretrained(small_bert), max_length=5)
     assert collate.fits([late]) == [False]
-    with pytest.raises(DefSentError, match="'bank' truncated away"):
+    with pytest.raises(DictEmbedError, match="'bank' truncated away"):
         collate([late])
 
 
@@ -206,9 +206,9 @@ def test_masker_is_bert_15_80_10_10(small_bert: Path) -> None:
 
 
 def test_no_head_model_gets_tied_head_and_warning(caplog: pytest.LogCaptureFixture) -> None:
-    from defsent.paths import default_model
+    from dictembed.paths import default_model
 
-    with caplog.at_level(logging.WARNING, logger="defsent.objectives.mlm"):
+    with caplog.at_level(logging.WARNING, logger="dictembed.objectives.mlm"):
         model = load_masked_lm(default_model())
     assert "has no MLM head" in caplog.text and "cls.predictions" in caplog.text
     assert head_is_tied(model)
@@ -265,7 +265,7 @@ def test_training_reduces_mlm_and_gloss_losses(trained: dict, arch: str) -> None
 def test_sc_saves_only_enc2(trained: dict, small_bert: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from defsent.encoder import Encoder
+    from dictembed.encoder import Encoder
 
     objective = trained["sc"]["objective"]
     assert objective.kept is objective.context and objective.context1 is not None
@@ -296,10 +296,10 @@ def test_held_out_gloss_accuracy(trained: dict, small_bert: Path) -> None:
 def test_recipe_saves_a_masked_lm_with_first_last_avg(
     small_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from defsent.encoder import Encoder
-    from defsent.evaluation.lexsub import SubstituteScorer
-    from defsent.recipes.common import RunConfig
-    from defsent.recipes.gr_bert import heldout_gloss_accuracy, train_gr_bert
+    from dictembed.encoder import Encoder
+    from dictembed.evaluation.lexsub import SubstituteScorer
+    from dictembed.recipes.common import RunConfig
+    from dictembed.recipes.gr_bert import heldout_gloss_accuracy, train_gr_bert
 
     table = tmp_path / "toy.tsv"
     table.write_text("word\tdefinition\texample\n" + "".join(f"{w}\t{g}\t{e}\n" for w, g, e in ROWS))
@@ -317,7 +317,7 @@ def test_recipe_saves_a_masked_lm_with_first_last_avg(
         output=str(tmp_path / "gr"),
     )
     path = train_gr_bert(config)
-    saved = json.loads((path / "defsent.json").read_text())
+    saved = json.loads((path / "dictembed.json").read_text())
     assert (saved["method"], saved["arch"], saved["gloss_weight"], saved["temperature"]) == ("gr-bert", "mt", 2.0, 0.05)
     assert saved["seed"] == 1 and saved["data"] == str(table) and saved["train_examples"] == 8
     assert {"gloss_acc", "gloss_loss", "stsb_dev"} <= set(saved["dev"])

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
-from defsent.errors import DefSentError, ModelLoadError
-from defsent.evaluation.lexsub import (
+from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.evaluation.lexsub import (
     EMB_TEMPERATURE,
     SubstituteScorer,
     SubstituteValidator,
@@ -22,9 +22,9 @@ from defsent.evaluation.lexsub import (
     generate_substitutes,
     lemmatise,
 )
-from defsent.evaluation.lexsub_metrics import LexSubInstance, load_lexsub
-from defsent.paths import default_model
-from defsent.wordnet_pos import load_wordnet_pos
+from dictembed.evaluation.lexsub_metrics import LexSubInstance, load_lexsub
+from dictembed.paths import default_model
+from dictembed.wordnet_pos import load_wordnet_pos
 
 SCORE_KEYS = ("best", "best_mode", "oot", "oot_mode", "p_at_1", "p_at_3")
 BRIGHT = LexSubInstance("x", "bright", "a", ("a", "bright", "boy", "came", "in"), 1)
@@ -132,14 +132,14 @@ def test_generate_substitutes_with_emb_and_valid(tiny_scorer):
 
 
 def test_bad_post_process_and_unknown_model_are_clear_errors(tiny_scorer):
-    with pytest.raises(DefSentError, match=r"post-process\(es\) \['mask'\]"):
+    with pytest.raises(DictEmbedError, match=r"post-process\(es\) \['mask'\]"):
         evaluate_lexsub(tiny_scorer, "LS07", post=["+mask"], limit=1)
     with pytest.raises(ModelLoadError, match="no-such-org/no-such-model"):
         SubstituteScorer.from_pretrained("no-such-org/no-such-model")
 
 
 def test_minilm_without_mlm_head_falls_back_with_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="defsent.evaluation.lexsub"):
+    with caplog.at_level(logging.WARNING, logger="dictembed.evaluation.lexsub"):
         scorer = SubstituteScorer.from_pretrained(default_model(), device="cpu")
     assert not scorer.use_mlm_head
     assert "no trained MLM head" in caplog.text and "h . E^T" in caplog.text
@@ -149,18 +149,18 @@ def test_minilm_without_mlm_head_falls_back_with_a_warning(caplog):
 
 
 def test_scoring_choice_forces_or_requires_the_head(tmp_path, caplog):
-    from defsent.errors import MissingHeadError
+    from dictembed.errors import MissingHeadError
 
     with pytest.raises(MissingHeadError, match="no trained MLM head"):
         SubstituteScorer.from_pretrained(default_model(), device="cpu", scoring="head")
-    with pytest.raises(DefSentError, match="unknown lexsub scoring"):
+    with pytest.raises(DictEmbedError, match="unknown lexsub scoring"):
         SubstituteScorer.from_pretrained(default_model(), scoring="softmax")
     torch.manual_seed(0)
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
     BertForMaskedLM(config).save_pretrained(tmp_path)
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "bright", "clever"]
     BertTokenizerFast(vocab={t: i for i, t in enumerate(words)}).save_pretrained(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="defsent.evaluation.lexsub"):
+    with caplog.at_level(logging.WARNING, logger="dictembed.evaluation.lexsub"):
         assert SubstituteScorer.from_pretrained(str(tmp_path), device="cpu").use_mlm_head
         assert not SubstituteScorer.from_pretrained(str(tmp_path), device="cpu", scoring="embeddings").use_mlm_head
     assert "no trained MLM head" not in caplog.text

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from defsent.errors import DataFormatError, DefSentError
-from defsent.evaluation.lexsub_metrics import (
+from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.evaluation.lexsub_metrics import (
     best,
     best_mode,
     load_lexsub,
@@ -181,5 +181,5 @@ def test_load_coinco_real_files():
 
 
 def test_unknown_dataset_is_a_clear_error():
-    with pytest.raises(DefSentError, match="unknown lexical substitution data set 'LS99'"):
+    with pytest.raises(DictEmbedError, match="unknown lexical substitution data set 'LS99'"):
         load_lexsub("LS99")

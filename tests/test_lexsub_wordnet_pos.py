@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from defsent.errors import DataFormatError, DefSentError
-from defsent.wordnet_pos import WordNetPOS, load_wordnet_pos, possible_pos, to_wordnet_pos
+from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.wordnet_pos import WordNetPOS, load_wordnet_pos, possible_pos, to_wordnet_pos
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_detachment_rules(wordnet):
 
 def test_data_set_tags():
     assert [to_wordnet_pos(tag) for tag in "nvarNVJR"] == list("nvarnvar")
-    with pytest.raises(DefSentError, match="unknown part-of-speech tag 'X'"):
+    with pytest.raises(DictEmbedError, match="unknown part-of-speech tag 'X'"):
         to_wordnet_pos("X")
 
 
@@ -70,5 +70,5 @@ def test_small_database_and_errors_naming_file_and_line(tmp_path):
 
 
 def test_missing_database_is_a_clear_error(tmp_path):
-    with pytest.raises(DefSentError, match="WordNet database not found"):
+    with pytest.raises(DictEmbedError, match="WordNet database not found"):
         WordNetPOS.load(tmp_path)

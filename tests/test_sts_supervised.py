@@ -12,9 +12,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from defsent.errors import DataFormatError, DefSentError, ModelLoadError  # noqa: E402
-from defsent.evaluation import sts_supervised as sup  # noqa: E402
-from defsent.paths import default_model  # noqa: E402
+from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError  # noqa: E402
+from dictembed.evaluation import sts_supervised as sup  # noqa: E402
+from dictembed.paths import default_model  # noqa: E402
 
 STSB_ROWS = {"train": 5749, "dev": 1500, "test": 1379}
 
@@ -51,7 +51,7 @@ def test_load_stsb_pairs_first_rows_and_limit() -> None:
     assert pairs.sentences1[0] == "a plane is taking off ."
     assert pairs.sentences2[0] == "an air plane is taking off ."
     assert pairs.scores[:2] == [1.0, pytest.approx(3.8 / 5)]
-    with pytest.raises(DefSentError, match="limit"):
+    with pytest.raises(DictEmbedError, match="limit"):
         sup.load_stsb_pairs("train", limit=0)
 
 
@@ -81,9 +81,9 @@ def test_load_stsb_pairs_malformed_line_names_file_and_line(tmp_path: Path, bad_
 def test_load_stsb_pairs_missing_or_empty(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match="sts-test.csv"):
         sup.load_stsb_pairs("test", data_dir=tmp_path)
-    with pytest.raises(DefSentError, match="no sentence pairs"):
+    with pytest.raises(DictEmbedError, match="no sentence pairs"):
         sup.load_stsb_pairs("train", data_dir=fake_data_dir(tmp_path, ""))
-    with pytest.raises(DefSentError, match="unknown STS-B split"):
+    with pytest.raises(DictEmbedError, match="unknown STS-B split"):
         sup.load_stsb_pairs("validation")
 
 
@@ -102,7 +102,7 @@ def test_subsample_is_seeded_and_a_subset_in_file_order() -> None:
     rows = [keyed[pair] for pair in zip(first.sentences1, first.sentences2, strict=True)]
     assert rows == sorted(set(rows))
     assert first.scores == [train.scores[i] for i in rows]
-    with pytest.raises(DefSentError, match="ratio"):
+    with pytest.raises(DictEmbedError, match="ratio"):
         sup.subsample(train, 1.5, seed=0)
 
 
@@ -112,7 +112,7 @@ def test_summarise_seeds_by_hand() -> None:
     assert mean == pytest.approx(83.0) and sd == pytest.approx(math.sqrt(13.0))
     mean, sd = sup.summarise_seeds([71.5])
     assert mean == 71.5 and math.isnan(sd)
-    with pytest.raises(DefSentError):
+    with pytest.raises(DictEmbedError):
         sup.summarise_seeds([])
 
 
@@ -137,7 +137,7 @@ def test_finetune_stsb_seeds_aggregates(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_load_bi_encoder_errors(tiny_bert: Path) -> None:
     with pytest.raises(ModelLoadError, match="no-such-org/no-such-model"):
         sup.load_bi_encoder("no-such-org/no-such-model")
-    with pytest.raises(DefSentError, match="unknown pooling 'attention'"):
+    with pytest.raises(DictEmbedError, match="unknown pooling 'attention'"):
         sup.load_bi_encoder(tiny_bert, pooling="attention")
     with pytest.raises(ModelLoadError, match="no config.json"):
         sup.load_bi_encoder(tiny_bert.parent)

@@ -10,13 +10,13 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM
 
-from defsent.encoder import Encoder
-from defsent.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace, ica_transform
-from defsent.errors import DefSentError
-from defsent.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
-from defsent.recipes.common import RunConfig
-from defsent.reverse_dictionary import ReverseDictionary
-from defsent.training import Trainer, TrainSettings
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace, ica_transform
+from dictembed.errors import DictEmbedError
+from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
+from dictembed.recipes.common import RunConfig
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.training import Trainer, TrainSettings
 
 
 def _train(encoder, space, dictionary, run_dir, epochs=25, lr=3e-3, **kw):
@@ -62,8 +62,8 @@ def test_word_embedding_fallback_is_frozen(bert_path, toy_dictionary, tmp_path) 
 
 
 def test_missing_head_falls_back_with_warning(bert_path, toy_dictionary, tmp_path, caplog) -> None:
-    from defsent.errors import MissingHeadError
-    from defsent.recipes.defsent import word_space
+    from dictembed.errors import MissingHeadError
+    from dictembed.recipes.defsent import word_space
 
     headless = tmp_path / "headless"
     Encoder.load(str(bert_path)).save(headless)  # a BertModel folder: no MLM head
@@ -119,7 +119,7 @@ def test_ica_shape_and_scale() -> None:
     assert out.shape == (400, 6)
     np.testing.assert_allclose(out.std(axis=0), 100.0, rtol=0.02)
     np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1.0)
-    with pytest.raises(DefSentError, match="ICA needs"):
+    with pytest.raises(DictEmbedError, match="ICA needs"):
         ica_transform(rng.normal(size=(4, 6)))
 
 
@@ -135,7 +135,7 @@ def test_definition_space_averages_definitions(bert_path, toy_dictionary, tmp_pa
 
 
 def test_ica_space_transforms_the_cached_plain_space(bert_path, toy_dictionary, tmp_path, monkeypatch) -> None:
-    import defsent.entry_space as entry_space
+    import dictembed.entry_space as entry_space
 
     encoder = Encoder.load(str(bert_path), pooling="mean")
     plain = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
@@ -158,7 +158,7 @@ def test_cosine_entry_logits_match_hand_computed_values(tmp_path) -> None:
     reloaded = EntrySpace.load(tmp_path)
     assert (reloaded.similarity, reloaded.temperature) == ("cosine", 0.5)
     torch.testing.assert_close(reloaded(h), space(h))
-    with pytest.raises(DefSentError, match="unknown entry similarity"):
+    with pytest.raises(DictEmbedError, match="unknown entry similarity"):
         DefinitionSpace(["a"], torch.zeros(1, 2), similarity="l2")
 
 
@@ -169,7 +169,7 @@ def _toy_tsv(toy_dictionary, path):
 
 
 def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_dictionary, tmp_path, monkeypatch):
-    import defsent.recipes.defsent_plus as plus
+    import dictembed.recipes.defsent_plus as plus
 
     made, built = [], []
     original = plus.base_encoder
@@ -209,7 +209,7 @@ def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_diction
     # Step 2's entry space was built by the trained step-1 encoder, not the original.
     assert all(torch.equal(built[0][k], pristine[k]) for k in pristine)
     assert not all(torch.equal(built[1][k], pristine[k]) for k in pristine)
-    saved = json.loads((out / "defsent.json").read_text())
+    saved = json.loads((out / "dictembed.json").read_text())
     assert saved["method"] == "defsent-plus" and saved["pst_step"] == 2 and saved["entry_space"] == "definitions-ac"
     assert saved["config"]["pooling"] == "cls" and saved["seed"] == 0 and "stsb_dev" in saved["dev"]
     assert [s["step"] for s in saved["selection"]["pst"]] == [1, 2]
@@ -227,7 +227,7 @@ def test_saved_model_predicts_the_same_words(bert_path, toy_dictionary, tmp_path
 
 
 def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_path) -> None:
-    from defsent.recipes.defsent import train_defsent
+    from dictembed.recipes.defsent import train_defsent
 
     config = RunConfig(
         model=str(bert_path),
@@ -239,7 +239,7 @@ def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_
         output=str(tmp_path / "out"),
     )
     out = train_defsent(config)
-    saved = json.loads((out / "defsent.json").read_text())
+    saved = json.loads((out / "dictembed.json").read_text())
     assert saved["method"] == "defsent" and saved["entry_space"] == "mlm-head" and saved["pst_step"] is None
     assert saved["config"]["pooling"] == "max" and saved["data"] == config.dictionary
     assert saved["seed"] in (0, 1) and saved["lr"] == saved["selection"]["best_lr"]

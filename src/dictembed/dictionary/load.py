@@ -1,0 +1,69 @@
+"""`load_dictionary`: a dictionary from a comma list of source names and table files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.merge import merge_dictionaries
+from dictembed.dictionary.sources import (
+    load_chang,
+    load_gcide,
+    load_oxford,
+    load_oxford_autodict,
+    load_table,
+    load_wordnet,
+    load_wordnet_examples,
+)
+from dictembed.dictionary.sources.table import FORMATS, read_columns
+from dictembed.errors import DictEmbedError
+
+SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
+    "wordnet": lambda wordnet_dir: load_wordnet(wordnet_dir),
+    "gcide": lambda _: load_gcide(),
+    "oxford": lambda _: load_oxford(),
+    "oxford-autodict": lambda _: load_oxford_autodict(),
+    "chang": lambda _: load_chang(),
+    "wordnet-examples": lambda _: load_wordnet_examples(),
+}
+TABLE_COLUMNS = ("word", "definition", "example", "pos")
+
+
+def load_user_table(path: str | Path) -> Dictionary:
+    """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present."""
+    columns = read_columns(path)
+    optional = {c: c if c in columns else None for c in TABLE_COLUMNS[2:]}
+    return load_table(path, headword="word", definition="definition", **optional)
+
+
+def load_source(item: str, wordnet_dir: str | Path | None = None) -> Dictionary:
+    """One source: a known name (see SOURCES) or the path of a .tsv/.csv/.jsonl table."""
+    name = item.strip().lower()
+    if name in SOURCES:
+        return SOURCES[name](wordnet_dir)
+    path = Path(item.strip()).expanduser()
+    if path.suffix.lower() in FORMATS:
+        if not path.is_file():
+            raise DictEmbedError(f"dictionary file not found: {path}")
+        return load_user_table(path)
+    raise DictEmbedError(
+        f"unknown dictionary {item.strip()!r}: use one of {', '.join(SOURCES)} "
+        f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(TABLE_COLUMNS)}"
+    )
+
+
+def load_dictionary(spec: str, wordnet_dir: str | Path | None = None) -> Dictionary:
+    """Load the comma-separated sources of `spec` (e.g. "wordnet,gcide,my_words.tsv").
+
+    Several sources are merged with `merge_dictionaries` (its report is logged); one is returned as
+    loaded. `wordnet_dir` overrides the WordNet database folder.
+    """
+    items = [item for item in spec.split(",") if item.strip()]
+    if not items:
+        raise DictEmbedError(f"no dictionary named in {spec!r}: use one or more of {', '.join(SOURCES)}")
+    dictionaries = [load_source(item, wordnet_dir) for item in items]
+    if len(dictionaries) == 1:
+        return dictionaries[0]
+    merged, _ = merge_dictionaries(dictionaries)
+    return merged

@@ -1,0 +1,56 @@
+"""Splitting a dictionary into train/dev/test by headword, reproducibly from a seed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from dictembed.dictionary.builder import without_gc
+from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.merge import normalize_key
+from dictembed.errors import DictEmbedError
+
+SPLITS = ("train", "dev", "test")
+
+
+def split_sizes(n: int, ratios: tuple[float, float, float]) -> tuple[int, int, int]:
+    """Sizes of the three splits of `n` items, by rounding the cumulative ratios (they sum to `n`)."""
+    if len(ratios) != 3 or any(r < 0 for r in ratios) or sum(ratios) <= 0:
+        raise DictEmbedError(f"ratios must be three non-negative numbers with a positive sum, got {ratios!r}")
+    total = float(sum(ratios))
+    train_end = round(n * ratios[0] / total)
+    dev_end = round(n * (ratios[0] + ratios[1]) / total)
+    return train_end, dev_end - train_end, n - dev_end
+
+
+@without_gc
+def split_by_headword(
+    dictionary: Dictionary, seed: int = 0, ratios: tuple[float, float, float] = (8, 1, 1)
+) -> dict[str, Dictionary]:
+    """Split into {"train", "dev", "test"} dictionaries that share no headword.
+
+    Headwords equal up to case and whitespace ("Bank", "bank") go to the same split. The groups are
+    sorted before a seeded shuffle, so the result depends only on the headwords and the seed,
+    not on the order they were added in.
+    """
+    groups: dict[str, list[str]] = defaultdict(list)
+    for headword in dictionary.headwords:
+        groups[normalize_key(headword)].append(headword)
+    keys = sorted(groups)
+    order = np.random.default_rng(seed).permutation(len(keys))
+    n_train, n_dev, _ = split_sizes(len(keys), ratios)
+    bounds = {"train": (0, n_train), "dev": (n_train, n_train + n_dev), "test": (n_train + n_dev, len(keys))}
+    splits = {}
+    for split, (start, end) in bounds.items():
+        headwords = [h for i in order[start:end] for h in groups[keys[i]]]
+        splits[split] = dictionary.subset(headwords, name=f"{dictionary.name}/{split}")
+    return splits
+
+
+def seeded_sample(items: list, limit: int | None, seed: int) -> list:
+    """A seeded sample of `limit` items in their original order (all of them when limit is None)."""
+    if limit is None or limit >= len(items):
+        return items
+    keep = np.random.default_rng(seed).choice(len(items), limit, replace=False)
+    return [items[i] for i in sorted(keep)]

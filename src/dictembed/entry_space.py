@@ -1,0 +1,303 @@
+"""Frozen entry spaces that score a pooled sentence vector against every dictionary entry.
+
+- `MLMHeadSpace`: DefSent's space, the model's own pre-trained word-prediction head over single-token words.
+- `WordEmbeddingSpace`: the FALLBACK for a model without an MLM head (e.g. all-MiniLM-L6-v2): its frozen
+  input word embeddings over single-token words. It is not the method of the DefSent paper.
+- `DefinitionSpace`: DefSent+'s space, one vector per headword (multi-word too) averaged over its
+  definitions' [CLS] (AC) or mean-pooled (AMP) embeddings, optionally ICA-transformed.
+
+Every space is frozen: it keeps copies of its tensors, never the encoder's, and takes no gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from torch.nn import functional as F
+from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder, load_pretrained
+from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
+from dictembed.vocab import word_token_ids
+
+log = logging.getLogger(__name__)
+SPACE_DIR = "entry_space"
+
+
+class EntrySpace(nn.Module):
+    """Scores pooled vectors [B, d] against entries -> logits [B, n_entries]. Frozen."""
+
+    kind: str = "entry"
+
+    def __init__(self, words: list[str]) -> None:
+        super().__init__()
+        self.words = list(words)
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def scores(self, h: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.scores(h)
+
+    def vectors(self) -> np.ndarray:
+        """One vector per entry, for geometry plots."""
+        raise NotImplementedError
+
+    def freeze(self) -> EntrySpace:
+        for p in self.parameters():
+            p.requires_grad_(False)
+        return self.eval()
+
+    # Saving: tensors to safetensors, everything else to JSON, in `path/entry_space/`.
+    def _meta(self) -> dict:
+        return {"type": type(self).__name__, "kind": self.kind, "words": self.words}
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def save(self, model_dir: str | Path) -> Path:
+        folder = Path(model_dir) / SPACE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file(
+            {k: v.detach().cpu().clone().contiguous() for k, v in self._tensors().items()},
+            folder / "tensors.safetensors",
+        )
+        (folder / "space.json").write_text(json.dumps(self._meta()))
+        return folder
+
+    @staticmethod
+    def load(model_dir: str | Path) -> EntrySpace:
+        folder = Path(model_dir) / SPACE_DIR
+        if not (folder / "space.json").exists():
+            raise DictEmbedError(f"{model_dir} holds no saved entry space ({SPACE_DIR}/space.json missing)")
+        meta = json.loads((folder / "space.json").read_text())
+        tensors = load_file(str(folder / "tensors.safetensors"))
+        if meta["type"] == "MLMHeadSpace":
+            return MLMHeadSpace.from_saved(meta, tensors)
+        cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[meta["type"]]
+        return cls(
+            meta["words"],
+            tensors["matrix"],
+            meta.get("similarity", "dot"),
+            meta.get("temperature", 0.05),
+            meta.get("kind"),
+        )
+
+
+def single_token_words(words: list[str], tokenizer: PreTrainedTokenizerBase) -> tuple[list[str], list[int]]:
+    """The words that are exactly one token of `tokenizer`, with their token ids (first spelling wins)."""
+    kept, ids, seen = [], [], set()
+    for w, tid in zip(words, word_token_ids(tokenizer, words), strict=True):
+        if tid is not None and tid not in seen:
+            seen.add(tid)
+            kept.append(w)
+            ids.append(tid)
+    return kept, ids
+
+
+def _head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:
+    """The word-prediction head of a *ForMaskedLM model: its one child that is not the base model."""
+    heads = [(n, m) for n, m in mlm.named_children() if n != mlm.base_model_prefix]
+    if len(heads) != 1:
+        raise ModelLoadError(f"cannot find the MLM head of {type(mlm).__name__} (children: {[n for n, _ in heads]})")
+    return heads[0]
+
+
+class MLMHeadSpace(EntrySpace):
+    """DefSent: logits of the frozen pre-trained MLM head (BERT `cls.predictions`, RoBERTa `lm_head`)."""
+
+    kind = "mlm-head"
+
+    def __init__(self, words: list[str], token_ids: list[int], head: nn.Module, head_name: str, config: dict):
+        super().__init__(words)
+        self.head = head
+        self.head_name = head_name
+        self.model_config = config
+        self.register_buffer("token_ids", torch.tensor(token_ids, dtype=torch.long), persistent=False)
+        self.freeze()
+
+    def scores(self, h: torch.Tensor) -> torch.Tensor:
+        return self.head(h)[..., self.token_ids]
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, words: list[str], tokenizer: PreTrainedTokenizerBase) -> MLMHeadSpace:
+        """Copy the pre-trained head of `name_or_path`; raise if the checkpoint has none."""
+        mlm, info = load_pretrained(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
+        name, head = _head_module(mlm)
+        missing = [k for k in info.get("missing_keys", []) if k.startswith(name + ".")]
+        if missing:
+            raise MissingHeadError(
+                f"model {name_or_path!r} has no pre-trained MLM head (missing {', '.join(sorted(missing)[:3])}...); "
+                "use the word-embedding fallback (--space word-embeddings) or a checkpoint with a head"
+            )
+        kept, ids = single_token_words(words, tokenizer)
+        return cls(kept, ids, copy.deepcopy(head), name, mlm.config.to_dict())
+
+    def vectors(self) -> np.ndarray:
+        """The decoder (output-embedding) rows of the entry words."""
+        vocab = int(self.model_config["vocab_size"])
+        decoder = next(m for m in self.head.modules() if isinstance(m, nn.Linear) and m.out_features == vocab)
+        return decoder.weight.detach()[self.token_ids].cpu().numpy()
+
+    def _meta(self) -> dict:
+        return {
+            **super()._meta(),
+            "token_ids": self.token_ids.tolist(),
+            "head_name": self.head_name,
+            "model_config": self.model_config,
+        }
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        return dict(self.head.state_dict())
+
+    @classmethod
+    def from_saved(cls, meta: dict, tensors: dict[str, torch.Tensor]) -> MLMHeadSpace:
+        config_dict = dict(meta["model_config"])
+        config = AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
+        mlm = AutoModelForMaskedLM.from_config(config)
+        name, head = _head_module(mlm)
+        head.load_state_dict(tensors)
+        return cls(meta["words"], meta["token_ids"], head, name, meta["model_config"])
+
+
+class MatrixSpace(EntrySpace):
+    """Logits = h · Mᵀ for a frozen matrix M of entry vectors (the papers' dot product), or, with
+    `similarity="cosine"`, cos(h, M) / temperature (an option of this library, not of the papers)."""
+
+    def __init__(
+        self,
+        words: list[str],
+        matrix: torch.Tensor | np.ndarray,
+        similarity: Literal["dot", "cosine"] = "dot",
+        temperature: float = 0.05,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(words)
+        if kind is not None:  # e.g. "definitions-amp-ica"; the class default otherwise
+            self.kind = kind
+        matrix = torch.as_tensor(np.asarray(matrix), dtype=torch.float32).clone()
+        if matrix.shape[0] != len(self.words):
+            raise DictEmbedError(f"{len(self.words)} entries but {matrix.shape[0]} vectors")
+        if similarity not in ("dot", "cosine"):
+            raise DictEmbedError(f"unknown entry similarity {similarity!r}; choose dot or cosine")
+        self.similarity, self.temperature = similarity, float(temperature)
+        self.register_buffer("matrix", matrix, persistent=False)
+        self._unit: torch.Tensor | None = None  # the row-normalised matrix, computed once (the space is frozen)
+
+    def scores(self, h: torch.Tensor) -> torch.Tensor:
+        if self.similarity == "cosine":
+            if self._unit is None or self._unit.device != h.device or self._unit.dtype != h.dtype:
+                self._unit = F.normalize(self.matrix.to(h.dtype), dim=-1)
+            return F.normalize(h, dim=-1) @ self._unit.T / self.temperature
+        return h @ self.matrix.T.to(h.dtype)
+
+    def _meta(self) -> dict:
+        return {**super()._meta(), "similarity": self.similarity, "temperature": self.temperature}
+
+    def vectors(self) -> np.ndarray:
+        return self.matrix.cpu().numpy()
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        return {"matrix": self.matrix}
+
+
+class WordEmbeddingSpace(MatrixSpace):
+    """FALLBACK for models without an MLM head: the frozen input word embeddings of single-token words."""
+
+    kind = "word-embeddings"
+
+    @classmethod
+    def from_encoder(cls, encoder: Encoder, words: list[str]) -> WordEmbeddingSpace:
+        kept, ids = single_token_words(words, encoder.tokenizer)
+        table = encoder.backbone.get_input_embeddings().weight.detach()
+        return cls(kept, table[ids].cpu())
+
+
+class DefinitionSpace(MatrixSpace):
+    """DefSent+: each entry is the average embedding of its definitions (AC: [CLS], AMP: mean-pooling)."""
+
+    kind = "definitions"
+
+    @classmethod
+    def build(
+        cls,
+        encoder: Encoder,
+        dictionary: Dictionary,
+        entries: Literal["ac", "amp"] = "ac",
+        ica: bool = False,
+        cache_dir: str | Path | None = None,
+        batch_size: int = 128,
+        similarity: Literal["dot", "cosine"] = "dot",
+        temperature: float = 0.05,
+    ) -> DefinitionSpace:
+        """Encode every definition (no grad, length-sorted batches) and average per headword; cached on disk.
+        `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors."""
+        if entries not in ("ac", "amp"):
+            raise DictEmbedError(f"unknown entry type {entries!r}; choose ac or amp")
+        kind = f"definitions-{entries}" + ("-ica" if ica else "")
+        path = None
+        if cache_dir is not None:
+            key = cache_key(encoder, dictionary, entries, ica)
+            path = Path(cache_dir) / f"definitions-{key}.safetensors"
+            if path.exists():
+                log.info("entry space loaded from cache %s", path)
+                return cls(dictionary.headwords, load_file(str(path))["matrix"], similarity, temperature, kind)
+        if ica:  # the ICA space transforms the plain one, which is itself cached
+            plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
+            matrix = ica_transform(plain.matrix.double().numpy())
+        else:
+            pooling = encoder.pooling
+            encoder.pooling = "cls" if entries == "ac" else "mean"
+            try:
+                vectors = encoder.encode([d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress=True)
+            finally:
+                encoder.pooling = pooling
+            counts = np.array([len(e.senses) for e in dictionary])
+            owner = np.repeat(np.arange(len(counts)), counts)
+            matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
+            np.add.at(matrix, owner, vectors)
+            matrix /= counts[:, None]
+        space = cls(dictionary.headwords, matrix.astype(np.float32), similarity, temperature, kind)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".partial")
+            save_file({"matrix": space.matrix.contiguous()}, str(tmp))
+            tmp.replace(path)
+        return space
+
+
+def ica_transform(matrix: np.ndarray, seed: int = 42, scale: float = 100.0) -> np.ndarray:
+    """DefSent+'s ICA entry space: FastICA(whiten='unit-variance', max_iter=1000, seed 42), then × 100."""
+    from sklearn.decomposition import FastICA
+
+    if matrix.shape[0] < matrix.shape[1]:
+        raise DictEmbedError(
+            f"ICA needs at least as many entries as dimensions ({matrix.shape[0]} < {matrix.shape[1]})"
+        )
+    ica = FastICA(n_components=matrix.shape[1], whiten="unit-variance", max_iter=1000, random_state=seed)
+    return ica.fit_transform(matrix) * scale
+
+
+def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool) -> str:
+    """A hash of the encoder's weights and pooler, the dictionary's pairs, the entry type and ICA."""
+    digest = hashlib.sha1()
+    for tensor in encoder.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    for headword, definition in dictionary.pairs():
+        digest.update(f"{headword}\t{definition}\n".encode())
+    digest.update(f"{entries}|{ica}|{encoder.max_length}".encode())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,263 @@
+"""Supervised STS-B fine-tuning: the siamese cosine-regression protocol of SBERT, used by GR-BERT.
+
+A bi-encoder is fine-tuned on (a seeded fraction of) STS-B train with `CosineSimilarityLoss`
+(gold scores 0-5 scaled to 0-1), AdamW with linear warm-up over 10% of the steps, then scored by
+the cosine Spearman x 100 on STS-B dev and test. Everything runs offline (local files only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
+from dictembed.evaluation._common import resolve_data_dir
+from dictembed.evaluation.sts import load_stsb
+from dictembed.extras import require
+
+logger = logging.getLogger(__name__)
+
+POOLINGS = ("cls", "mean", "max")
+MAX_SCORE = 5.0
+
+
+@dataclass(frozen=True)
+class StsPairs:
+    """Aligned sentence pairs with gold similarity scores normalised to 0-1."""
+
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: list[float]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def take(self, indices: Sequence[int]) -> StsPairs:
+        """The pairs at `indices`, in that order."""
+        return StsPairs(
+            [self.sentences1[i] for i in indices],
+            [self.sentences2[i] for i in indices],
+            [self.scores[i] for i in indices],
+        )
+
+
+def load_stsb_pairs(split: str, data_dir: str | Path | None = None, limit: int | None = None) -> StsPairs:
+    """STS-B `split` (train, dev or test) read by `dictembed.evaluation.sts.load_stsb`, scores divided by 5.
+
+    A score outside 0-5 raises `DataFormatError` naming the file and line; `limit` keeps the first pairs.
+    """
+    if limit is not None and limit < 1:
+        raise DictEmbedError(f"limit must be a positive number of pairs, got {limit}")
+    subset = load_stsb(split, data_dir)
+    bad = np.flatnonzero((subset.scores < 0.0) | (subset.scores > MAX_SCORE))
+    if bad.size:
+        path = resolve_data_dir(data_dir) / "sts" / "STS" / "STSBenchmark" / f"sts-{split}.csv"
+        line = int(bad[0]) + 1  # the file has no header and the reader skips no line
+        raise DataFormatError(path, f"score {subset.scores[bad[0]]:g} outside 0-{MAX_SCORE:g}", line)
+    if not len(subset):
+        raise DictEmbedError(f"STS-B {split} has no sentence pairs")
+    keep = slice(0, limit)
+    return StsPairs(subset.sentences1[keep], subset.sentences2[keep], (subset.scores[keep] / MAX_SCORE).tolist())
+
+
+def subsample(pairs: StsPairs, ratio: float, seed: int) -> StsPairs:
+    """A seeded random `ratio` of the pairs (ratio * n rounded half up, at least 1), in file order."""
+    if not 0.0 < ratio <= 1.0:
+        raise DictEmbedError(f"ratio must be in (0, 1], got {ratio}")
+    size = max(1, math.floor(ratio * len(pairs) + 0.5))
+    if size == len(pairs):
+        return pairs
+    chosen = np.sort(np.random.default_rng(seed).choice(len(pairs), size=size, replace=False))
+    return pairs.take(chosen.tolist())
+
+
+def _resolve_model_dir(model_name_or_path: str | Path) -> Path:
+    """A local folder for the model: the path itself, or the Hub cache snapshot (never downloads)."""
+    path = Path(model_name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(str(model_name_or_path), local_files_only=True))
+    except Exception as exc:  # LocalEntryNotFoundError, HFValidationError, offline errors
+        raise ModelLoadError(
+            f"model {str(model_name_or_path)!r} is neither a local folder nor in the local Hugging Face "
+            f"cache, and downloads are disabled ({type(exc).__name__})"
+        ) from None
+
+
+def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean") -> Any:
+    """A SentenceTransformer: a sentence-transformers folder as saved (its own pooling), or a plain
+    Hugging Face encoder wrapped as Transformer + Pooling(`pooling`, one of cls|mean|max)."""
+    if pooling not in POOLINGS:
+        raise DictEmbedError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    folder = _resolve_model_dir(model_name_or_path)
+    try:
+        if (folder / "modules.json").is_file():
+            logger.info("%s is a sentence-transformers model; using its own pooling", folder)
+            return SentenceTransformer(str(folder), local_files_only=True)
+        if not (folder / "config.json").is_file():
+            raise ModelLoadError(f"model {str(model_name_or_path)!r}: {folder} has no config.json or modules.json")
+        offline = {"local_files_only": True}
+        encoder = Transformer(str(folder), model_kwargs=offline, config_kwargs=offline, processor_kwargs=offline)
+        pooler = Pooling(encoder.get_embedding_dimension(), pooling_mode=pooling)
+        return SentenceTransformer(modules=[encoder, pooler], local_files_only=True)
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ModelLoadError(f"could not load model {str(model_name_or_path)!r}: {exc}") from None
+
+
+def evaluate_pairs(model: Any, pairs: StsPairs, name: str = "sts", batch_size: int = 64) -> float:
+    """Cosine Spearman x 100 of `model` on `pairs`."""
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    evaluator = EmbeddingSimilarityEvaluator(
+        pairs.sentences1,
+        pairs.sentences2,
+        pairs.scores,
+        batch_size=batch_size,
+        main_similarity="cosine",
+        similarity_fn_names=["cosine"],
+        name=name,
+        show_progress_bar=True,
+        write_csv=False,
+    )
+    return 100.0 * float(evaluator(model)[evaluator.primary_metric])
+
+
+def _training_args(output_dir: str, epochs: int, batch_size: int, lr: float, seed: int) -> Any:
+    """SBERT's recipe: AdamW, weight decay 0.01, linear schedule with warm-up over 10% of the steps."""
+    import torch
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    return SentenceTransformerTrainingArguments(
+        output_dir=output_dir,
+        num_train_epochs=epochs,
+        per_device_train_batch_size=batch_size,
+        learning_rate=lr,
+        weight_decay=0.01,
+        lr_scheduler_type="linear",
+        warmup_steps=0.1,  # a float < 1 is a fraction of the total steps
+        max_grad_norm=1.0,
+        seed=seed,
+        data_seed=seed,
+        logging_strategy="steps",
+        logging_steps=0.05,  # log the training loss 20 times per run
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        push_to_hub=False,
+        disable_tqdm=False,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+
+
+def _train(model: Any, train: StsPairs, args: Any) -> tuple[list[tuple[int, float]], int]:
+    """Fine-tune in place with CosineSimilarityLoss; returns the logged (step, loss) history and steps."""
+    Dataset = require("finetune").Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+
+    dataset = Dataset.from_dict({"sentence1": train.sentences1, "sentence2": train.sentences2, "score": train.scores})
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=dataset, loss=CosineSimilarityLoss(model)
+    )
+    trainer.train()
+    history = [(int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e]
+    return history, int(trainer.state.global_step)
+
+
+def finetune_stsb(
+    model_name_or_path: str | Path,
+    ratio: float = 1.0,
+    seed: int = 0,
+    epochs: int = 4,
+    batch_size: int = 16,
+    lr: float = 2e-5,
+    pooling: str = "mean",
+    output_dir: str | Path | None = None,
+    limit: int | None = None,
+    data_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Fine-tune on a seeded `ratio` of STS-B train and score dev and test (cosine Spearman x 100).
+
+    `limit` keeps only the first `limit` pairs of each split (quick checks). Without `output_dir`
+    nothing is written (a temporary folder is used and removed); with it, the fine-tuned model and
+    `results.json` are saved there (no intermediate checkpoints). Returns `test_spearman`,
+    `dev_spearman`, `n_train`, `steps`, `loss_history` [(step, loss)], `train_seconds` and
+    `wall_seconds` (training + evaluation) besides the settings.
+    """
+    train = subsample(load_stsb_pairs("train", data_dir, limit), ratio, seed)
+    dev = load_stsb_pairs("dev", data_dir, limit)
+    test = load_stsb_pairs("test", data_dir, limit)
+    model = load_bi_encoder(model_name_or_path, pooling)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dictembed-stsb-") as scratch:
+        args = _training_args(scratch, epochs, batch_size, lr, seed)
+        losses, steps = _train(model, train, args)
+    train_time = time.perf_counter() - start
+    result: dict[str, Any] = {
+        "model": str(model_name_or_path),
+        "ratio": ratio,
+        "seed": seed,
+        "n_train": len(train),
+        "epochs": epochs,
+        "steps": steps,
+        "loss_history": losses,
+        "dev_spearman": evaluate_pairs(model, dev, "sts-dev"),
+        "test_spearman": evaluate_pairs(model, test, "sts-test"),
+        "train_seconds": train_time,
+        "wall_seconds": time.perf_counter() - start,
+    }
+    if output_dir is not None:
+        out = Path(output_dir)
+        model.save(str(out))
+        (out / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return result
+
+
+def summarise_seeds(scores: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof=1) of per-seed scores; sd is NaN for a single seed."""
+    values = np.asarray(scores, dtype=float)
+    if values.size == 0:
+        raise DictEmbedError("no scores to summarise")
+    sd = float(np.std(values, ddof=1)) if values.size > 1 else math.nan
+    return float(values.mean()), sd
+
+
+def finetune_stsb_seeds(
+    model_name_or_path: str | Path, ratio: float, seeds: Sequence[int], **kw: Any
+) -> dict[str, Any]:
+    """`finetune_stsb` once per seed; `mean`/`sd` (sample sd, ddof=1) of the test Spearman, and
+    `dev_mean`/`dev_sd` of the dev Spearman. `output_dir`, if given, gets one sub-folder per seed."""
+    output_dir = kw.pop("output_dir", None)
+    runs = []
+    for seed in seeds:
+        out = Path(output_dir) / f"seed{seed}" if output_dir is not None else None
+        runs.append(finetune_stsb(model_name_or_path, ratio=ratio, seed=seed, output_dir=out, **kw))
+    mean, sd = summarise_seeds([r["test_spearman"] for r in runs])
+    dev_mean, dev_sd = summarise_seeds([r["dev_spearman"] for r in runs])
+    return {
+        "ratio": ratio,
+        "seeds": list(seeds),
+        "runs": runs,
+        "mean": mean,
+        "sd": sd,
+        "dev_mean": dev_mean,
+        "dev_sd": dev_sd,
+        "wall_seconds": sum(r["wall_seconds"] for r in runs),
+    }

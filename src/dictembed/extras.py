@@ -1,0 +1,35 @@
+"""Optional features and the extra that installs each: a missing one is a one-line error with the fix."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from dictembed.errors import DictEmbedError
+
+# extra -> (the modules it provides, what needs it)
+EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "plot": (("matplotlib",), "plots"),
+    "gcide": (("dictionary",), "the GCIDE dictionary"),
+    "lexsub": (("lemminflect",), "lexical substitution and GR-BERT triplets"),
+    "finetune": (("datasets",), "supervised STS-B fine-tuning"),
+    "onnx": (("onnxruntime", "onnx"), "the ONNX backend"),
+    "mteb": (("mteb",), "MTEB evaluation"),
+    "serve": (("fastapi", "uvicorn"), "the web server"),
+}
+
+
+class MissingExtraError(DictEmbedError):
+    """An optional dependency is not installed; the message names the `pip install` that adds it."""
+
+
+def require(extra: str, module: str | None = None) -> ModuleType:
+    """Import `module` (default: the extra's first module), or raise naming `pip install "dictembed[extra]"`."""
+    modules, feature = EXTRAS[extra]
+    name = module or modules[0]
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        raise MissingExtraError(
+            f'{feature} needs the optional package {err.name or name!r}: pip install "dictembed[{extra}]"'
+        ) from err

