@@ -34,7 +34,7 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
-def tiny_bert(path: Path, head: bool = True) -> Path:
+def tiny_bert(path: Path, head: bool = True, dropout: float = 0.1) -> Path:
     """A random 2-layer BERT (hidden 32) with the standard uncased vocabulary; with or without an MLM head."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
@@ -51,6 +51,8 @@ def tiny_bert(path: Path, head: bool = True) -> Path:
         intermediate_size=64,
         max_position_embeddings=128,
         initializer_range=0.2,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
     )
     (BertForMaskedLM if head else BertModel)(config).save_pretrained(path)
     tokenizer.save_pretrained(path)

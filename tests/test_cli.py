@@ -2,81 +2,302 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
+import logging
+import subprocess
+import sys
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dictembed.cli import main
+from dictembed import __version__
+from dictembed.cli import TRAIN_PRESET_OPTIONS, build_parser, main
+from dictembed.recipes import presets
+
+BEST_PLUS = {"pooling": "mean", "pooler": "none", "entries": "amp", "similarity": "cosine", "lrs": [1e-4]}
+PAPER_PLUS = {"pooling": "cls", "pooler": "model", "entries": "ac", "similarity": "dot", "lrs": [2e-5]}
 
 
-def _last_json(capsys) -> dict | list:
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+@pytest.fixture(autouse=True)
+def restore_log_level():
+    """`main` sets the root logger's level (-v/-q); keep it from leaking into later tests."""
+    level = logging.getLogger().level
+    yield
+    logging.getLogger().setLevel(level)
 
 
+def _json_stdout(capsys) -> tuple[dict | list, str]:
+    """stdout parsed as exactly one JSON document, and stderr."""
+    captured = capsys.readouterr()
+    return json.loads(captured.out), captured.err
+
+
+def _one_line_error(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dictembed: error: "), captured.err
+    return lines[0]
+
+
+def _write_tsv(path: Path, words: dict[str, list[str]]) -> Path:
+    path.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, defs in words.items() for d in defs))
+    return path
+
+
+@pytest.fixture(scope="module")
+def toy_tsv(tmp_path_factory) -> Path:
+    from conftest import TOY_WORDS
+
+    return _write_tsv(tmp_path_factory.mktemp("toy") / "toy.tsv", TOY_WORDS)
+
+
+def _train(bert_path: Path, toy_tsv: Path, output: Path, *flags: str) -> list[str]:
+    return ["train", "--model", str(bert_path), "--dictionary", str(toy_tsv), "--output", str(output), *flags]
+
+
+@pytest.fixture(scope="module")
+def plus_model(bert_path, toy_tsv, tmp_path_factory) -> tuple[Path, str]:
+    """DefSent+ trained with no method or preset flags (so: defsent-plus, preset best), two PST steps; the
+    folder and what `train --json` printed on stdout."""
+    out = tmp_path_factory.mktemp("trained") / "plus"
+    stdout = io.StringIO()
+    flags = ["--pst-steps", "2", "--lr-grid", "1e-3", "--temperature", "0.1", "--json"]
+    with contextlib.redirect_stdout(stdout):
+        assert main(_train(bert_path, toy_tsv, out, *flags)) == 0
+    return out, stdout.getvalue()
+
+
+# ---------------------------------------------------------------------------- encode
 def test_encode_writes_one_row_per_line(bert_path, tmp_path, capsys) -> None:
     text = tmp_path / "in.txt"
     text.write_text("a dog barks\n\nthe river flows to the sea\n")
     assert main(["encode", "--model", str(bert_path), "--input", str(text), "--output", str(tmp_path / "x.npy")]) == 0
     assert np.load(tmp_path / "x.npy").shape == (3, 32)
+    assert "wrote 3 x 32" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("name", ["v.npz", "v.npy"])
+def test_encode_writes_exactly_the_output_file(name, bert_path, tmp_path, capsys) -> None:
+    (tmp_path / "in.txt").write_text("a dog barks\nthe river flows\n")
+    out = tmp_path / "out" / name
+    assert main(["encode", "--model", str(bert_path), "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == [name]
+    loaded = np.load(out)
+    vectors = loaded["embeddings"] if name.endswith(".npz") else loaded
+    assert vectors.shape == (2, 32) and vectors.dtype == np.float32
+
+
+def test_encode_rejects_other_suffixes(bert_path, tmp_path, capsys) -> None:
+    (tmp_path / "in.txt").write_text("a dog barks\n")
+    args = ["encode", "--model", str(bert_path), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "v")]
+    assert main(args) == 2
+    assert ".npy or .npz" in capsys.readouterr().err
+    assert not list(tmp_path.glob("v*"))
+
+
+def test_encode_splits_on_newline_only(bert_path, tmp_path, capsys) -> None:
+    lines = ["a dog\u2028barks", "page\x0cbreak", "next\x85line", "", "plain"]
+    (tmp_path / "in.txt").write_bytes("\r\n".join(lines).encode("utf-8") + b"\r\n")
+    out = tmp_path / "v.npy"
+    args = ["encode", "--model", str(bert_path), "--input", str(tmp_path / "in.txt"), "--output", str(out), "--json"]
+    assert main(args) == 0
+    report, _ = _json_stdout(capsys)
+    assert report["rows"] == len(lines) == np.load(out).shape[0]
+    assert report["output"] == str(out) and report["dim"] == 32
+
+
+def test_encode_precision_and_normalize(bert_path, tmp_path, capsys) -> None:
+    (tmp_path / "in.txt").write_text("a dog barks\nthe river flows\nbread\n")
+    base = ["encode", "--model", str(bert_path), "--input", str(tmp_path / "in.txt"), "--batch-size", "2"]
+    assert main([*base, "--output", str(tmp_path / "n.npy"), "--normalize"]) == 0
+    assert np.allclose(np.linalg.norm(np.load(tmp_path / "n.npy"), axis=1), 1.0, atol=1e-5)
+    capsys.readouterr()
+    assert main([*base, "--output", str(tmp_path / "b.npy"), "--precision", "ubinary", "--json"]) == 0
+    report, _ = _json_stdout(capsys)
+    packed = np.load(tmp_path / "b.npy")
+    assert packed.shape == (3, 4) and packed.dtype == np.uint8 and report["precision"] == "ubinary"
+
+
+def test_encode_input_errors_name_the_file(bert_path, tmp_path, capsys) -> None:
+    out = str(tmp_path / "v.npy")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    for source in [tmp_path / "missing.txt", tmp_path, tmp_path / "latin1.txt"]:
+        assert main(["encode", "--model", str(bert_path), "--input", str(source), "--output", out]) == 1
+        assert str(source) in _one_line_error(capsys)
+
+
+# -------------------------------------------------------------------------- evaluate
 def test_evaluate_sts_json_has_the_seven_tasks(bert_path, capsys) -> None:
     assert main(["evaluate", "sts", "--model", str(bert_path), "--pooling", "mean", "--json"]) == 0
-    result = _last_json(capsys)
+    result, err = _json_stdout(capsys)
     keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR"]
     assert list(result) == keys + ["avg"]
     assert result["avg"] == pytest.approx(np.mean([result[k] for k in keys]))
+    assert "STS (Spearman x 100, all)" in err
+
+
+def test_evaluate_sts_tasks(bert_path, capsys) -> None:
+    assert main(["evaluate", "sts", "--model", str(bert_path), "--tasks", "STS12,STSB", "-q", "--json"]) == 0
+    result, _ = _json_stdout(capsys)
+    assert list(result) == ["STS12", "STSB", "avg"]
+    assert main(["evaluate", "sts", "--model", str(bert_path), "--tasks", "STS12,STS99"]) == 2
+    assert "STS99" in capsys.readouterr().err
 
 
 def test_unknown_model_is_a_clear_error(tmp_path, capsys) -> None:
-    assert main(["evaluate", "sts", "--model", str(tmp_path / "missing-model"), "--json"]) == 2
-    assert "missing-model" in capsys.readouterr().err
+    assert main(["evaluate", "sts", "--model", str(tmp_path / "missing-model"), "--json"]) == 1
+    assert "missing-model" in _one_line_error(capsys)
 
 
-def test_train_predict_plot_and_reverse_dictionary(bert_path, toy_dictionary, tmp_path, capsys) -> None:
-    tsv = tmp_path / "toy.tsv"
-    tsv.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, d in toy_dictionary.pairs()))
-    out = tmp_path / "plus"
-    args = [
-        "train",
-        "--method",
-        "defsent-plus",
-        "--model",
-        str(bert_path),
-        "--dictionary",
-        str(tsv),
-        "--pooling",
-        "mean",
-        "--entries",
-        "amp",
-        "--pst-steps",
-        "2",
-        "--lr-grid",
-        "1e-3",
-        "--similarity",
-        "cosine",
-        "--temperature",
-        "0.1",
-        "--output",
-        str(out),
-    ]
-    assert main(args) == 0
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["evaluate", "reverse-dictionary", "--model", "{model}"],
+        ["plot", "entries", "--model", "{model}", "--output", "{tmp}/fig"],
+        ["predict", "--model", "{model}", "a pet"],
+    ],
+)
+def test_plain_model_folder_is_a_one_line_runtime_error(command, bert_path, tmp_path, capsys) -> None:
+    argv = [a.format(model=bert_path, tmp=tmp_path) for a in command]
+    assert main(argv) == 1
+    assert str(bert_path) in _one_line_error(capsys)
+
+
+def test_missing_extra_is_a_one_line_install_hint(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    assert main(["plot", "entries", "--model", str(tmp_path), "--output", str(tmp_path / "fig")]) == 1
+    assert 'pip install "dictembed[plot]"' in _one_line_error(capsys)
+
+
+# ----------------------------------------------------------------- train and a trained model
+def test_train_defaults_to_defsent_plus_with_the_best_preset(plus_model, caplog) -> None:
+    out, stdout = plus_model
+    report = json.loads(stdout)
+    assert report["output"] == str(out) and report["preset"] == "best"
+    assert set(report["dev"]) >= {"mrr", "stsb_dev"}
+    config = report["config"]
+    assert config["method"] == "defsent-plus" and config["preset"] == "best"
+    assert {k: config[k] for k in BEST_PLUS} == {**BEST_PLUS, "lrs": [1e-3]}  # explicit --lr-grid wins
+    assert (config["temperature"], config["pst_steps"]) == (0.1, 2)
+    saved = json.loads((out / "dictembed.json").read_text())["config"]
+    assert saved == config
+    assert set(presets.SETTINGS["defsent-plus"]["best"]) <= set(saved)
     space = json.loads((out / "entry_space" / "space.json").read_text())
     assert (space["similarity"], space["temperature"]) == ("cosine", 0.1)
-    assert json.loads((out / "dictembed.json").read_text())["config"]["similarity"] == "cosine"
+
+
+def test_train_preset_paper_and_explicit_override(bert_path, toy_tsv, tmp_path, capsys, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="dictembed")
+    assert main(_train(bert_path, toy_tsv, tmp_path / "paper", "--preset", "paper", "--json")) == 0
+    config = _json_stdout(capsys)[0]["config"]
+    assert {k: config[k] for k in PAPER_PLUS} == PAPER_PLUS and config["preset"] == "paper"
+    assert "preset paper: pooling=cls pooler=model entries=ac similarity=dot" in caplog.text
+
+    assert main(_train(bert_path, toy_tsv, tmp_path / "cls", "--pooling", "cls", "--lr-grid", "1e-3")) == 0
+    saved = json.loads((tmp_path / "cls" / "dictembed.json").read_text())["config"]
+    assert {k: saved[k] for k in BEST_PLUS} == {**BEST_PLUS, "pooling": "cls", "lrs": [1e-3]}
+    assert saved["preset"] == "best"
+    assert "preset best: pooling=cls pooler=none entries=amp similarity=cosine" in caplog.text
+    assert "set explicitly: pooling, lrs" in caplog.text
+    assert "saved " in capsys.readouterr().out
+
+
+def test_resolve_presets() -> None:
+    from dictembed.recipes import gr_bert
+
+    assert set(TRAIN_PRESET_OPTIONS) == set(presets.KEYS)
+    gr_paper = presets.preset_settings("gr-bert", "paper")
+    assert (gr_paper["pooling"], gr_paper["dictionary"]) == (gr_bert.POOLING, gr_bert.GR_DICTIONARY)
+    for method in presets.METHODS:
+        assert presets.preset_settings(method, "best") == {
+            **presets.preset_settings(method, "paper"),
+            **(BEST_PLUS if method == "defsent-plus" else {}),
+        }
+    settings, changed = presets.resolve("defsent", "best", {"pooling": "cls", "space": None})
+    assert (settings["pooling"], settings["space"], changed) == ("cls", "auto", ["pooling"])
+    with pytest.raises(ValueError, match="entries"):
+        presets.resolve("defsent", "best", {"entries": "amp"})
+
+
+def test_train_refuses_options_of_another_method(tmp_path, capsys) -> None:
+    assert main(["train", "--method", "gr-bert", "--pooling", "cls", "--output", str(tmp_path / "x")]) == 2
+    assert "--pooling: not an option of --method gr-bert" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--limit", "0"],
+        ["--batch-size", "-1"],
+        ["--epochs", "0"],
+        ["--pst-steps", "0"],
+        ["--lr-grid", ","],
+        ["--lr-grid", "1e-4,x"],
+        ["--lr-grid", "0"],
+        ["--seeds", ""],
+        ["--seeds", "1.5"],
+        ["--temperature", "0"],
+        ["--temperature", "nan"],
+    ],
+)
+def test_train_numeric_options_are_checked_at_parse_time(flags, tmp_path, capsys) -> None:
+    assert main(["train", *flags, "--output", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {flags[0]}" in err and "Traceback" not in err
+
+
+def test_predict_reverse_dictionary_and_plot(plus_model, tmp_path, capsys) -> None:
+    from conftest import TOY_WORDS
+
+    out, _ = plus_model
     assert main(["predict", "--model", str(out), "a pet that barks", "--top-k", "3", "--json"]) == 0
-    ranked = _last_json(capsys)
-    assert len(ranked) == 3 and all(r["word"] in toy_dictionary for r in ranked)
+    ranked, _ = _json_stdout(capsys)
+    assert len(ranked) == 3 and all(r["word"] in TOY_WORDS for r in ranked)
+    assert main(["predict", "--model", str(out), "a pet", "--top-k", "0"]) == 2
+    capsys.readouterr()
     assert main(["evaluate", "reverse-dictionary", "--model", str(out), "--split", "train", "--json"]) == 0
-    result = _last_json(capsys)
+    result, _ = _json_stdout(capsys)
     assert set(result) >= {"mrr", "top1", "top3", "top10"} and 0 < result["mrr"] <= 1
-    assert main(["plot", "entries", "--model", str(out), "--output", str(tmp_path / "fig")]) == 0
+    assert main(["plot", "entries", "--model", str(out), "--output", str(tmp_path / "fig"), "--json"]) == 0
+    written, _ = _json_stdout(capsys)
     figures = sorted(p.name for p in (tmp_path / "fig").iterdir())
     assert figures == ["entries_pca_whitened.png", "entries_svd.png", "isotropy.json", "isotropy.png"]
+    assert {Path(p).name for p in written["written"]} >= {"entries_svd.png", "isotropy.png"}
     assert set(json.loads((tmp_path / "fig" / "isotropy.json").read_text())) == {"plus step 1", "plus step 2"}
 
 
+def test_json_stdout_of_a_real_process(plus_model) -> None:
+    out, _ = plus_model
+    command = [
+        sys.executable,
+        "-m",
+        "dictembed.cli",
+        "-v",
+        "predict",
+        "--model",
+        str(out),
+        "a pet",
+        "--top-k",
+        "3",
+        "--json",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    tool = subprocess.run([sys.executable, "-m", "json.tool"], input=done.stdout, capture_output=True, text=True)
+    assert tool.returncode == 0 and len(json.loads(done.stdout)) == 3
+    assert "DEBUG" in done.stderr or "INFO" in done.stderr
+
+
+# ------------------------------------------------------------------------------ data
 def test_data_stats_table(capsys, bert_path) -> None:
     from dictembed.paths import data_dir
 
@@ -85,3 +306,115 @@ def test_data_stats_table(capsys, bert_path) -> None:
     assert main(["data", "stats", "--dictionary", oxford, "--model", str(bert_path)]) == 0
     out = capsys.readouterr().out
     assert "train" in out and "dev" in out and "test" in out
+
+
+def test_data_stats_json(capsys, bert_path, toy_tsv) -> None:
+    assert main(["data", "stats", "--dictionary", str(toy_tsv), "--model", str(bert_path), "-v", "--json"]) == 0
+    report, err = _json_stdout(capsys)
+    assert [row["split"] for row in report["splits"]] == ["train", "dev", "test"]
+    assert "train" in err
+
+
+# ------------------------------------------------------------------- mteb and push wiring
+def _fake_module(monkeypatch, name: str, **functions) -> None:
+    module = types.ModuleType(name)
+    module.__dict__.update(functions)
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_evaluate_mteb_calls_evaluate_mteb(monkeypatch, bert_path, tmp_path, capsys) -> None:
+    calls = []
+
+    def evaluate_mteb(encoder, tasks, output_folder=None):
+        calls.append((encoder.encode(["a dog"]).shape, tasks, output_folder))
+        return {"STSBenchmark": 81.5, "SICK-R": 70.25}
+
+    _fake_module(monkeypatch, "dictembed.evaluation.mteb", evaluate_mteb=evaluate_mteb)
+    argv = ["evaluate", "mteb", "--model", str(bert_path), "--tasks", "STSBenchmark,SICK-R"]
+    assert main([*argv, "--output-folder", str(tmp_path), "--json"]) == 0
+    assert _json_stdout(capsys)[0] == {"STSBenchmark": 81.5, "SICK-R": 70.25}
+    assert calls == [((1, 32), ["STSBenchmark", "SICK-R"], str(tmp_path))]
+    assert main(["evaluate", "mteb", "--model", str(bert_path)]) == 2  # --tasks is required
+
+
+def test_push_calls_push_model_and_keeps_stdout_json(monkeypatch, tmp_path, capsys) -> None:
+    calls = []
+
+    def push_model(model_dir, repo_id, private=False, dry_run=False, token=None):
+        print("noise a library printed")  # must not reach stdout under --json
+        calls.append((model_dir, repo_id, private, dry_run))
+        return ["README.md", "model.safetensors"]
+
+    _fake_module(monkeypatch, "dictembed.hub", push_model=push_model)
+    argv = ["push", "--model", str(tmp_path), "--repo", "user/name", "--dry-run"]
+    assert main([*argv, "--json"]) == 0
+    report, err = _json_stdout(capsys)
+    assert report["files"] == ["README.md", "model.safetensors"] and report["dry_run"] is True
+    assert "noise a library printed" in err and "would upload 2 file(s) to user/name" in err
+    assert calls == [(str(tmp_path), "user/name", False, True)]
+    assert main(argv) == 0
+    assert "  model.safetensors" in capsys.readouterr().out
+    assert main(["push", "--model", str(tmp_path), "--repo", "not a repo"]) == 2
+
+
+def test_push_dry_run_lists_the_model_files(plus_model, capsys) -> None:
+    out, _ = plus_model
+    assert main(["push", "--model", str(out), "--repo", "user/name", "--dry-run", "--json"]) == 0
+    report, _ = _json_stdout(capsys)
+    assert {"dictembed.json", "modules.json"} <= set(report["files"]) and report["repo"] == "user/name"
+
+
+def test_keyboard_interrupt_exits_130(monkeypatch, tmp_path, capsys) -> None:
+    def push_model(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    _fake_module(monkeypatch, "dictembed.hub", push_model=push_model)
+    assert main(["push", "--model", str(tmp_path), "--repo", "user/name"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ conventions
+def test_version(capsys) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"dictembed {__version__}\n"
+
+
+def test_verbosity_and_json_parse_before_and_after_the_subcommand() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["data", "stats"]).log_level == logging.INFO
+    assert parser.parse_args(["data", "stats", "-q"]).log_level == logging.WARNING
+    assert parser.parse_args(["data", "stats", "--verbose"]).log_level == logging.DEBUG
+    assert parser.parse_args(["-v", "data", "stats"]).log_level == logging.DEBUG
+    assert parser.parse_args(["-q", "evaluate", "sts"]).log_level == logging.WARNING
+    assert parser.parse_args(["--json", "evaluate", "sts"]).json is True
+    assert parser.parse_args(["evaluate", "sts", "--json"]).json is True
+    assert parser.parse_args(["evaluate", "sts"]).json is False
+
+
+def test_usage_errors_exit_2(capsys) -> None:
+    assert main([]) == 2
+    assert main(["encode"]) == 2  # --input and --output are required
+    assert main(["evaluate", "sts", "-v", "-q"]) == 2
+    assert main(["train", "--method", "skip-gram", "--output", "x"]) == 2
+    assert "usage: dictembed" in capsys.readouterr().err
+
+
+def _commands(parser: argparse.ArgumentParser, name: str = "dictembed"):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _commands(sub, f"{name} {sub_name}")
+    yield name, parser
+
+
+def test_every_option_has_help_and_shows_its_default(capsys) -> None:
+    for name, parser in _commands(build_parser()):
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction | argparse._VersionAction):
+                continue
+            assert action.help, f"{name} {action.option_strings[0]} has no help"
+            shown = formatter._get_help_string(action) % vars(action)
+            assert action.required or "default" in shown, f"{name} {action.option_strings[0]}: {shown}"
+    assert main(["train", "--help"]) == 0
+    assert "default: from --preset" in capsys.readouterr().out

@@ -11,17 +11,20 @@ import torch
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.pooling import pool
+from dictembed.record import LEGACY_RECORD_NAME, RECORD_NAME
 
 SENTENCES = ["a man plays the guitar .", "", "the cat sat on the mat", "rain " * 400, "short"]
 
 
-def test_poolings_match_hand_computed_values() -> None:
+def test_poolings_match_hand_computed_values(bert_path) -> None:
     states = torch.tensor([[[1.0, 2.0], [3.0, -4.0], [100.0, 100.0]]])
     first = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [50.0, 50.0]]])
     mask = torch.tensor([[1, 1, 0]])
-    assert pool("cls", (states,), mask).tolist() == [[1.0, 2.0]]
-    assert pool("mean", (states,), mask).tolist() == [[2.0, -1.0]]
-    assert pool("max", (states,), mask).tolist() == [[3.0, 2.0]]
+    enc = Encoder.load(str(bert_path), device="cpu")
+    for name, expected in [("cls", [[1.0, 2.0]]), ("mean", [[2.0, -1.0]]), ("max", [[3.0, 2.0]])]:
+        enc.pooling = name  # sentence-transformers' own Pooling module computes these
+        features = {"token_embeddings": states, "attention_mask": mask}
+        assert enc.pooling_module(features)["sentence_embedding"].tolist() == expected
     # first_last_avg: mean over unmasked tokens of (layer1 + last) / 2 -> ((0.5+2)/2, (1-2)/2)
     embeddings = torch.zeros_like(states)
     assert pool("first_last_avg", (embeddings, first, states), mask).tolist() == [[1.25, -0.5]]
@@ -35,8 +38,8 @@ def test_encode_is_batch_and_order_invariant(bert_path, pooling: str) -> None:
     alone = np.stack([enc.encode([s])[0] for s in SENTENCES])
     assert together.shape == (len(SENTENCES), 32)
     np.testing.assert_allclose(together, alone, atol=1e-5)
-    normalized = enc.encode(SENTENCES, normalize=True)
-    np.testing.assert_allclose(np.linalg.norm(normalized, axis=1), 1.0, atol=1e-5)
+    for normalized in (enc.encode(SENTENCES, normalize=True), enc.encode(SENTENCES, normalize_embeddings=True)):
+        np.testing.assert_allclose(np.linalg.norm(normalized, axis=1), 1.0, atol=1e-5)
 
 
 def test_prompt_pooling_reads_the_mask_token(bert_path) -> None:
@@ -52,26 +55,27 @@ def test_prompt_pooling_reads_the_mask_token(bert_path) -> None:
 def test_save_reload_identical(bert_path, tmp_path, pooling: str, pooler: str) -> None:
     from sentence_transformers import SentenceTransformer
 
-    enc = Encoder.load(str(bert_path), pooling=pooling, pooler=pooler)
+    enc = Encoder.load(str(bert_path), pooling=pooling, pooler=pooler, device="cpu")  # bit-equal to ST on the CPU
     expected = enc.encode(SENTENCES)
     out = enc.save(tmp_path / "model", {"method": "test", "seed": 3})
     st = SentenceTransformer(str(out), device="cpu").encode(SENTENCES)
     np.testing.assert_array_equal(st, expected)
-    again = Encoder.load(str(out))
+    again = Encoder.load(str(out), device="cpu")
     np.testing.assert_array_equal(again.encode(SENTENCES), expected)
     config = json.loads((out / "dictembed.json").read_text())
     assert config["seed"] == 3 and config["encoder"]["pooling"] == pooling
-    assert (config["encoder"]["pooler"] is not None) == (pooler == "model")
+    assert ("Dense" in config["encoder"]["modules"]) == (pooler == "model")
     assert not (tmp_path / "model.partial").exists()
 
 
 def test_roberta_pooler_is_lm_head_dense_with_gelu(roberta_path) -> None:
     from transformers import AutoModelForMaskedLM
 
-    enc = Encoder.load(str(roberta_path), pooling="cls", pooler="model")
+    enc = Encoder.load(str(roberta_path), pooling="cls", pooler="model", device="cpu")
     head = AutoModelForMaskedLM.from_pretrained(str(roberta_path)).lm_head.dense
-    assert enc.pooler is not None and enc.pooler.activation_name == "gelu"
-    assert torch.equal(enc.pooler.linear.weight, head.weight)
+    dense = enc.post[0]
+    assert isinstance(dense.activation_function, torch.nn.GELU)
+    assert torch.equal(dense.linear.weight, head.weight)
 
 
 def test_bad_input_errors(bert_path, tmp_path) -> None:
@@ -80,8 +84,100 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     enc = Encoder.load(str(bert_path))
     with pytest.raises(DictEmbedError, match="not str"):
         enc.encode(["fine", None])  # type: ignore[list-item]
-    with pytest.raises(DictEmbedError, match="list of sentences"):
-        enc.encode("one string")  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="unknown precision"):
+        enc.encode(["fine"], precision="int4")
     with pytest.raises(DictEmbedError, match="unknown pooling"):
         Encoder.load(str(bert_path), pooling="median")
     assert enc.encode([]).shape == (0, 32)
+
+
+def test_encode_matches_sentence_transformers_signature(bert_path) -> None:
+    from sentence_transformers import quantize_embeddings
+
+    enc = Encoder.load(str(bert_path), pooling="mean", device="cpu")
+    matrix = enc.encode(SENTENCES)
+    one = enc.encode(SENTENCES[0])
+    assert one.shape == (32,)
+    np.testing.assert_allclose(one, matrix[0], atol=1e-6)
+    tensor = enc.encode(SENTENCES, convert_to_tensor=True)
+    assert isinstance(tensor, torch.Tensor) and torch.allclose(tensor, torch.from_numpy(matrix), atol=1e-6)
+    binary = enc.encode(SENTENCES, precision="ubinary")
+    np.testing.assert_array_equal(binary, quantize_embeddings(matrix, precision="ubinary"))
+    assert enc.encode(SENTENCES, precision="int8").dtype == np.int8
+    similarity = enc.similarity(matrix, matrix)
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.testing.assert_allclose(similarity.numpy(), unit @ unit.T, atol=1e-5)
+    assert enc.encode([]).shape == (0, 32)
+    # A prompt is a prefix of every sentence.
+    np.testing.assert_allclose(enc.encode(["x"], prompt="query: "), enc.encode(["query: x"]), atol=1e-6)
+
+
+def _st_folder_with_dense_and_normalize(bert_path, folder):
+    """A sentence-transformers folder Transformer -> Pooling(mean) -> Dense(32 -> 8) -> Normalize."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as st
+
+    torch.manual_seed(1)
+    transformer = st.Transformer(str(bert_path), max_seq_length=64)
+    model = SentenceTransformer(
+        modules=[transformer, st.Pooling(32, "mean"), st.Dense(32, 8), st.Normalize()], device="cpu"
+    )
+    model.save(str(folder), create_model_card=False)
+    return SentenceTransformer(str(folder), device="cpu")
+
+
+def test_sentence_transformers_folder_is_loaded_faithfully(bert_path, tmp_path) -> None:
+    reference = _st_folder_with_dense_and_normalize(bert_path, tmp_path / "st")
+    enc = Encoder.load(str(tmp_path / "st"), device="cpu")
+    expected = reference.encode(SENTENCES)
+    got = enc.encode(SENTENCES)
+    assert got.shape == (len(SENTENCES), 8) and enc.dim == 8 and enc.normalize
+    assert np.abs(got - expected).max() <= 1e-6
+    # A short training run keeps the Dense layer trainable and saves a folder that reloads identically.
+    before = enc.post[0].linear.weight.detach().clone()
+    optimizer = torch.optim.SGD(enc.parameters(), lr=0.5)
+    loss = -enc(enc.tokenize(["a dog barks", "a cat purrs"]))[:, 0].sum()
+    loss.backward()
+    optimizer.step()
+    assert not torch.equal(before, enc.post[0].linear.weight)
+    out = enc.save(tmp_path / "trained")
+    trained = enc.encode(SENTENCES)
+    again = Encoder.load(str(out), device="cpu").encode(SENTENCES)
+    assert np.abs(again - trained).max() <= 1e-6
+    from sentence_transformers import SentenceTransformer
+
+    assert np.abs(SentenceTransformer(str(out), device="cpu").encode(SENTENCES) - trained).max() <= 1e-6
+
+
+def test_legacy_defsent_json_still_loads(bert_path, tmp_path) -> None:
+    enc = Encoder.load(str(bert_path), pooling="max", device="cpu")
+    out = enc.save(tmp_path / "old", {"method": "defsent-plus", "seed": 7})
+    (out / RECORD_NAME).rename(out / LEGACY_RECORD_NAME)
+    again = Encoder.load(str(out), device="cpu")
+    assert again.pooling == "max" and again.config["seed"] == 7
+    np.testing.assert_array_equal(again.encode(SENTENCES), enc.encode(SENTENCES))
+
+
+def test_hub_name_loads_the_snapshot_like_a_folder(bert_path, tmp_path, monkeypatch) -> None:
+    """A hub name resolves to its cached snapshot (offline): dictembed.json and the Dense pooler are read."""
+    enc = Encoder.load(str(bert_path), pooling="cls", pooler="model", device="cpu")
+    saved = enc.save(tmp_path / "model", {"method": "defsent-plus", "seed": 5})
+    cache = tmp_path / "hub"
+    repo = cache / "models--someone--tiny-dictembed"
+    revision = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    import shutil
+
+    shutil.copytree(saved, repo / "snapshots" / revision)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    loaded = Encoder.load("someone/tiny-dictembed", device="cpu")
+    assert loaded.pooling == "cls" and loaded.config["seed"] == 5
+    np.testing.assert_array_equal(loaded.encode(SENTENCES), enc.encode(SENTENCES))
+    with pytest.raises(ModelLoadError, match="someone/absent"):
+        Encoder.load("someone/absent", device="cpu")

@@ -45,6 +45,7 @@ def test_defsent_learns_toy_dictionary_with_frozen_head(model, request, toy_dict
     # The head is bit-identical after training, and still equals the checkpoint's own head.
     original = dict(AutoModelForMaskedLM.from_pretrained(path).named_children())[space.head_name].state_dict()
     for key, value in space.head.state_dict().items():
+        value = value.cpu()  # training moved the space to the model's device
         assert torch.equal(value, head_before[key]) and torch.equal(value, original[key])
     assert trainer.throughput > 0
 
@@ -54,10 +55,10 @@ def test_word_embedding_fallback_is_frozen(bert_path, toy_dictionary, tmp_path) 
     space = WordEmbeddingSpace.from_encoder(encoder, toy_dictionary.headwords)
     matrix = space.matrix.clone()
     _train(encoder, space, toy_dictionary, tmp_path, epochs=3)
-    assert torch.equal(space.matrix, matrix)
+    assert torch.equal(space.matrix.cpu(), matrix)
     with torch.no_grad():
         encoder.backbone.get_input_embeddings().weight.add_(1.0)
-    assert torch.equal(space.matrix, matrix)  # a frozen copy, not a view of the encoder's table
+    assert torch.equal(space.matrix.cpu(), matrix)  # a frozen copy, not a view of the encoder's table
     assert not any(p.requires_grad for p in space.parameters())
 
 

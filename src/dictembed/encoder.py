@@ -1,11 +1,19 @@
-"""Encoder: a Hugging Face backbone + pooling (+ optional pooler); loads by hub name or path, saves as
-a sentence-transformers folder with a `dictembed.json` that records the full configuration."""
+"""Encoder: a Hugging Face backbone, a pooling and the sentence-transformers modules that follow it (Dense,
+Normalize, ...). Loads a hub name or a folder, encodes like `SentenceTransformer.encode`, and saves a
+sentence-transformers folder with a `dictembed.json` that records the full configuration.
+
+cls / mean / max (and every other sentence-transformers pooling mode) are computed by sentence-transformers'
+own `Pooling` module, and every module after it is the one sentence-transformers loads, so an `Encoder`
+gives the same embeddings as `SentenceTransformer(path)`. Only `prompt` and `first_last_avg` pooling,
+which sentence-transformers has no module for, are this package's code (`dictembed.pooling`).
+"""
 
 from __future__ import annotations
 
-import json
+import copy
 import logging
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,11 +26,14 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.errors import DictEmbedError, ModelLoadError
-from dictembed.pooling import ACTIVATIONS, POOLINGS, PROMPT_TEMPLATE, Pooler, pool
+from dictembed.pooling import ACTIVATIONS, CUSTOM_POOLINGS, POOLINGS, PROMPT_TEMPLATE, ST_POOLINGS, pool
 from dictembed.record import read_record, write_record
 
 log = logging.getLogger(__name__)
-ST_POOLINGS = ("cls", "mean", "max")
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+# Files a hub snapshot never needs for loading (other frameworks' weights, exported backends).
+HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf_model*", "flax_model*", "rust_model*"]
 
 
 def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
@@ -35,116 +46,198 @@ def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
         raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {str(err).splitlines()[0]}") from err
 
 
-def _st_pooling(path: Path) -> str | None:
-    """The pooling mode a sentence-transformers folder declares, if any."""
-    config = path / "1_Pooling" / "config.json"
-    if not config.exists():
-        return None
-    data = json.loads(config.read_text())
-    if "pooling_mode" in data:
-        mode = data["pooling_mode"]
-        return mode if isinstance(mode, str) else mode[0]
-    for mode in ST_POOLINGS:
-        key = "pooling_mode_cls_token" if mode == "cls" else f"pooling_mode_{mode}_tokens"
-        if data.get(key):
-            return mode
-    return None
+def resolve_model(name_or_path: str | Path) -> Path:
+    """The local folder of a model: the path itself, or the Hugging Face Hub snapshot of a hub name (read from
+    the local cache when offline), so a hub model loads exactly like a folder (dictembed.json, entry_space/)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
+    if not HUB_ID.match(str(name_or_path)):
+        raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE))
+    except Exception as err:  # noqa: BLE001 - any hub failure (offline, unknown repo, auth) is one message
+        raise ModelLoadError(
+            f"model {str(name_or_path)!r}: no such folder, and the Hugging Face Hub could not provide it "
+            f"({type(err).__name__}; offline, pass a local folder)"
+        ) from None
 
 
-def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel) -> int:
-    """The sentence-transformers max_seq_length if declared, else the smaller of the tokenizer's limit, the
-    model's position embeddings (RoBERTa-style models lose pad_token_id + 1 positions) and 512."""
-    config = path / "sentence_bert_config.json"
-    if config.exists():
-        value = json.loads(config.read_text()).get("max_seq_length")
-        if value:
-            return int(value)
+def best_device() -> torch.device:
+    """CUDA when available, else Apple MPS, else the CPU (as sentence-transformers chooses)."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _max_length(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel) -> int:
+    """The smaller of the tokenizer's limit, the model's position embeddings (RoBERTa-style models lose
+    pad_token_id + 1 positions) and 512."""
     positions = getattr(backbone.config, "max_position_embeddings", 512) or 512
     if "roberta" in backbone.config.model_type:
         positions -= (backbone.config.pad_token_id or 0) + 1
     return int(min(tokenizer.model_max_length or 512, positions, 512))
 
 
+def _st_modules() -> Any:
+    from sentence_transformers.sentence_transformer import modules
+
+    return modules
+
+
 class Encoder(nn.Module):
-    """Backbone + pooling: `forward` gives differentiable sentence vectors, `encode` numpy arrays."""
+    """Backbone + pooling + modules: `forward` gives differentiable sentence vectors, `encode` arrays."""
+
+    similarity_fn_name = "cosine"
 
     def __init__(
         self,
         backbone: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         pooling: str = "mean",
-        pooler: Pooler | None = None,
+        modules: Sequence[nn.Module] = (),
         max_length: int = 256,
         normalize: bool = False,
         config: dict[str, Any] | None = None,
+        pooling_module: nn.Module | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
     ) -> None:
+        """`modules` are sentence-transformers modules applied after pooling (Dense, Normalize, LayerNorm...);
+        `normalize=True` appends a Normalize module when there is none; `pooling_module` is a loaded
+        sentence-transformers Pooling module (kept for its settings, e.g. include_prompt)."""
         super().__init__()
-        if pooling not in POOLINGS:
-            raise DictEmbedError(f"unknown pooling {pooling!r}; choose from {', '.join(POOLINGS)}")
-        if pooling == "prompt" and tokenizer.mask_token is None:
-            raise DictEmbedError("prompt pooling needs a tokenizer with a mask token")
         self.backbone = backbone
         self.tokenizer = tokenizer
+        self.pooling_module = pooling_module or _st_modules().Pooling(self.hidden_size, "mean")
         self.pooling = pooling
-        self.pooler = pooler
+        self.post = nn.ModuleList(modules)
+        if normalize and not self.normalize:
+            self.post.append(_st_modules().Normalize())
         self.max_length = max_length
-        self.normalize = normalize
         self.config: dict[str, Any] = dict(config or {})
+        self.prompts = dict(prompts or {})
+        self.default_prompt_name = default_prompt_name
 
-    # ----------------------------------------------------------------- loading
-    @classmethod
-    def load(
-        cls,
-        name_or_path: str,
-        pooling: str | None = None,
-        pooler: str | None = None,
-        max_length: int | None = None,
-        normalize: bool | None = None,
-    ) -> Encoder:
-        """Load a hub name or local folder: a dictembed save, a sentence-transformers folder or a plain HF model.
+    # ----------------------------------------------------------------- settings
+    @property
+    def pooling(self) -> str:
+        return self._pooling
 
-        `pooler` is None (keep what a dictembed save recorded, else none), "none", or "model": the model's own
-        dense pooler (BERT: `pooler.dense` + tanh; RoBERTa: `lm_head.dense` + GELU when the model has no pooler).
-        """
-        path = Path(name_or_path)
-        saved = read_record(path)
-        tokenizer = load_pretrained(AutoTokenizer, name_or_path)
-        backbone = load_pretrained(AutoModel, name_or_path)
-        enc = saved.get("encoder", {})
-        pooling = pooling or enc.get("pooling") or _st_pooling(path) or "mean"
-        module: Pooler | None = None
-        if pooler is None and enc.get("pooler"):
-            module = Pooler(backbone.config.hidden_size, enc["pooler"]["activation"])
-            state = _load_safetensors(path / enc["pooler"]["path"] / "model.safetensors")
-            module.load_state_dict({k: v for k, v in state.items() if k.startswith("linear.")})
-        elif pooler == "model":
-            module = model_pooler(backbone, name_or_path)
-        encoder = cls(
-            backbone,
-            tokenizer,
-            pooling=pooling,
-            pooler=module,
-            max_length=max_length or enc.get("max_length") or _max_length(path, tokenizer, backbone),
-            normalize=enc.get("normalize", False) if normalize is None else normalize,
-            config=saved,
-        )
-        encoder.config.setdefault("base_model", saved.get("base_model", name_or_path))
-        return encoder
+    @pooling.setter
+    def pooling(self, name: str) -> None:
+        if name not in POOLINGS and name not in ST_POOLINGS:
+            raise DictEmbedError(f"unknown pooling {name!r}; choose from {', '.join(POOLINGS)}")
+        if name == "prompt" and self.tokenizer.mask_token is None:
+            raise DictEmbedError("prompt pooling needs a tokenizer with a mask token")
+        if name in ST_POOLINGS and self.pooling_module.pooling_mode != name:
+            self.pooling_module = _st_modules().Pooling(
+                self.hidden_size, name, include_prompt=self.pooling_module.include_prompt
+            )
+        self._pooling = name
 
-    # ----------------------------------------------------------------- forward
+    @property
+    def normalize(self) -> bool:
+        """Whether the output is L2-normalised (a Normalize module follows the pooling)."""
+        return any(isinstance(m, _st_modules().Normalize) for m in self.post)
+
     @property
     def device(self) -> torch.device:
         return next(self.backbone.parameters()).device
 
     @property
-    def dim(self) -> int:
+    def hidden_size(self) -> int:
         return int(self.backbone.config.hidden_size)
 
-    def _texts(self, sentences: Sequence[str]) -> list[str]:
-        """Validate input and wrap sentences in the prompt template when pooling by prompt."""
+    @property
+    def dim(self) -> int:
+        """The dimension of the sentence vectors (after any Dense module)."""
+        dim = self.hidden_size if self.pooling in CUSTOM_POOLINGS else self.pooling_module.get_embedding_dimension()
+        for module in self.post:
+            if hasattr(module, "get_embedding_dimension") and hasattr(module, "out_features"):
+                dim = module.get_embedding_dimension()
+        return int(dim)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """sentence-transformers' name for `dim`."""
+        return self.dim
+
+    # ----------------------------------------------------------------- loading
+    @classmethod
+    def load(
+        cls,
+        name_or_path: str | Path,
+        pooling: str | None = None,
+        pooler: str | None = None,
+        max_length: int | None = None,
+        normalize: bool | None = None,
+        device: str | torch.device | None = None,
+    ) -> Encoder:
+        """Load a hub name or local folder: a dictembed save, a sentence-transformers folder or a plain HF model.
+
+        A sentence-transformers folder is loaded by sentence-transformers itself, so its Pooling, Dense,
+        Normalize and other standard modules are honoured. `pooling` overrides the saved pooling; `pooler`
+        "model" appends the model's own dense pooler (BERT: `pooler.dense` + tanh; RoBERTa: `lm_head.dense` +
+        GELU) as a Dense module; `normalize` True/False adds or removes a Normalize module. `device`
+        defaults to CUDA, else MPS, else the CPU.
+        """
+        folder = resolve_model(name_or_path)
+        record = read_record(folder)
+        saved = record.get("encoder", {})
+        modules: list[nn.Module] = []
+        pooling_module = None
+        prompts: dict[str, str] = {}
+        default_prompt = None
+        if (folder / "modules.json").is_file():
+            st_model = _load_sentence_transformer(folder)
+            first, *rest = list(st_model)
+            tokenizer, backbone = first.tokenizer, first.auto_model
+            if rest and isinstance(rest[0], _st_modules().Pooling):
+                pooling_module, *rest = rest
+            modules = rest
+            prompts, default_prompt = dict(st_model.prompts or {}), st_model.default_prompt_name
+            length = first.max_seq_length
+        else:
+            tokenizer = load_pretrained(AutoTokenizer, str(folder))
+            backbone = load_pretrained(AutoModel, str(folder))
+            length = None
+        declared = pooling_module.pooling_mode if pooling_module is not None else None
+        if isinstance(declared, (list, tuple)):
+            declared = None  # several concatenated modes: kept in the module, not nameable
+        chosen = pooling or saved.get("pooling") or declared or "mean"
+        if pooler == "model":
+            modules.insert(0, model_pooler(backbone, str(folder)))
+        encoder = cls(
+            backbone,
+            tokenizer,
+            pooling=chosen,
+            modules=modules,
+            max_length=max_length or saved.get("max_length") or length or _max_length(tokenizer, backbone),
+            normalize=bool(normalize),
+            config=record,
+            pooling_module=pooling_module,
+            prompts=prompts,
+            default_prompt_name=default_prompt,
+        )
+        if normalize is False:
+            encoder.post = nn.ModuleList(m for m in encoder.post if not isinstance(m, _st_modules().Normalize))
+        encoder.config.setdefault("base_model", record.get("base_model", str(name_or_path)))
+        return encoder.to(device or best_device())
+
+    # ----------------------------------------------------------------- forward
+    def _texts(self, sentences: Sequence[str], prompt: str | None = None) -> list[str]:
+        """Validate input, prefix a prompt, and wrap sentences in the template when pooling by prompt."""
         for i, s in enumerate(sentences):
             if not isinstance(s, str):
                 raise DictEmbedError(f"sentence {i} is {type(s).__name__}, not str")
+        if prompt:
+            sentences = [prompt + s for s in sentences]
         if self.pooling != "prompt":
             return list(sentences)
         room = self.max_length - len(self.tokenizer.tokenize(PROMPT_TEMPLATE.format(s="", mask="x"))) - 4
@@ -156,123 +249,287 @@ class Encoder(nn.Module):
             texts.append(PROMPT_TEMPLATE.format(s=s, mask=self.tokenizer.mask_token))
         return texts
 
-    def tokenize(self, sentences: Sequence[str]) -> dict[str, torch.Tensor]:
-        """Tokenize with dynamic padding (to the longest in the batch) and truncation at max_length."""
-        return dict(
+    def tokenize(self, sentences: Sequence[str], prompt: str | None = None) -> dict[str, torch.Tensor]:
+        """Tokenize with dynamic padding (to the longest in the batch) and truncation at max_length; with a
+        prompt that the pooling excludes, `prompt_length` says how many leading tokens to skip."""
+        batch = dict(
             self.tokenizer(
-                self._texts(sentences),
+                self._texts(sentences, prompt),
                 padding=True,
                 truncation=True,
                 max_length=self.max_length,
                 return_tensors="pt",
             )
         )
+        if prompt and not self.pooling_module.include_prompt:
+            batch["prompt_length"] = torch.tensor(len(self.tokenizer(prompt)["input_ids"]) - 1)
+        return batch
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Pooled (and pooler-transformed) sentence vectors for a tokenized batch."""
+        """Pooled sentence vectors, passed through the modules after pooling, for a tokenized batch."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
+        prompt_length = batch.pop("prompt_length", None)
         needs_all = self.pooling == "first_last_avg"
         out = self.backbone(**batch, output_hidden_states=needs_all, return_dict=True)
-        states = out.hidden_states if needs_all else (out.last_hidden_state,)
-        mask_positions = None
-        if self.pooling == "prompt":
-            is_mask = batch["input_ids"] == self.tokenizer.mask_token_id
-            mask_positions = is_mask.int().argmax(1)
-        vectors = pool(self.pooling, states, batch["attention_mask"], mask_positions)
-        return self.pooler(vectors) if self.pooler is not None else vectors
+        if self.pooling in CUSTOM_POOLINGS:
+            states = out.hidden_states if needs_all else (out.last_hidden_state,)
+            mask_positions = None
+            if self.pooling == "prompt":
+                mask_positions = (batch["input_ids"] == self.tokenizer.mask_token_id).int().argmax(1)
+            vectors = pool(self.pooling, states, batch["attention_mask"], mask_positions)
+        else:
+            features = {"token_embeddings": out.last_hidden_state, "attention_mask": batch["attention_mask"]}
+            if prompt_length is not None:
+                features["prompt_length"] = prompt_length
+            vectors = self.pooling_module(features)["sentence_embedding"]
+        features = {"sentence_embedding": vectors, "attention_mask": batch["attention_mask"]}
+        for module in self.post:
+            features = module(features)
+        return features["sentence_embedding"]
+
+    def _prompt(self, prompt: str | None, prompt_name: str | None) -> str | None:
+        """The prompt text to prefix: `prompt`, else the named one, else the model's default."""
+        if prompt is not None:
+            return prompt
+        name = prompt_name or self.default_prompt_name
+        if name is None:
+            return None
+        if name not in self.prompts:
+            raise DictEmbedError(f"unknown prompt_name {name!r}; this model has {sorted(self.prompts) or 'none'}")
+        return self.prompts[name]
 
     @torch.no_grad()
     def encode(
         self,
-        sentences: Sequence[str],
-        batch_size: int = 64,
+        sentences: str | Sequence[str],
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        normalize_embeddings: bool = False,
+        device: str | torch.device | None = None,
+        prompt: str | None = None,
+        prompt_name: str | None = None,
+        precision: str = "float32",
+        *,
         normalize: bool | None = None,
         show_progress: bool | None = None,
-    ) -> np.ndarray:
-        """Encode sentences to an (n, dim) float32 array; batches are length-sorted, order is restored."""
-        if isinstance(sentences, str):
-            raise DictEmbedError("encode takes a list of sentences, not one string")
-        sentences = list(sentences)
-        if not sentences:
-            return np.zeros((0, self.dim), dtype=np.float32)
+        **kwargs: Any,
+    ) -> np.ndarray | torch.Tensor:
+        """Encode like `SentenceTransformer.encode`: a list gives an (n, dim) array, one string a (dim,) vector.
+
+        Batches are length-sorted and the order restored. `normalize_embeddings` L2-normalises;
+        `precision` quantises (int8, uint8, binary, ubinary) with sentence-transformers' `quantize_embeddings`;
+        `convert_to_tensor` returns a torch tensor. `normalize=` and `show_progress=` are the older names.
+        MTEB's DataLoader of text batches is accepted too (see the MTEB protocol block).
+        """
+        sentences = self._mteb_texts(sentences)
+        if kwargs.get("output_value", "sentence_embedding") != "sentence_embedding":
+            raise DictEmbedError("only output_value='sentence_embedding' is supported")
+        if precision not in PRECISIONS:
+            raise DictEmbedError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+        if batch_size < 1:
+            raise DictEmbedError(f"batch_size must be at least 1, got {batch_size}")
+        single = isinstance(sentences, str)
+        texts = [sentences] if single else list(sentences)
+        normalize_embeddings = normalize if normalize is not None else normalize_embeddings
+        show = show_progress if show_progress is not None else show_progress_bar
+        if device is not None:
+            self.to(device)
+        prefix = self._prompt(prompt, prompt_name)
         was_training = self.training
         self.eval()
-        order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in sentences], kind="stable")
-        show = len(sentences) > 10 * batch_size if show_progress is None else show_progress
-        chunks = []
+        order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
+        show = len(texts) > 10 * batch_size if show is None else show
+        chunks = [torch.zeros(0, self.dim)]
         for start in tqdm(range(0, len(order), batch_size), desc="encode", disable=not show, leave=False):
-            chunk = [sentences[i] for i in order[start : start + batch_size]]
-            chunks.append(self(self.tokenize(chunk)).float().cpu())
-        vectors = torch.cat(chunks)
-        if self.normalize if normalize is None else normalize:
-            vectors = torch.nn.functional.normalize(vectors, dim=-1)
-        result = np.empty((len(sentences), vectors.size(1)), dtype=np.float32)
-        result[order] = vectors.numpy()
+            chunk = [texts[i] for i in order[start : start + batch_size]]
+            chunks.append(self(self.tokenize(chunk, prefix)).float().cpu())
         self.train(was_training)
-        return result
+        vectors = torch.empty(len(texts), self.dim)
+        vectors[torch.from_numpy(order)] = torch.cat(chunks)
+        if normalize_embeddings:
+            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        result: np.ndarray | torch.Tensor = vectors.numpy()
+        if precision != "float32":
+            from sentence_transformers import quantize_embeddings
+
+            result = quantize_embeddings(result, precision=precision)
+        if convert_to_tensor or not convert_to_numpy:
+            result = torch.from_numpy(np.asarray(result))
+        return result[0] if single else result
+
+    def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Cosine similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`."""
+        from sentence_transformers.util import cos_sim
+
+        return cos_sim(a, b)
 
     # ------------------------------------------------------------------ saving
     def save(
         self, path: str | Path, extra: dict[str, Any] | None = None, full_model: PreTrainedModel | None = None
     ) -> Path:
-        """Save atomically as a sentence-transformers folder plus `dictembed.json` (full configuration).
+        """Save atomically as a sentence-transformers folder plus `dictembed.json` (full configuration) and a
+        model card (README.md). Nothing is sent over the network.
 
         `full_model` (e.g. the *ForMaskedLM whose base model is this backbone) is saved in place of the bare
         backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it.
         """
         from sentence_transformers import SentenceTransformer
-        from sentence_transformers.sentence_transformer import modules as st
 
+        st = _st_modules()
         path = Path(path)
         staging = path.with_name(path.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         self.backbone.save_pretrained(staging)
         self.tokenizer.save_pretrained(staging)
-        if self.pooling not in ST_POOLINGS:
+        if self.pooling in CUSTOM_POOLINGS:
             log.warning(
                 "pooling %r has no sentence-transformers equivalent: the folder declares mean pooling for "
                 "SentenceTransformer(path); load it with dictembed.Encoder.load(path) for %r pooling",
                 self.pooling,
                 self.pooling,
             )
-        modules: list[nn.Module] = [
+            pooling_module = st.Pooling(self.hidden_size, "mean")
+        else:
+            pooling_module = copy.deepcopy(self.pooling_module)
+        modules = [
             st.Transformer(str(staging), max_seq_length=self.max_length),
-            st.Pooling(self.dim, self.pooling if self.pooling in ST_POOLINGS else "mean"),
+            pooling_module,
+            *(copy.deepcopy(m).cpu() for m in self.post),
         ]
-        pooler_config = None
-        if self.pooler is not None:
-            modules.append(
-                st.Dense(
-                    self.dim,
-                    self.dim,
-                    activation_function=ACTIVATIONS[self.pooler.activation_name](),
-                    init_weight=self.pooler.linear.weight.detach().cpu().clone(),
-                    init_bias=self.pooler.linear.bias.detach().cpu().clone(),
-                )
-            )
-            pooler_config = {"activation": self.pooler.activation_name, "path": f"{len(modules) - 1}_Dense"}
-        if self.normalize:
-            modules.append(st.Normalize())
-        SentenceTransformer(modules=modules, device="cpu").save(str(staging))
+        SentenceTransformer(
+            modules=modules, device="cpu", prompts=self.prompts or None, default_prompt_name=self.default_prompt_name
+        ).save(str(staging), create_model_card=False)
         if full_model is not None:
             full_model.save_pretrained(staging)
         config = {**self.config, **(extra or {})}
         config["encoder"] = {
             "pooling": self.pooling,
-            "pooler": pooler_config,
+            "modules": [type(m).__name__ for m in self.post],
             "max_length": self.max_length,
             "normalize": self.normalize,
+            "dim": self.dim,
         }
         write_record(staging, config)
+        _write_card(staging, config)
         replace_dir(staging, path)
         self.config = config
         return path
 
+    # ------------------------------------------------------------------ MTEB protocol
+    # `mteb.evaluate(encoder, tasks)` takes an Encoder as it is (mteb's EncoderProtocol): it reads
+    # `mteb_model_meta`, calls `encode` with a torch DataLoader of {"text": [...]} batches (flattened by
+    # `_mteb_texts` at the top of `encode`; mteb's keyword arguments land in `**kwargs`), and scores with
+    # `similarity` and `similarity_pairwise` (cosine).
+    @staticmethod
+    def _mteb_texts(sentences: Any) -> Any:
+        """The texts of an MTEB input (a torch DataLoader of {"text": [...]} batches) as one list, in order;
+        any other input is returned unchanged."""
+        from torch.utils.data import DataLoader
 
-def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+        if not isinstance(sentences, DataLoader):
+            return sentences
+        texts: list[str] = []
+        for batch in sentences:
+            if not isinstance(batch, dict) or "text" not in batch:
+                found = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
+                raise DictEmbedError(f"MTEB input batches must hold texts (a 'text' field), got {found}")
+            texts.extend(batch["text"])
+        return texts
 
-    return load_file(str(path))
+    def similarity_pairwise(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Cosine similarity of each row of `a` with the same row of `b`, like sentence-transformers'."""
+        from sentence_transformers.util import pairwise_cos_sim
+
+        return pairwise_cos_sim(a, b)
+
+    def _mteb_name(self) -> tuple[str, str]:
+        """MTEB's "org/name" and revision: a Hub snapshot's repo and commit; else the hub name (the embedded
+        MiniLM's too), or "dictembed/<folder name>" for a local folder (MTEB needs an organisation part), with a
+        hash of the weights as the revision, so that MTEB never files results of different weights together."""
+        source = str(getattr(self.backbone, "name_or_path", "") or self.config.get("base_model") or "model")
+        parts = Path(source).parts
+        for i, part in enumerate(parts[:-2]):
+            if part.startswith("models--") and parts[i + 1] == "snapshots":
+                return part[len("models--") :].replace("--", "/", 1), parts[i + 2]
+        if HUB_ID.match(source) and "/" in source and not Path(source).exists():
+            return source, self._mteb_weights_hash()
+        from dictembed.model_card import hub_base_model  # the embedded MiniLM folder -> its hub name
+
+        return hub_base_model(source) or f"dictembed/{Path(source).name or 'model'}", self._mteb_weights_hash()
+
+    def _mteb_weights_hash(self) -> str:
+        """A short hash of the weights, remembered until a tensor moves or changes in place (its _version)."""
+        import hashlib
+
+        tensors = list(self.state_dict().values())
+        key = tuple((t.data_ptr(), t._version) for t in tensors)
+        memo = getattr(self, "_mteb_hash_memo", None)
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        digest = hashlib.sha1()
+        for tensor in tensors:
+            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        self._mteb_hash_memo = (key, f"weights-{digest.hexdigest()[:12]}")
+        return self._mteb_hash_memo[1]
+
+    @property
+    def mteb_model_meta(self) -> Any:
+        """This model described for MTEB (an `mteb.models.ModelMeta`): name, revision, dimension, max tokens,
+        parameters, cosine similarity, the method's citation; the pooling and normalisation are experiment
+        settings, so MTEB keeps the results of different settings apart."""
+        from dictembed.extras import require
+        from dictembed.model_card import citation, hub_base_model
+
+        model_meta = require("mteb", "mteb.models").ModelMeta
+        name, revision = self._mteb_name()
+        method = self.config.get("method")
+        return model_meta(
+            loader=None,
+            name=name,
+            revision=revision,
+            release_date=None,
+            languages=None,
+            n_parameters=sum(p.numel() for p in self.parameters()),
+            memory_usage_mb=None,
+            max_tokens=self.max_length,
+            embed_dim=self.dim,
+            license=None,
+            open_weights=True,
+            public_training_code=None,
+            public_training_data=None,
+            framework=["PyTorch", "Sentence Transformers"],
+            similarity_fn_name=self.similarity_fn_name,
+            use_instructions=False,
+            training_datasets=None,
+            adapted_from=hub_base_model(self.config.get("base_model")) if method else None,
+            citation=citation(method),
+            experiment_kwargs={"pooling": self.pooling, "normalize": self.normalize},
+        )
+
+
+def _load_sentence_transformer(folder: Path) -> Any:
+    """`SentenceTransformer(folder)` on the CPU from local files only, its failures as a ModelLoadError."""
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ModelLoadError(f"cannot load model folder {folder}: {str(err).splitlines()[0]}") from err
+    first = model[0] if len(model) else None
+    if not isinstance(first, _st_modules().Transformer) or first.tokenizer is None:
+        raise ModelLoadError(
+            f"model folder {folder}: its first module is {type(first).__name__}, not a Transformer with a tokenizer"
+        )
+    return model
+
+
+def _write_card(folder: Path, record: dict[str, Any]) -> None:
+    """The model card (README.md) from the run record."""
+    from dictembed.model_card import write_model_card
+
+    write_model_card(folder, record)
 
 
 def replace_dir(staging: Path, target: Path) -> None:
@@ -285,16 +542,24 @@ def replace_dir(staging: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def model_pooler(backbone: PreTrainedModel, name_or_path: str) -> Pooler:
-    """A copy of the model's own pooler: BERT's `pooler.dense` + tanh, or for RoBERTa-style models (whose
-    pooler is untrained) the MLM head's dense layer `lm_head.dense` + GELU, as DefSent+ does."""
+def model_pooler(backbone: PreTrainedModel, name_or_path: str) -> nn.Module:
+    """A copy of the model's own pooler as a sentence-transformers Dense module: BERT's `pooler.dense` + tanh,
+    or for RoBERTa-style models (whose pooler is untrained) the MLM head's `lm_head.dense` + GELU, as DefSent+
+    does."""
     from transformers import AutoModelForMaskedLM
 
     dense = getattr(getattr(backbone, "pooler", None), "dense", None)
-    if dense is not None and "roberta" not in backbone.config.model_type:
-        return Pooler.from_linear(dense, "tanh")
-    mlm = load_pretrained(AutoModelForMaskedLM, name_or_path)
-    head = getattr(mlm, "lm_head", None)
-    if head is None or not hasattr(head, "dense"):
-        raise ModelLoadError(f"model {name_or_path!r} has neither a pooler nor an lm_head.dense to build one")
-    return Pooler.from_linear(head.dense, "gelu")
+    activation = "tanh"
+    if dense is None or "roberta" in backbone.config.model_type:
+        mlm = load_pretrained(AutoModelForMaskedLM, name_or_path)
+        dense = getattr(getattr(mlm, "lm_head", None), "dense", None)
+        activation = "gelu"
+        if dense is None:
+            raise ModelLoadError(f"model {name_or_path!r} has neither a pooler nor an lm_head.dense to build one")
+    return _st_modules().Dense(
+        dense.in_features,
+        dense.out_features,
+        activation_function=ACTIVATIONS[activation](),
+        init_weight=dense.weight.detach().clone(),
+        init_bias=dense.bias.detach().clone(),
+    )

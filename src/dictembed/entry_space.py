@@ -293,11 +293,12 @@ def ica_transform(matrix: np.ndarray, seed: int = 42, scale: float = 100.0) -> n
 
 
 def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool) -> str:
-    """A hash of the encoder's weights and pooler, the dictionary's pairs, the entry type and ICA."""
+    """A hash of the encoder's weights and modules, the dictionary's pairs, the entry type and ICA."""
     digest = hashlib.sha1()
     for tensor in encoder.state_dict().values():
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     for headword, definition in dictionary.pairs():
         digest.update(f"{headword}\t{definition}\n".encode())
-    digest.update(f"{entries}|{ica}|{encoder.max_length}".encode())
+    modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
+    digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
     return digest.hexdigest()[:16]

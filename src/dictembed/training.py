@@ -107,6 +107,11 @@ class Trainer:
         self.accelerator.register_for_checkpointing(self.progress)
 
     @property
+    def unwrapped(self) -> nn.Module:
+        """The objective module without accelerate's wrappers (DDP, mixed precision)."""
+        return self.accelerator.unwrap_model(self.model)
+
+    @property
     def checkpoint_dir(self) -> Path:
         return self.run_dir / "checkpoint"
 

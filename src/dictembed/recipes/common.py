@@ -16,6 +16,7 @@ from dictembed.dictionary import load_dictionary, seeded_sample, split_by_headwo
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace
+from dictembed.model_card import write_model_card
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
 from dictembed.paths import default_model
 from dictembed.record import read_record, record_path, write_record
@@ -57,6 +58,7 @@ class RunConfig:
     checkpoint_every: int = 500
     resume: bool = False
     cache_dir: str | None = None
+    preset: str | None = None  # the command line's --preset these settings were resolved from (None: set directly)
 
     def settings(self, lr: float, seed: int) -> TrainSettings:
         return TrainSettings(
@@ -127,7 +129,7 @@ def train_one(
     objective = EntryPrediction(encoder, space)
     trainer = Trainer(objective, examples, entry_collate(encoder), config.settings(lr, seed), run_dir)
     losses = trainer.fit(resume=config.resume or (run_dir / "checkpoint").exists())
-    encoder = trainer.accelerator.unwrap_model(trainer.model).encoder
+    encoder = trainer.unwrapped.encoder
     dev_result = dev_metrics(encoder, space, dev, config)
     info = {
         **extra,
@@ -204,5 +206,6 @@ def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Pat
     config = read_record(staging)
     config["selection"] = summary
     write_record(staging, config)
+    write_model_card(staging, config)  # with the selection and the entry space saved beside it
     replace_dir(staging, output)
     return output

@@ -115,7 +115,7 @@ def train_run(
     train, dropped = keep_fitting(seeded_sample(triplets["train"], config.limit, seed), collate, "train")
     trainer = Trainer(objective, train, collate, config.settings(lr, seed), run_dir)
     losses = trainer.fit(resume=config.resume or (run_dir / "checkpoint").exists())
-    objective = trainer.accelerator.unwrap_model(trainer.model)
+    objective = trainer.unwrapped
     encoder = sentence_encoder(objective, tokenizer, config)
     dev_result = dev_metrics(objective, encoder, dev, collate, config)
     info = {

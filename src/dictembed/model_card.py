@@ -1,0 +1,404 @@
+"""The Hugging Face model card (`README.md`) of a saved model folder, written from its run record.
+
+The card has YAML front matter for the Hub, then the base model, the method and its paper (with BibTeX), the
+entry space, the dictionary, the training settings, the figures the run measured and usage snippets. Every
+section is optional: a plain `Encoder.save` records only the encoder settings, and its card says just that.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CARD_NAME = "README.md"
+SPACE_DIR = "entry_space"  # as dictembed.entry_space (not imported: encoder.py imports this module)
+ST_POOLINGS = ("cls", "mean", "max")  # the poolings SentenceTransformer(path) reproduces
+EMBEDDED_BASE = "sentence-transformers/all-MiniLM-L6-v2"  # the hub name of the embedded default model
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A method's display name and paper; `bibtex` holds only fields checked against the ACL Anthology / arXiv."""
+
+    name: str
+    reference: str
+    bibtex: str
+
+
+PAPERS: dict[str, Paper] = {
+    "defsent": Paper(
+        "DefSent",
+        'Hayato Tsukagoshi, Ryohei Sasano and Koichi Takeda. "DefSent: Sentence Embeddings using Definition '
+        'Sentences". ACL-IJCNLP 2021.',
+        """@inproceedings{tsukagoshi2021defsent,
+  title = {{DefSent}: Sentence Embeddings using Definition Sentences},
+  author = {Tsukagoshi, Hayato and Sasano, Ryohei and Takeda, Koichi},
+  booktitle = {Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
+               11th International Joint Conference on Natural Language Processing (Volume 2: Short Papers)},
+  year = {2021},
+  pages = {411--418},
+  publisher = {Association for Computational Linguistics}
+}""",
+    ),
+    "defsent-plus": Paper(
+        "DefSent+",
+        'Xiaodong Liu. "DefSent+: Improving sentence embeddings of language models by projecting definition '
+        'sentences into a quasi-isotropic or isotropic vector space of unlimited dictionary entries". '
+        "arXiv:2405.16153, 2024.",
+        """@misc{liu2024defsentplus,
+  title = {{DefSent+}: Improving sentence embeddings of language models by projecting definition sentences into a
+           quasi-isotropic or isotropic vector space of unlimited dictionary entries},
+  author = {Liu, Xiaodong},
+  year = {2024},
+  eprint = {2405.16153},
+  archivePrefix = {arXiv}
+}""",
+    ),
+    "gr-bert": Paper(
+        "GR-BERT",
+        'Yu Lin, Zhecheng An, Peihao Wu and Zejun Ma. "Improving Contextual Representation with Gloss Regularized '
+        'Pre-training". Findings of NAACL 2022.',
+        """@inproceedings{lin2022grbert,
+  title = {Improving Contextual Representation with Gloss Regularized Pre-training},
+  author = {Lin, Yu and An, Zhecheng and Wu, Peihao and Ma, Zejun},
+  booktitle = {Findings of the Association for Computational Linguistics: NAACL 2022},
+  year = {2022},
+  pages = {907--920},
+  publisher = {Association for Computational Linguistics}
+}""",
+    ),
+}
+
+
+def citation(method: str | None) -> str | None:
+    """The BibTeX entry of a method's paper, or None for an unknown method."""
+    paper = PAPERS.get(str(method or "").lower())
+    return paper.bibtex if paper else None
+
+
+# ----------------------------------------------------------------- base model
+def _embedded_model() -> Path | None:
+    """The folder of the embedded all-MiniLM-L6-v2, when its package is installed."""
+    try:
+        from dictembed.paths import default_model
+
+        return Path(default_model()).resolve()
+    except Exception:  # the package is optional for a card; any failure means "not the embedded model"
+        return None
+
+
+def hub_base_model(name: str | None) -> str | None:
+    """The Hub name of a base model: the name itself if it is one, the embedded model's hub name, else None."""
+    if not name:
+        return None
+    path = Path(name).expanduser()
+    if path.exists():
+        embedded = _embedded_model()
+        return EMBEDDED_BASE if embedded is not None and path.resolve() == embedded else None
+    return name if _HUB_NAME.match(name) else None
+
+
+def _base_model(record: dict[str, Any]) -> str | None:
+    config = _dict(record.get("config"))
+    base = record.get("base_model") or config.get("model")
+    return str(base) if base else None
+
+
+# ----------------------------------------------------------------- helpers
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _fmt(value: Any) -> str:
+    """A table cell: floats to 4 significant decimals, None as a dash, containers as compact JSON."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e-3 and value != 0 else f"{value:.4f}".rstrip("0").rstrip(".")
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, default=str)
+    return str(value).replace("|", "\\|")
+
+
+def _table(rows: list[tuple[str, Any]], header: tuple[str, str] = ("setting", "value")) -> list[str]:
+    if not rows:
+        return []
+    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
+    lines += [f"| {name} | {_fmt(value)} |" for name, value in rows]
+    return lines + [""]
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested metric dicts as (`a/b`, value) rows."""
+    rows: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows += _flatten(value, name + "/")
+        else:
+            rows.append((name, value))
+    return rows
+
+
+def _saved_space(folder: Path | None) -> dict[str, Any]:
+    """Kind, entry count, similarity and temperature of the folder's saved entry space, if it has one."""
+    if folder is None:
+        return {}
+    meta_path = folder / SPACE_DIR / "space.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    info = {k: meta[k] for k in ("kind", "similarity", "temperature") if k in meta}
+    if isinstance(meta.get("words"), list):
+        info["entries"] = len(meta["words"])
+    return info
+
+
+def _public_name(name: str) -> str:
+    """A local path shortened to its file name (a card should not publish the trainer's folders)."""
+    return Path(name).name if Path(name).is_absolute() else name
+
+
+# ----------------------------------------------------------------- sections
+def front_matter(record: dict[str, Any]) -> str:
+    """YAML front matter for the Hub (written by hand: every scalar is a JSON string, which YAML reads as is)."""
+    method = record.get("method")
+    tags = ["dictembed", "sentence-transformers", "sentence-similarity", "feature-extraction"]
+    if method and str(method) not in tags:
+        tags.append(str(method))
+    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity", "tags:"]
+    lines += [f"- {json.dumps(tag)}" for tag in tags]
+    hub_name = hub_base_model(_base_model(record))
+    if hub_name:
+        lines.append(f"base_model: {json.dumps(hub_name)}")
+    return "\n".join([*lines, "---"]) + "\n"
+
+
+def _title(record: dict[str, Any], folder: Path | None, model_id: str | None) -> list[str]:
+    name = model_id or (folder.name if folder is not None else "dictembed model")
+    paper = PAPERS.get(str(record.get("method") or "").lower())
+    what = f"trained with {paper.name} " if paper else ""
+    return [
+        f"# {name}",
+        "",
+        f"A sentence-embedding model {what}using dictembed, which learns sentence embeddings from dictionaries.",
+        "",
+    ]
+
+
+def _base_section(record: dict[str, Any]) -> list[str]:
+    base = _base_model(record)
+    if not base:
+        return []
+    hub_name = hub_base_model(base)
+    if hub_name and hub_name != base:
+        text = f"[{hub_name}](https://huggingface.co/{hub_name}) (the copy embedded in dictembed)"
+    elif hub_name:
+        text = f"[{hub_name}](https://huggingface.co/{hub_name})"
+    else:
+        text = f"`{Path(base).name}`, a local folder (not a Hugging Face Hub model)"
+    return ["## Base model", "", text, ""]
+
+
+def _method_section(record: dict[str, Any]) -> list[str]:
+    method = record.get("method")
+    if not method:
+        return []
+    paper = PAPERS.get(str(method).lower())
+    if paper is None:
+        return ["## Method", "", f"`{method}`", ""]
+    return ["## Method", "", f"{paper.name}: {paper.reference}", ""]
+
+
+def _space_section(record: dict[str, Any], folder: Path | None) -> list[str]:
+    config = _dict(record.get("config"))
+    recorded = record.get("entry_space")
+    info = {**_saved_space(folder), **(recorded if isinstance(recorded, dict) else {})}
+    if isinstance(recorded, str):
+        info.setdefault("kind", recorded)
+    if not info:
+        return []
+    if str(info.get("kind", "")).startswith("definitions") or record.get("method") == "defsent-plus":
+        info.setdefault("similarity", config.get("similarity"))
+        if info.get("similarity") == "cosine":
+            info.setdefault("temperature", config.get("temperature"))
+    if info.get("similarity") != "cosine":
+        info.pop("temperature", None)  # dot logits have no temperature
+    rows = [(key, info[key]) for key in ("kind", "entries", "similarity", "temperature") if info.get(key) is not None]
+    if record.get("pst_step") is not None:
+        rows.append(("PST step", record["pst_step"]))
+    note = "The frozen entry space the encoder was trained against; it is saved in `entry_space/`."
+    return ["## Entry space", "", note, "", *_table(rows)]
+
+
+def _dictionary_section(record: dict[str, Any]) -> list[str]:
+    config = _dict(record.get("config"))
+    source = record.get("dictionary")
+    stats = _dict(source) or _dict(record.get("dictionary_stats"))
+    name = stats.get("name") or (source if isinstance(source, str) else None) or config.get("dictionary")
+    name = name or record.get("data")
+    if not name and not stats:
+        return []
+    rows: list[tuple[str, Any]] = [("dictionary", _public_name(str(name)))] if name else []
+    rows += [(key, stats[key]) for key in ("words", "entries", "headwords", "definitions", "senses") if key in stats]
+    if record.get("train_examples") is not None:
+        rows.append(("training definitions used", record["train_examples"]))
+    return ["## Dictionary", "", *_table(rows)]
+
+
+COMMON_KEYS = ("pooling", "pooler", "batch_size", "epochs", "warmup_ratio", "max_length", "limit", "lrs", "seeds")
+METHOD_KEYS: dict[str, tuple[str, ...]] = {
+    "defsent": ("space",),
+    "defsent-plus": ("entries", "ica", "similarity", "pst_steps"),
+    "gr-bert": ("arch", "gloss_weight", "temperature"),
+}
+
+
+def _training_keys(record: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
+    """The config keys that matter for the record's method (the temperature only where it is used)."""
+    method = str(record.get("method") or config.get("method") or "").lower()
+    keys = COMMON_KEYS + METHOD_KEYS.get(method, ())
+    if method == "defsent-plus" and config.get("similarity") == "cosine":
+        keys += ("temperature",)
+    return keys + ("split_seed", "select_on")
+
+
+def _encoder_value(key: str, value: Any) -> Any:
+    """Readable encoder settings: a saved pooler as "dense + <activation>", the modules after pooling by name."""
+    if key == "pooler" and isinstance(value, dict):
+        return f"dense + {value.get('activation', '?')}"
+    if key == "pooler" and value is None:
+        return "none"
+    if key == "modules" and isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return value
+
+
+def _training_section(record: dict[str, Any]) -> list[str]:
+    config = _dict(record.get("config"))
+    rows: list[tuple[str, Any]] = [(key, record[key]) for key in ("lr", "seed") if record.get(key) is not None]
+    if config.get("preset"):
+        rows.append(("preset", config["preset"]))
+    rows += [(key, config[key]) for key in _training_keys(record, config) if key in config]
+    rows += [(key, record[key]) for key in ("train_examples", "final_loss", "throughput") if key in record]
+    encoder = _dict(record.get("encoder"))
+    keys = ("pooling", "pooler", "modules", "max_length", "normalize", "dim")
+    rows += [(f"encoder {key}", _encoder_value(key, encoder[key])) for key in keys if key in encoder]
+    return ["## Training and encoder settings", "", *_table(rows)] if rows else []
+
+
+def _results_section(record: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    dev = _dict(record.get("dev"))
+    if dev:
+        lines += ["## Results", "", "Dev figures measured by the run (STS-B dev is Spearman x 100):", ""]
+        lines += _table(_flatten(dev), ("metric", "value"))
+    selection = _dict(record.get("selection"))
+    key = selection.get("selected_on")
+    by_lr = _dict(selection.get("by_lr"))
+    if key and by_lr:
+        lines += [
+            f"Selected on `{key}` over the lr x seed grid: lr {_fmt(selection.get('best_lr'))}, "
+            f"seed {_fmt(selection.get('best_seed'))}. Mean ± sd over seeds:",
+            "",
+        ]
+        rows = []
+        for lr, metrics in by_lr.items():
+            stat = _dict(_dict(metrics).get(key))
+            if "mean" in stat:
+                rows.append((f"lr {lr}", f"{_fmt(stat['mean'])} ± {_fmt(stat.get('sd', 0.0))}"))
+        lines += _table(rows, ("learning rate", str(key)))
+    for name in ("evaluation", "test"):
+        figures = record.get(name)
+        if isinstance(figures, dict) and figures:
+            lines += [f"Test figures (`{name}`):", "", *_table(_flatten(figures), ("metric", "value"))]
+    if lines and lines[0] != "## Results":
+        lines = ["## Results", "", *lines]
+    return lines
+
+
+def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | None) -> list[str]:
+    model = model_id or (f"path/to/{folder.name}" if folder is not None else "PATH")
+    pooling = _dict(record.get("encoder")).get("pooling") or _dict(record.get("config")).get("pooling") or "mean"
+    lines = ["## Usage", ""]
+    if pooling in ST_POOLINGS:
+        lines += [
+            "With sentence-transformers:",
+            "",
+            "```python",
+            "from sentence_transformers import SentenceTransformer",
+            "",
+            f'model = SentenceTransformer("{model}")',
+            'embeddings = model.encode(["a dog barks", "a cat purrs"])',
+            "```",
+            "",
+            "With dictembed:",
+            "",
+        ]
+    else:
+        lines += [
+            f"This model pools by `{pooling}`, which sentence-transformers cannot reproduce: "
+            "`SentenceTransformer(path)` would silently use mean pooling. Load it with dictembed:",
+            "",
+        ]
+    lines += [
+        "```python",
+        "from dictembed.encoder import Encoder",
+        "",
+        f'encoder = Encoder.load("{model}")',
+        'embeddings = encoder.encode(["a dog barks", "a cat purrs"])',
+        "```",
+        "",
+    ]
+    has_space = record.get("entry_space") is not None or bool(_saved_space(folder))
+    if has_space:
+        lines += [
+            "Reverse dictionary (definition -> ranked entries, with the saved entry space):",
+            "",
+            "```bash",
+            f'dictembed predict --model {model} "a long-necked African animal"',
+            "```",
+            "",
+        ]
+    return lines
+
+
+def _citation_section(record: dict[str, Any]) -> list[str]:
+    bibtex = citation(record.get("method"))
+    return ["## Citation", "", "```bibtex", bibtex, "```", ""] if bibtex else []
+
+
+# ----------------------------------------------------------------- the card
+def render_model_card(record: dict[str, Any], folder: str | Path | None = None, model_id: str | None = None) -> str:
+    """The card's Markdown for a run record (`folder`, if given, supplies the saved entry space's size)."""
+    record = _dict(record)
+    path = Path(folder) if folder is not None else None
+    sections = [
+        _title(record, path, model_id),
+        _base_section(record),
+        _method_section(record),
+        _space_section(record, path),
+        _dictionary_section(record),
+        _training_section(record),
+        _results_section(record),
+        _usage_section(record, path, model_id),
+        _citation_section(record),
+    ]
+    body = "\n".join(line for section in sections for line in section).rstrip("\n")
+    return front_matter(record) + "\n" + body + "\n"
+
+
+def write_model_card(folder: str | Path, record: dict[str, Any], model_id: str | None = None) -> Path:
+    """Write `README.md` in a saved model folder from its run record; `model_id` names it in the usage snippets."""
+    path = Path(folder) / CARD_NAME
+    path.write_text(render_model_card(record, folder, model_id), encoding="utf-8")
+    return path
