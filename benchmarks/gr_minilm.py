@@ -20,9 +20,10 @@ from dictembed.encoder import Encoder
 from dictembed.evaluation.lexsub import evaluate_lexsub
 from dictembed.evaluation.sts import evaluate_sts
 from dictembed.paths import default_model
-from dictembed.recipes.common import RunConfig
-from dictembed.recipes.gr_bert import GR_DICTIONARY, heldout_gloss_accuracy, train_gr_bert
-from dictembed.record import read_record
+from dictembed.recipes.config import RunConfig
+from dictembed.recipes.gr_bert import GR_DICTIONARY, heldout_gloss_accuracy
+from dictembed.recipes.run import train
+from dictembed.record import RunRecord
 
 LEXSUB_KEYS = ("best", "best_mode", "oot", "oot_mode", "p_at_1", "p_at_3")
 
@@ -63,8 +64,8 @@ def main() -> None:
     parser.add_argument("--out", default="runs/gr-bench")
     args = parser.parse_args()
 
-    config = RunConfig(
-        method="gr-bert",
+    config = RunConfig.create(
+        "gr-bert",
         arch=args.arch,
         dictionary=args.dictionary,
         limit=args.limit,
@@ -73,11 +74,12 @@ def main() -> None:
         batch_size=args.batch_size,
         select_on="stsb_dev",
         output=str(Path(args.out) / f"gr-{args.arch}"),
+        overwrite=True,
     )
     started = time.time()
-    path = train_gr_bert(config)
+    path = train(config)
     trained_s = time.time() - started
-    saved = read_record(path)
+    saved = RunRecord.load(path)
     store = Path(args.out) / "gr_minilm.json"
     stored = json.loads(store.read_text()) if store.exists() else {}
     settings = {"lexsub_limit": args.lexsub_limit, "sts_tasks": args.sts_tasks}
@@ -103,7 +105,7 @@ def main() -> None:
         stored["gloss_before"] = heldout_gloss_accuracy(default_model(), config)
         store.write_text(json.dumps(stored, indent=2))
     print(f"held-out gloss matching before training: {stored['gloss_before']}")
-    print(f"dev: {saved['dev']}; training + dev evaluation {trained_s:.0f}s; model {path}")
+    print(f"dev: {saved.dev}; training + dev evaluation {trained_s:.0f}s; model {path}")
 
 
 if __name__ == "__main__":

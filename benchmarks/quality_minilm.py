@@ -15,7 +15,6 @@ import argparse
 import json
 import re
 import time
-from dataclasses import asdict, replace
 from pathlib import Path
 
 from dictembed.dictionary import load_dictionary, split_by_headword
@@ -23,10 +22,9 @@ from dictembed.encoder import Encoder
 from dictembed.evaluation.reverse_dictionary import reverse_dictionary_metrics
 from dictembed.evaluation.sts import evaluate_sts
 from dictembed.paths import default_model
-from dictembed.recipes.common import RunConfig
-from dictembed.recipes.defsent import train_defsent
-from dictembed.recipes.defsent_plus import train_defsent_plus
-from dictembed.record import read_record
+from dictembed.recipes.config import RunConfig
+from dictembed.recipes.run import train
+from dictembed.record import RunRecord
 from dictembed.reverse_dictionary import ReverseDictionary
 
 STS_KEYS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
@@ -35,7 +33,7 @@ STS_KEYS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
 def rows(args: argparse.Namespace) -> dict[str, tuple[str, RunConfig | None]]:
     """Row name -> (how to get the model, config)."""
     out = Path(args.out)
-    base = RunConfig(
+    shared = dict(
         dictionary=args.dictionary,
         limit=args.limit,
         lrs=args.lrs,
@@ -43,12 +41,19 @@ def rows(args: argparse.Namespace) -> dict[str, tuple[str, RunConfig | None]]:
         dev_limit=args.dev_limit,
         max_length=128,
         cache_dir=str(out / "cache"),  # entry spaces built by the same encoder are shared across rows
+        overwrite=True,  # a rerun reuses every finished (step, lr, seed) run whose configuration is the same
     )
-    plus = replace(base, method="defsent-plus", select_on="stsb_dev", pooler=args.pooler, similarity=args.similarity)
+
+    def plus(**settings) -> RunConfig:
+        options = {"pooler": args.pooler, "similarity": args.similarity, "select_on": "stsb_dev"}
+        return RunConfig.create("defsent-plus", **shared, **options | settings)
+
     table: dict[str, tuple[str, RunConfig | None]] = {"baseline (MiniLM, mean)": ("baseline", None)}
     table["DefSent, word-embedding fallback, mean"] = (
         "defsent",
-        replace(base, pooling="mean", space="word-embeddings", output=str(out / "defsent-we-mean")),
+        RunConfig.create(
+            "defsent", **shared, pooling="mean", space="word-embeddings", output=str(out / "defsent-we-mean")
+        ),
     )
     folder, label = (f"-{args.tag}", f" [{args.tag}]") if args.tag else ("", "")
     for pooling in ("cls", "mean"):
@@ -57,7 +62,7 @@ def rows(args: argparse.Namespace) -> dict[str, tuple[str, RunConfig | None]]:
             steps = args.pst_steps if (pooling, entries) == tuple(args.pst_config.split("-")) else 1
             table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1{label}"] = (
                 "plus",
-                replace(plus, pooling=pooling, entries=entries, pst_steps=steps, output=str(out / name)),
+                plus(pooling=pooling, entries=entries, pst_steps=steps, output=str(out / name)),
             )
     pooling, entries = args.pst_config.split("-")
     for step in range(2, args.pst_steps + 1):
@@ -68,7 +73,7 @@ def rows(args: argparse.Namespace) -> dict[str, tuple[str, RunConfig | None]]:
     ica_output = str(out / f"plus-{args.pst_config}-ica{folder}")
     table[f"DefSent+ {pooling.upper()} {entries.upper()} step 1 + ICA{label}"] = (
         "plus",
-        replace(plus, pooling=pooling, entries=entries, ica="last", output=ica_output),
+        plus(pooling=pooling, entries=entries, ica="last", output=ica_output),
     )
     return table
 
@@ -78,10 +83,11 @@ def model_path(kind: str, config: RunConfig | None) -> str:
         return default_model()
     assert config is not None
     if kind == "defsent":
-        return str(train_defsent(config))
-    if read_record(config.output).get("config") != json.loads(json.dumps(asdict(config))):
-        train_defsent_plus(config)  # finished (lr, seed, step) runs inside are reused; only what changed trains
-    history = read_record(config.output, required=True)["selection"].get("pst")
+        return str(train(config))
+    saved = RunRecord.load(config.output)
+    if saved.config != json.loads(json.dumps(config.to_dict())):
+        train(config)  # finished (lr, seed, step) runs inside are reused; only what changed trains
+    history = RunRecord.load(config.output, required=True).selection.get("pst")
     if kind.startswith("step"):
         return next(h["path"] for h in history if h["step"] == int(kind[4:]))
     return next(h["path"] for h in history if h["step"] == 1) if history else config.output
@@ -97,10 +103,10 @@ def evaluate(path: str, args: argparse.Namespace, test_split) -> dict[str, float
     if path != default_model():
         ranks = ReverseDictionary.load(path).ranks(test_split, limit=args.rd_limit)
         result.update({f"rd_{k}": v for k, v in reverse_dictionary_metrics(ranks).items()})
-    info = read_record(path)
-    if info:
-        result["examples_per_s"] = info.get("throughput") or 0.0
-        result["lr"] = info.get("lr")
+    info = RunRecord.load(path)
+    if info.exists:
+        result["examples_per_s"] = info.throughput or 0.0
+        result["lr"] = info.lr
     return result
 
 

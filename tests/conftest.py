@@ -109,3 +109,21 @@ def toy_dictionary():
         for definition in definitions:
             d.add(word, definition)
     return d
+
+
+def _hypothesis_profiles() -> None:
+    """The fuzz suite's profiles (tests/test_fuzz.py): quick by default, `--hypothesis-profile=long` for depth.
+    Registered here because Hypothesis selects the profile before test modules are imported."""
+    from hypothesis import HealthCheck, settings
+
+    for name, examples in [("fuzz", 40), ("long", 2000)]:
+        settings.register_profile(
+            name,
+            max_examples=examples,
+            database=None,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+
+
+_hypothesis_profiles()

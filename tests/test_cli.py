@@ -16,11 +16,16 @@ import numpy as np
 import pytest
 
 from dictembed import __version__
-from dictembed.cli import TRAIN_PRESET_OPTIONS, build_parser, main
+from dictembed.cli import build_parser, main, train_options
 from dictembed.recipes import presets
 
 BEST_PLUS = {"pooling": "mean", "pooler": "none", "entries": "amp", "similarity": "cosine", "lrs": [1e-4]}
 PAPER_PLUS = {"pooling": "cls", "pooler": "model", "entries": "ac", "similarity": "dot", "lrs": [2e-5]}
+
+
+def _flat(config: dict) -> dict:
+    """A saved config's settings by name: the shared ones and the method's own ("options")."""
+    return {**config, **config["options"]}
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +73,7 @@ def plus_model(bert_path, toy_tsv, tmp_path_factory) -> tuple[Path, str]:
     folder and what `train --json` printed on stdout."""
     out = tmp_path_factory.mktemp("trained") / "plus"
     stdout = io.StringIO()
-    flags = ["--pst-steps", "2", "--lr-grid", "1e-3", "--temperature", "0.1", "--json"]
+    flags = ["--pst-steps", "2", "--lr-grid", "1e-3", "--entry-temperature", "0.1", "--json"]
     with contextlib.redirect_stdout(stdout):
         assert main(_train(bert_path, toy_tsv, out, *flags)) == 0
     return out, stdout.getvalue()
@@ -183,13 +188,13 @@ def test_train_defaults_to_defsent_plus_with_the_best_preset(plus_model, caplog)
     report = json.loads(stdout)
     assert report["output"] == str(out) and report["preset"] == "best"
     assert set(report["dev"]) >= {"mrr", "stsb_dev"}
-    config = report["config"]
+    config = _flat(report["config"])
     assert config["method"] == "defsent-plus" and config["preset"] == "best"
     assert {k: config[k] for k in BEST_PLUS} == {**BEST_PLUS, "lrs": [1e-3]}  # explicit --lr-grid wins
-    assert (config["temperature"], config["pst_steps"]) == (0.1, 2)
+    assert (config["entry_temperature"], config["pst_steps"]) == (0.1, 2)
     saved = json.loads((out / "dictembed.json").read_text())["config"]
-    assert saved == config
-    assert set(presets.SETTINGS["defsent-plus"]["best"]) <= set(saved)
+    assert saved == report["config"]
+    assert set(presets.preset_settings("defsent-plus", "best")) <= set(_flat(saved))
     space = json.loads((out / "entry_space" / "space.json").read_text())
     assert (space["similarity"], space["temperature"]) == ("cosine", 0.1)
 
@@ -197,25 +202,27 @@ def test_train_defaults_to_defsent_plus_with_the_best_preset(plus_model, caplog)
 def test_train_preset_paper_and_explicit_override(bert_path, toy_tsv, tmp_path, capsys, caplog) -> None:
     caplog.set_level(logging.INFO, logger="dictembed")
     assert main(_train(bert_path, toy_tsv, tmp_path / "paper", "--preset", "paper", "--json")) == 0
-    config = _json_stdout(capsys)[0]["config"]
+    config = _flat(_json_stdout(capsys)[0]["config"])
     assert {k: config[k] for k in PAPER_PLUS} == PAPER_PLUS and config["preset"] == "paper"
     assert "preset paper: pooling=cls pooler=model entries=ac similarity=dot" in caplog.text
 
     assert main(_train(bert_path, toy_tsv, tmp_path / "cls", "--pooling", "cls", "--lr-grid", "1e-3")) == 0
-    saved = json.loads((tmp_path / "cls" / "dictembed.json").read_text())["config"]
+    saved = _flat(json.loads((tmp_path / "cls" / "dictembed.json").read_text())["config"])
     assert {k: saved[k] for k in BEST_PLUS} == {**BEST_PLUS, "pooling": "cls", "lrs": [1e-3]}
     assert saved["preset"] == "best"
     assert "preset best: pooling=cls pooler=none entries=amp similarity=cosine" in caplog.text
-    assert "set explicitly: pooling, lrs" in caplog.text
+    explicit = [line.split("set explicitly: ")[1] for line in caplog.text.splitlines() if "preset best:" in line]
+    assert explicit and set(explicit[-1].rstrip(")").split(", ")) == {"pooling", "lrs", "dictionary"}
     assert "saved " in capsys.readouterr().out
 
 
 def test_resolve_presets() -> None:
     from dictembed.recipes import gr_bert
 
-    assert set(TRAIN_PRESET_OPTIONS) == set(presets.KEYS)
+    options = train_options()
+    assert all(set(presets.preset_settings(m, "paper")) <= set(options) for m in presets.METHODS)
     gr_paper = presets.preset_settings("gr-bert", "paper")
-    assert (gr_paper["pooling"], gr_paper["dictionary"]) == (gr_bert.POOLING, gr_bert.GR_DICTIONARY)
+    assert "pooling" not in gr_paper and gr_paper["dictionary"] == gr_bert.GR_DICTIONARY  # gr-bert pools one way
     for method in presets.METHODS:
         assert presets.preset_settings(method, "best") == {
             **presets.preset_settings(method, "paper"),
@@ -245,8 +252,8 @@ def test_train_refuses_options_of_another_method(tmp_path, capsys) -> None:
         ["--lr-grid", "0"],
         ["--seeds", ""],
         ["--seeds", "1.5"],
-        ["--temperature", "0"],
-        ["--temperature", "nan"],
+        ["--entry-temperature", "0"],
+        ["--entry-temperature", "nan"],
     ],
 )
 def test_train_numeric_options_are_checked_at_parse_time(flags, tmp_path, capsys) -> None:

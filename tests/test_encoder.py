@@ -154,7 +154,7 @@ def test_legacy_defsent_json_still_loads(bert_path, tmp_path) -> None:
     out = enc.save(tmp_path / "old", {"method": "defsent-plus", "seed": 7})
     (out / RECORD_NAME).rename(out / LEGACY_RECORD_NAME)
     again = Encoder.load(str(out), device="cpu")
-    assert again.pooling == "max" and again.config["seed"] == 7
+    assert again.pooling == "max" and again.record.seed == 7
     np.testing.assert_array_equal(again.encode(SENTENCES), enc.encode(SENTENCES))
 
 
@@ -177,7 +177,7 @@ def test_hub_name_loads_the_snapshot_like_a_folder(bert_path, tmp_path, monkeypa
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     loaded = Encoder.load("someone/tiny-dictembed", device="cpu")
-    assert loaded.pooling == "cls" and loaded.config["seed"] == 5
+    assert loaded.pooling == "cls" and loaded.record.seed == 5
     np.testing.assert_array_equal(loaded.encode(SENTENCES), enc.encode(SENTENCES))
     with pytest.raises(ModelLoadError, match="someone/absent"):
         Encoder.load("someone/absent", device="cpu")

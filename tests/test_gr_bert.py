@@ -237,7 +237,7 @@ def train(small_bert: Path, arch: str, run_dir: Path) -> dict:
     settings = TrainSettings(lr=3e-3, batch_size=6, epochs=15, warmup_ratio=0.0, log_every=1, seed=0)
     trainer = Trainer(objective, triplets, collate, settings, run_dir)
     trainer.fit()
-    objective = trainer.accelerator.unwrap_model(trainer.model)
+    objective = trainer.unwrapped
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     after = fixed_batch_losses(objective, collate, triplets)
     return {"objective": objective, "records": records, "before": before, "after": after}
@@ -268,11 +268,11 @@ def test_sc_saves_only_enc2(trained: dict, small_bert: Path, tmp_path: Path) -> 
     from dictembed.encoder import Encoder
 
     objective = trained["sc"]["objective"]
-    assert objective.kept is objective.context and objective.context1 is not None
+    assert objective.kept is objective.enc2 and objective.enc1 is not None
     tokenizer = AutoTokenizer.from_pretrained(small_bert)
     Encoder(objective.kept.base_model, tokenizer, pooling="first_last_avg").save(tmp_path, full_model=objective.kept)
     saved = AutoModelForMaskedLM.from_pretrained(tmp_path).state_dict()
-    enc1, enc2 = objective.context1.state_dict(), objective.context.state_dict()
+    enc1, enc2 = objective.enc1.state_dict(), objective.enc2.state_dict()
     assert all(torch.equal(saved[k], enc2[k].cpu()) for k in saved)
     assert not torch.equal(
         saved["bert.encoder.layer.0.attention.self.query.weight"],
@@ -298,14 +298,15 @@ def test_recipe_saves_a_masked_lm_with_first_last_avg(
 ) -> None:
     from dictembed.encoder import Encoder
     from dictembed.evaluation.lexsub import SubstituteScorer
-    from dictembed.recipes.common import RunConfig
-    from dictembed.recipes.gr_bert import heldout_gloss_accuracy, train_gr_bert
+    from dictembed.recipes.config import RunConfig
+    from dictembed.recipes.gr_bert import heldout_gloss_accuracy
+    from dictembed.recipes.run import train
 
     table = tmp_path / "toy.tsv"
     table.write_text("word\tdefinition\texample\n" + "".join(f"{w}\t{g}\t{e}\n" for w, g, e in ROWS))
     assert load_dictionary(str(table)).num_definitions() == 14  # 10 headwords: 8 train, 1 dev, 1 test
-    config = RunConfig(
-        method="gr-bert",
+    config = RunConfig.create(
+        "gr-bert",
         model=str(small_bert),
         arch="mt",
         dictionary=str(table),
@@ -316,12 +317,14 @@ def test_recipe_saves_a_masked_lm_with_first_last_avg(
         max_length=32,
         output=str(tmp_path / "gr"),
     )
-    path = train_gr_bert(config)
+    path = train(config)
     saved = json.loads((path / "dictembed.json").read_text())
-    assert (saved["method"], saved["arch"], saved["gloss_weight"], saved["temperature"]) == ("gr-bert", "mt", 2.0, 0.05)
+    options = saved["config"]["options"]
+    assert saved["method"] == "gr-bert" and options == {"arch": "mt", "gloss_weight": 2.0, "gloss_temperature": 0.05}
+    assert saved["encoder"]["pooling"] == saved["details"]["pooling"] == "first_last_avg"  # what it really uses
     assert saved["seed"] == 1 and saved["data"] == str(table) and saved["train_examples"] == 8
     assert {"gloss_acc", "gloss_loss", "stsb_dev"} <= set(saved["dev"])
-    assert saved["triplets"]["train"]["unmatched"] == 0
+    assert saved["details"]["triplets"]["train"]["unmatched"] == 0
     before = heldout_gloss_accuracy(str(small_bert), config, seed=1)  # the untrained model, same held-out batches
     assert set(before) == {"gloss_acc", "gloss_loss"} and 0.0 <= before["gloss_acc"] <= 100.0
     with caplog.at_level(logging.WARNING):

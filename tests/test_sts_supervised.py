@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dictembed.evaluation._common import mean_sd
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError  # noqa: E402
@@ -108,12 +110,12 @@ def test_subsample_is_seeded_and_a_subset_in_file_order() -> None:
 
 def test_summarise_seeds_by_hand() -> None:
     # mean (80 + 82 + 87) / 3 = 83; deviations -3, -1, 4; sample variance (9 + 1 + 16) / 2 = 13
-    mean, sd = sup.summarise_seeds([80.0, 82.0, 87.0])
+    mean, sd = mean_sd([80.0, 82.0, 87.0])
     assert mean == pytest.approx(83.0) and sd == pytest.approx(math.sqrt(13.0))
-    mean, sd = sup.summarise_seeds([71.5])
-    assert mean == 71.5 and math.isnan(sd)
+    mean, sd = mean_sd([71.5])
+    assert mean == 71.5 and sd is None
     with pytest.raises(DictEmbedError):
-        sup.summarise_seeds([])
+        mean_sd([])
 
 
 def test_finetune_stsb_seeds_aggregates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace, ica_transform
 from dictembed.errors import DictEmbedError
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
-from dictembed.recipes.common import RunConfig
+from dictembed.recipes.config import RunConfig
+from dictembed.recipes.run import train
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.training import Trainer, TrainSettings
 
@@ -72,10 +73,14 @@ def test_missing_head_falls_back_with_warning(bert_path, toy_dictionary, tmp_pat
     with pytest.raises(MissingHeadError, match="no pre-trained MLM head"):
         MLMHeadSpace.from_pretrained(str(headless), toy_dictionary.headwords, encoder.tokenizer)
     with caplog.at_level(logging.WARNING):
-        space = word_space(RunConfig(model=str(headless), space="auto"), encoder, toy_dictionary.headwords)
+        space = word_space(
+            RunConfig.create("defsent", model=str(headless), space="auto"), encoder, toy_dictionary.headwords
+        )
     assert isinstance(space, WordEmbeddingSpace) and "FALLBACK" in caplog.text
     with pytest.raises(MissingHeadError):
-        word_space(RunConfig(model=str(headless), space="mlm-head"), encoder, toy_dictionary.headwords)
+        word_space(
+            RunConfig.create("defsent", model=str(headless), space="mlm-head"), encoder, toy_dictionary.headwords
+        )
 
 
 def test_kill_and_resume_gives_identical_weights(bert_path, toy_dictionary, tmp_path) -> None:
@@ -170,6 +175,7 @@ def _toy_tsv(toy_dictionary, path):
 
 
 def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_dictionary, tmp_path, monkeypatch):
+    import dictembed.recipes.defsent as defsent
     import dictembed.recipes.defsent_plus as plus
 
     made, built = [], []
@@ -185,10 +191,11 @@ def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_diction
         built.append({k: v.clone() for k, v in encoder.backbone.state_dict().items()})
         return real_build(cls, encoder, *args, **kwargs)
 
-    monkeypatch.setattr(plus, "base_encoder", spy_encoder)
+    monkeypatch.setattr(plus, "base_encoder", spy_encoder)  # the step-1 entry encoder
+    monkeypatch.setattr(defsent, "base_encoder", spy_encoder)  # every trainee
     monkeypatch.setattr(DefinitionSpace, "build", classmethod(spy_build))
-    config = RunConfig(
-        method="defsent-plus",
+    config = RunConfig.create(
+        "defsent-plus",
         model=str(bert_path),
         pooling="cls",
         pooler="model",
@@ -199,7 +206,7 @@ def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_diction
         select_on="stsb_dev",
         output=str(tmp_path / "out"),
     )
-    out = plus.train_defsent_plus(config)
+    out = train(config)
     # The checkpoint is a BertForMaskedLM: its BertModel pooler is newly initialised on each load, so compare the rest.
     pristine = {
         k: v for k, v in Encoder.load(str(bert_path)).backbone.state_dict().items() if not k.startswith("pooler")
@@ -212,7 +219,8 @@ def test_pst_step_two_trains_a_fresh_copy_of_the_original(bert_path, toy_diction
     assert not all(torch.equal(built[1][k], pristine[k]) for k in pristine)
     saved = json.loads((out / "dictembed.json").read_text())
     assert saved["method"] == "defsent-plus" and saved["pst_step"] == 2 and saved["entry_space"] == "definitions-ac"
-    assert saved["config"]["pooling"] == "cls" and saved["seed"] == 0 and "stsb_dev" in saved["dev"]
+    assert saved["config"]["options"]["pooling"] == "cls" and saved["seed"] == 0 and "stsb_dev" in saved["dev"]
+    assert saved["entry_encoder"] == saved["selection"]["pst"][0]["path"]  # step 2's space: step 1's best model
     assert [s["step"] for s in saved["selection"]["pst"]] == [1, 2]
 
 
@@ -228,9 +236,8 @@ def test_saved_model_predicts_the_same_words(bert_path, toy_dictionary, tmp_path
 
 
 def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_path) -> None:
-    from dictembed.recipes.defsent import train_defsent
-
-    config = RunConfig(
+    config = RunConfig.create(
+        "defsent",
         model=str(bert_path),
         pooling="max",
         space="mlm-head",
@@ -239,10 +246,10 @@ def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_
         dictionary=_toy_tsv(toy_dictionary, tmp_path / "toy.tsv"),
         output=str(tmp_path / "out"),
     )
-    out = train_defsent(config)
+    out = train(config)
     saved = json.loads((out / "dictembed.json").read_text())
     assert saved["method"] == "defsent" and saved["entry_space"] == "mlm-head" and saved["pst_step"] is None
-    assert saved["config"]["pooling"] == "max" and saved["data"] == config.dictionary
+    assert saved["config"]["options"]["pooling"] == "max" and saved["data"] == config.dictionary
     assert saved["seed"] in (0, 1) and saved["lr"] == saved["selection"]["best_lr"]
     assert set(saved["selection"]["by_lr"]) == {"0.003", "0.0001"}
     assert isinstance(EntrySpace.load(out), MLMHeadSpace)

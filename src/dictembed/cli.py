@@ -1,4 +1,4 @@
-"""`dictembed` command line: train | encode | predict | evaluate | finetune | data | plot | push.
+"""`dictembed` command line: train | encode | predict | evaluate | finetune | data | plot | push | serve.
 
 Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
 --json stdout is exactly one JSON document and the human-readable text goes to stderr. Logging always goes
@@ -22,8 +22,9 @@ from typing import Any
 
 from dictembed import __version__
 from dictembed.errors import DictEmbedError
+from dictembed.io import text_encoding
 from dictembed.recipes import presets
-from dictembed.record import read_record
+from dictembed.record import RunRecord
 
 log = logging.getLogger("dictembed")
 
@@ -246,39 +247,47 @@ def _group(sub: Any, name: str, help_text: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- train
-# The preset-governed options: RunConfig field -> (flag, argparse keywords, help). Their parser default is
-# None, resolved as preset value < explicit flag (dictembed.recipes.presets).
-TRAIN_PRESET_OPTIONS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "pooling": ("--pooling", {"choices": ["cls", "mean", "max"]}, "pooling of the sentence vector"),
-    "pooler": ("--pooler", {"choices": ["none", "model"]}, "apply the model's own dense pooler"),
-    "space": (
-        "--space",
-        {"choices": ["auto", "mlm-head", "word-embeddings"]},
-        "defsent entry space; auto falls back to word embeddings when the model has no MLM head",
-    ),
-    "entries": ("--entries", {"choices": ["ac", "amp"]}, "defsent-plus entries: average [CLS] or mean pooling"),
-    "similarity": (
-        "--similarity",
-        {"choices": ["dot", "cosine"]},
-        "defsent-plus entry logits: dot product (the paper) or cosine / --temperature",
-    ),
-    "temperature": ("--temperature", {"type": _positive_float}, "tau of cosine entry logits and of gr-bert"),
-    "pst_steps": ("--pst-steps", {"type": _positive_int}, "defsent-plus progressive separate training steps"),
-    "ica": ("--ica", {"choices": ["none", "last"]}, "defsent-plus: ICA-transform the last step's entry space"),
-    "arch": ("--arch", {"choices": ["mt", "sc"]}, "gr-bert: one (mt) or two (sc) context encoders"),
-    "gloss_weight": ("--gloss-weight", {"type": _non_negative_float}, "gr-bert: weight (lambda) of the gloss loss"),
-    "lrs": (
-        "--lr-grid",
-        {"type": _list_of(_positive_float), "metavar": "LR,..."},
-        "comma list of learning rates, each with every seed",
-    ),
-    "select_on": ("--select-on", {"choices": ["mrr", "stsb_dev"]}, "dev metric that selects lr and seed"),
-    "dictionary": ("--dictionary", {}, "comma list: wordnet,gcide,oxford,chang,... or files"),
-}
+# Flags whose name is not the option's own.
+FLAG_NAMES = {"lrs": "--lr-grid"}
+
+
+def _option_type(f: Any) -> dict[str, Any]:
+    """argparse keywords for an option field, from its type and its `option(...)` metadata."""
+    if f.metadata.get("choices"):
+        return {"choices": f.metadata["choices"]}
+    if f.metadata.get("parse"):
+        return {"type": f.metadata["parse"]}
+    kind = str(f.type)
+    positive = f.metadata.get("positive", True)
+    number = {
+        "int": _positive_int if positive else _natural,
+        "float": _positive_float if positive else _non_negative_float,
+    }
+    for name, parse in number.items():
+        if kind.startswith(f"list[{name}]"):
+            return {"type": _list_of(parse), "metadata": f"{name.upper()},..."}
+        if kind.startswith(name):
+            return {"type": parse}
+    return {}
+
+
+def train_options() -> dict[str, Any]:
+    """Every command-line option of `train`: the shared RunConfig fields, then each method's own (a name
+    two methods share is defined by the first)."""
+    from dataclasses import fields
+
+    from dictembed.recipes.config import RunConfig
+    from dictembed.recipes.registry import get_recipe
+
+    options = {f.name: f for f in fields(RunConfig) if f.metadata.get("cli", True)}
+    for method in presets.METHODS:
+        for f in fields(get_recipe(method).options):
+            options.setdefault(f.name, f)
+    return options
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=presets.METHODS, default=presets.DEFAULT_METHOD, help="training method")
+    p.add_argument("--method", choices=presets.METHODS, default=None, help="training method (default: defsent-plus)")
     p.add_argument(
         "--preset",
         choices=presets.PRESETS,
@@ -286,84 +295,95 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         help="paper: each paper's settings; best: the settings measured best on MiniLM (benchmarks/RESULTS.md). "
         "Options given explicitly override it",
     )
-    _model_arg(p)
-    for key, (flag, kwargs, text) in TRAIN_PRESET_OPTIONS.items():
-        p.add_argument(flag, dest=key, default=None, help=f"{text} ({presets.default_help(key)})", **kwargs)
-    _wordnet_dir_arg(p)
-    _run_args(p, epochs=1, batch_size=16)
-    _limit_arg(p, "train on a seeded sample of N examples")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="re-run the configuration saved in this dictembed.json or model folder (default: none)",
+    )
+    governed = set(presets.preset_settings(presets.DEFAULT_METHOD, "paper"))
+    for method in presets.METHODS:
+        governed |= set(presets.preset_settings(method, "paper"))
+    for name, f in train_options().items():
+        keywords = _option_type(f)
+        metavar = keywords.pop("metadata", None)
+        text = f.metadata["help"]
+        if name in governed:
+            text += f" ({presets.default_help(name)})"
+        elif "default" not in text:
+            text += f" (default: {f.default_factory() if callable(f.default_factory) else f.default})"
+        flag = FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+        p.add_argument(flag, dest=name, default=None, metavar=metavar, help=text, **keywords)
     p.add_argument("--output", required=True, help="folder of the selected model")
+    p.add_argument("--overwrite", action="store_true", help="replace a model already in --output")
     p.add_argument("--resume", action="store_true", help="continue interrupted runs from their checkpoints")
 
 
-def resolve_train_settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
-    """The --preset settings of --method with the explicitly given options on top, and the keys these changed."""
-    given = {key: getattr(args, key) for key in TRAIN_PRESET_OPTIONS}
-    if refused := presets.not_settable(args.method, given):
-        flags = ", ".join(TRAIN_PRESET_OPTIONS[key][0] for key in refused)
-        raise UsageError(f"{flags}: not an option of --method {args.method}")
-    return presets.resolve(args.method, args.preset, given)
+def resolve_train_config(args: argparse.Namespace) -> Any:
+    """The run configuration: a saved one (--config) or the --preset's settings of --method, with the options
+    given explicitly on top."""
+    from dictembed.errors import DictEmbedError
+    from dictembed.recipes.config import RunConfig
+    from dictembed.record import RunRecord
+
+    given = {name: getattr(args, name) for name in train_options() if getattr(args, name) is not None}
+    if args.config:
+        folder = Path(args.config).parent if Path(args.config).is_file() else Path(args.config)
+        saved = RunConfig.from_dict(RunRecord.load(folder, required=True).config)
+        if args.method not in (None, saved.method):
+            raise UsageError(f"--method {args.method} differs from the saved configuration's {saved.method}")
+        method, preset, settings = saved.method, saved.preset, {**saved.flat(), **given}
+        for key in ("output", "resume", "overwrite", "preset"):
+            settings.pop(key, None)
+    else:
+        method, preset = args.method or presets.DEFAULT_METHOD, args.preset
+        if refused := presets.not_settable(method, given):
+            flags = ", ".join(FLAG_NAMES.get(k, "--" + k.replace("_", "-")) for k in refused)
+            raise UsageError(f"{flags}: not an option of --method {method}")
+        settings, overridden = presets.resolve(method, preset, given)
+        changed = f" (set explicitly: {', '.join(overridden)})" if overridden else ""
+        log.info("preset %s: %s%s", preset, presets.describe(settings), changed)
+    try:
+        return RunConfig.create(
+            method, preset=preset, output=args.output, resume=args.resume, overwrite=args.overwrite, **settings
+        )
+    except DictEmbedError as err:
+        raise UsageError(str(err)) from None
 
 
 def cmd_train(args: argparse.Namespace) -> Report:
-    settings, overridden = resolve_train_settings(args)
-    from dictembed.paths import default_model
-    from dictembed.recipes.common import RunConfig
+    from dictembed.recipes.run import train
+    from dictembed.record import RunRecord
 
-    config = RunConfig(
-        method=args.method,
-        preset=args.preset,
-        model=args.model or default_model(),
-        wordnet_dir=args.wordnet_dir,
-        seeds=args.seeds,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        limit=args.limit,
-        output=args.output,
-        resume=args.resume,
-        **settings,
-    )
-    changed = f" (set explicitly: {', '.join(overridden)})" if overridden else ""
-    log.info("preset %s: %s%s", args.preset, presets.describe(settings), changed)
+    config = resolve_train_config(args)
     log.info(
         "%s on %s: seeds=%s batch_size=%d epochs=%d limit=%s",
-        args.method,
+        config.method,
         config.model,
         config.seeds,
         config.batch_size,
         config.epochs,
         config.limit,
     )
-    if args.method == "defsent":
-        from dictembed.recipes.defsent import train_defsent as train
-    elif args.method == "defsent-plus":
-        from dictembed.recipes.defsent_plus import train_defsent_plus as train
-    else:
-        from dictembed.recipes.gr_bert import train_gr_bert as train
     path = train(config)
-    saved = read_record(path, required=True)
+    saved = RunRecord.load(path, required=True)
     data = {
         "output": str(path),
-        "preset": args.preset,
-        "dev": saved.get("dev", {}),
-        "config": saved.get("config", {}),
-        "selection": saved.get("selection", {}),
+        "preset": config.preset,
+        "dev": saved.dev,
+        "config": saved.config,
+        "selection": saved.selection,
     }
     return Report(data, f"saved {path}\n" + _table(data["dev"], "dev metrics of the selected model"))
 
 
 # ---------------------------------------------------------------------------- encode
-def read_sentences(path: Path) -> list[str]:
+def read_sentences(path: Path, encoding: str = "utf-8") -> list[str]:
     """One sentence per line, split on "\\n" only (one trailing "\\r" stripped): one row per line, whatever
-    other line-break characters (\\u2028, \\x0c, \\x85, ...) the sentences contain."""
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise DictEmbedError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    other line-break characters (\\u2028, \\x0c, \\x85, ...) the sentences contain (`dictembed.io.read_lines`:
+    a missing file, a folder or bytes that are not `encoding` are a one-line error naming file:line)."""
+    from dictembed.io import read_lines
+
+    return read_lines(path, encoding)
 
 
 def save_array(path: Path, array: Any) -> None:
@@ -379,7 +399,7 @@ def save_array(path: Path, array: Any) -> None:
 
 
 def cmd_encode(args: argparse.Namespace) -> Report:
-    sentences = read_sentences(Path(args.input))
+    sentences = read_sentences(Path(args.input), args.encoding)
     vectors = _load_encoder(args).encode(
         sentences,
         batch_size=args.batch_size,
@@ -400,12 +420,48 @@ def cmd_encode(args: argparse.Namespace) -> Report:
 
 
 # --------------------------------------------------------------------------- predict
-def cmd_predict(args: argparse.Namespace) -> Report:
-    from dictembed.reverse_dictionary import ReverseDictionary
+def _result_rows(results: list[Any]) -> list[dict[str, Any]]:
+    """Search results as JSON rows; `word` (the first of `words`) keeps earlier readers of `predict --json`."""
+    return [{"word": r.words[0], **r.to_dict()} for r in results]
 
-    ranked = ReverseDictionary.load(args.model).predict(args.definition, top_k=args.top_k)
-    text = "\n".join(f"{rank:>3}  {word:<30} {prob:.4f}" for rank, (word, prob) in enumerate(ranked, 1))
-    return Report([{"word": w, "probability": p} for w, p in ranked], text)
+
+def _results_table(results: list[Any]) -> str:
+    """One line a result: rank, words, score and the first definition."""
+    lines = []
+    for rank, r in enumerate(results, 1):
+        gloss = next((defs[0] for defs in r.definitions.values() if defs), "")
+        lines.append(f"{rank:>3}  {', '.join(r.words):<36} {r.score:.4f}  {gloss[:70]}".rstrip())
+    return "\n".join(lines) or "  (no results)"
+
+
+def cmd_predict(args: argparse.Namespace) -> Report:
+    from dictembed.reverse_dictionary import Filters, ReverseDictionary
+
+    if (args.definition is None) == (args.input is None):
+        raise UsageError("give either one definition or --input FILE")
+    try:
+        Filters(args.pos, args.pattern, args.words)
+    except DictEmbedError as err:
+        raise UsageError(f"--pattern: {err}") from None
+    queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
+    if not queries:
+        raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
+    found = ReverseDictionary.load(args.model).search_many(
+        queries, k=args.top_k, pos=args.pos, pattern=args.pattern, words=args.words
+    )
+    if args.input is None:
+        return Report(_result_rows(found[0]), _results_table(found[0]))
+    pairs = list(zip(queries, found, strict=True))
+    data = [{"query": q, "results": _result_rows(results)} for q, results in pairs]
+    return Report(data, "\n\n".join(f"{q}\n{_results_table(results)}" for q, results in pairs))
+
+
+# ----------------------------------------------------------------------------- serve
+def cmd_serve(args: argparse.Namespace) -> Report:
+    from dictembed.serve import run_server
+
+    run_server(args.model, host=args.host, port=args.port)
+    return Report({"model": args.model, "host": args.host, "port": args.port}, "server stopped")
 
 
 # -------------------------------------------------------------------------- evaluate
@@ -436,9 +492,13 @@ def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> Report:
     from dictembed.evaluation.reverse_dictionary import reverse_dictionary_metrics
     from dictembed.reverse_dictionary import ReverseDictionary
 
-    config = read_record(args.model, required=True).get("config", {})
+    config = RunRecord.load(args.model, required=True).config
     reverse_dictionary = ReverseDictionary.load(args.model)
-    dictionary = load_dictionary(args.dictionary or config.get("dictionary", "wordnet"), wordnet_dir=args.wordnet_dir)
+    dictionary = load_dictionary(
+        args.dictionary or config.get("dictionary", "wordnet"),
+        wordnet_dir=args.wordnet_dir or config.get("wordnet_dir"),
+        encoding=args.encoding or config.get("encoding") or "utf-8",
+    )
     split = split_by_headword(dictionary, seed=config.get("split_seed", 0))[args.split]
     ranks = reverse_dictionary.ranks(split, limit=args.limit)
     result = {**reverse_dictionary_metrics(ranks), "n": int(len(ranks))}
@@ -501,7 +561,7 @@ def cmd_data_stats(args: argparse.Namespace) -> Report:
     from dictembed.encoder import load_pretrained
     from dictembed.paths import default_model
 
-    dictionary = load_dictionary(args.dictionary, wordnet_dir=args.wordnet_dir)
+    dictionary = load_dictionary(args.dictionary, wordnet_dir=args.wordnet_dir, encoding=args.encoding)
     tokenizer = load_pretrained(AutoTokenizer, args.model or default_model())
     rows = dictionary_stats(split_by_headword(dictionary, seed=args.split_seed), tokenizer)
     return Report({"dictionary": args.dictionary, "splits": rows}, format_stats_table(rows))
@@ -517,7 +577,7 @@ def cmd_plot_entries(args: argparse.Namespace) -> Report:
 
     paths: list[tuple[str, Path]] = []
     for model in args.model:
-        history = read_record(model, required=True).get("selection", {}).get("pst", [])
+        history = RunRecord.load(model, required=True).selection.get("pst", [])
         if history and not args.final_only:
             paths += [(f"{Path(model).name} step {h['step']}", Path(h["path"])) for h in history]
         else:
@@ -554,16 +614,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "encode", cmd_encode, "encode one sentence per line to a .npy or .npz matrix")
     _encoder_args(p)
-    p.add_argument("--input", required=True, help="UTF-8 text, one sentence per line")
+    p.add_argument("--input", required=True, help="text, one sentence per line (split on \\n only)")
+    p.add_argument("--encoding", type=text_encoding, default="utf-8", help="encoding of --input")
     p.add_argument("--output", type=_array_path, required=True, help="the .npy or .npz file to write")
     p.add_argument("--batch-size", type=_positive_int, default=32, help="sentences per forward pass")
     p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
     p.add_argument("--precision", choices=PRECISIONS, default="float32", help="quantise the embeddings")
 
-    p = _command(sub, "predict", cmd_predict, "reverse dictionary: rank entries for a definition")
+    p = _command(sub, "predict", cmd_predict, "reverse dictionary: the words for a definition (or a file of them)")
     _model_arg(p, required=True)
-    p.add_argument("definition", help="the definition to look up")
-    p.add_argument("--top-k", type=_positive_int, default=10, help="how many entries to list")
+    p.add_argument("definition", nargs="?", default=None, help="the definition to look up (or --input)")
+    p.add_argument(
+        "--input",
+        default=None,
+        help="UTF-8 text, one definition per line; --json gives a list of {query, results} (default: none)",
+    )
+    p.add_argument("--top-k", type=_positive_int, default=10, help="how many results to list")
+    p.add_argument("--pos", default=None, help="only words of this part of speech: n, v, a, r (default: any)")
+    p.add_argument(
+        "--pattern", default=None, help="only words matching a prefix (g), glob (gir*) or /regex/ (default: any)"
+    )
+    p.add_argument("--words", choices=["any", "single", "phrase"], default="any", help="single words, phrases or any")
+
+    p = _command(sub, "serve", cmd_serve, "serve the reverse dictionary: a web page and a JSON API")
+    _model_arg(p, required=True)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=_number(int, 0, strict=False, maximum=65535), default=8000, help="port to listen on")
 
     ev = _group(sub, "evaluate", "evaluate a model")
     p = _command(ev, "sts", cmd_eval_sts, "unsupervised STS12-16, STS-B, SICK-R")
@@ -578,6 +654,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(ev, "reverse-dictionary", cmd_eval_reverse_dictionary, "MRR and top-1/3/10 on held-out headwords")
     _model_arg(p, required=True)
     p.add_argument("--dictionary", default=None, help="default: the dictionary the model was trained on")
+    p.add_argument(
+        "--encoding", type=text_encoding, default=None, help="encoding of dictionary table files (default: as trained)"
+    )
     _wordnet_dir_arg(p)
     p.add_argument("--split", choices=["train", "dev", "test"], default="test", help="which headwords")
     _limit_arg(p, "rank the first N definitions")
@@ -612,6 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
     data = _group(sub, "data", "dictionary data")
     p = _command(data, "stats", cmd_data_stats, "words, definitions and lengths per split (DefSent Table 1)")
     p.add_argument("--dictionary", default="wordnet", help="comma list of dictionaries or files")
+    p.add_argument("--encoding", type=text_encoding, default="utf-8", help="encoding of the dictionary files")
     _wordnet_dir_arg(p)
     p.add_argument("--split-seed", type=_natural, default=0, help="seed of the 8:1:1 split by headword")
     _model_arg(p)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
-import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,45 +24,13 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.io import replace_dir
+from dictembed.loading import HUB_ID, load_pretrained, resolve_model
 from dictembed.pooling import ACTIVATIONS, CUSTOM_POOLINGS, POOLINGS, PROMPT_TEMPLATE, ST_POOLINGS, pool
-from dictembed.record import read_record, write_record
+from dictembed.record import RunRecord
 
 log = logging.getLogger(__name__)
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
-HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
-# Files a hub snapshot never needs for loading (other frameworks' weights, exported backends).
-HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf_model*", "flax_model*", "rust_model*"]
-
-
-def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
-    """Call `loader.from_pretrained`, turning hub/offline/missing-file failures into a ModelLoadError."""
-    try:
-        return loader.from_pretrained(name_or_path, **kwargs)
-    except (OSError, ValueError, KeyError) as err:
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not Path(name_or_path).exists()
-        hint = " (no network here: pass a local folder)" if offline else ""
-        raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {str(err).splitlines()[0]}") from err
-
-
-def resolve_model(name_or_path: str | Path) -> Path:
-    """The local folder of a model: the path itself, or the Hugging Face Hub snapshot of a hub name (read from
-    the local cache when offline), so a hub model loads exactly like a folder (dictembed.json, entry_space/)."""
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
-    if not HUB_ID.match(str(name_or_path)):
-        raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE))
-    except Exception as err:  # noqa: BLE001 - any hub failure (offline, unknown repo, auth) is one message
-        raise ModelLoadError(
-            f"model {str(name_or_path)!r}: no such folder, and the Hugging Face Hub could not provide it "
-            f"({type(err).__name__}; offline, pass a local folder)"
-        ) from None
 
 
 def best_device() -> torch.device:
@@ -104,14 +70,15 @@ class Encoder(nn.Module):
         modules: Sequence[nn.Module] = (),
         max_length: int = 256,
         normalize: bool = False,
-        config: dict[str, Any] | None = None,
+        record: RunRecord | None = None,
         pooling_module: nn.Module | None = None,
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
     ) -> None:
         """`modules` are sentence-transformers modules applied after pooling (Dense, Normalize, LayerNorm...);
         `normalize=True` appends a Normalize module when there is none; `pooling_module` is a loaded
-        sentence-transformers Pooling module (kept for its settings, e.g. include_prompt)."""
+        sentence-transformers Pooling module (kept for its settings, e.g. include_prompt); `record` is the
+        run record the model was loaded with (what it is and how it was trained)."""
         super().__init__()
         self.backbone = backbone
         self.tokenizer = tokenizer
@@ -121,7 +88,7 @@ class Encoder(nn.Module):
         if normalize and not self.normalize:
             self.post.append(_st_modules().Normalize())
         self.max_length = max_length
-        self.config: dict[str, Any] = dict(config or {})
+        self.record = record or RunRecord(version=0)
         self.prompts = dict(prompts or {})
         self.default_prompt_name = default_prompt_name
 
@@ -141,6 +108,22 @@ class Encoder(nn.Module):
                 self.hidden_size, name, include_prompt=self.pooling_module.include_prompt
             )
         self._pooling = name
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The encoder's own settings (saved as the record's "encoder")."""
+        return {
+            "pooling": self.pooling,
+            "modules": [type(m).__name__ for m in self.post],
+            "max_length": self.max_length,
+            "normalize": self.normalize,
+            "dim": self.dim,
+        }
+
+    @property
+    def base_model(self) -> str:
+        """The model this encoder was trained from (its own name or folder when untrained)."""
+        return self.record.base_model or str(getattr(self.backbone, "name_or_path", "") or "model")
 
     @property
     def normalize(self) -> bool:
@@ -163,6 +146,23 @@ class Encoder(nn.Module):
             if hasattr(module, "get_embedding_dimension") and hasattr(module, "out_features"):
                 dim = module.get_embedding_dimension()
         return int(dim)
+
+    def with_pooling(self, pooling: str) -> Encoder:
+        """An encoder sharing this one's backbone and modules (no copy of the weights) with another pooling."""
+        if pooling == self.pooling:
+            return self
+        encoder = Encoder(
+            self.backbone,
+            self.tokenizer,
+            pooling=pooling,
+            modules=list(self.post),
+            max_length=self.max_length,
+            record=self.record,
+            pooling_module=copy.deepcopy(self.pooling_module),
+            prompts=self.prompts,
+            default_prompt_name=self.default_prompt_name,
+        )
+        return encoder
 
     def get_sentence_embedding_dimension(self) -> int:
         """sentence-transformers' name for `dim`."""
@@ -188,8 +188,8 @@ class Encoder(nn.Module):
         defaults to CUDA, else MPS, else the CPU.
         """
         folder = resolve_model(name_or_path)
-        record = read_record(folder)
-        saved = record.get("encoder", {})
+        record = RunRecord.load(folder)
+        saved = record.encoder
         modules: list[nn.Module] = []
         pooling_module = None
         prompts: dict[str, str] = {}
@@ -220,14 +220,14 @@ class Encoder(nn.Module):
             modules=modules,
             max_length=max_length or saved.get("max_length") or length or _max_length(tokenizer, backbone),
             normalize=bool(normalize),
-            config=record,
+            record=record,
             pooling_module=pooling_module,
             prompts=prompts,
             default_prompt_name=default_prompt,
         )
         if normalize is False:
             encoder.post = nn.ModuleList(m for m in encoder.post if not isinstance(m, _st_modules().Normalize))
-        encoder.config.setdefault("base_model", record.get("base_model", str(name_or_path)))
+        record.base_model = record.base_model or str(name_or_path)
         return encoder.to(device or best_device())
 
     # ----------------------------------------------------------------- forward
@@ -367,7 +367,10 @@ class Encoder(nn.Module):
 
     # ------------------------------------------------------------------ saving
     def save(
-        self, path: str | Path, extra: dict[str, Any] | None = None, full_model: PreTrainedModel | None = None
+        self,
+        path: str | Path,
+        record: RunRecord | dict[str, Any] | None = None,
+        full_model: PreTrainedModel | None = None,
     ) -> Path:
         """Save atomically as a sentence-transformers folder plus `dictembed.json` (full configuration) and a
         model card (README.md). Nothing is sent over the network.
@@ -403,18 +406,14 @@ class Encoder(nn.Module):
         ).save(str(staging), create_model_card=False)
         if full_model is not None:
             full_model.save_pretrained(staging)
-        config = {**self.config, **(extra or {})}
-        config["encoder"] = {
-            "pooling": self.pooling,
-            "modules": [type(m).__name__ for m in self.post],
-            "max_length": self.max_length,
-            "normalize": self.normalize,
-            "dim": self.dim,
-        }
-        write_record(staging, config)
-        _write_card(staging, config)
+        if not isinstance(record, RunRecord):
+            record = RunRecord.from_dict({"base_model": self.base_model, **(record or {})})
+        record.encoder = self.config
+        record.base_model = record.base_model or self.base_model
+        record.save(staging)
+        _write_card(staging, record.to_dict())
         replace_dir(staging, path)
-        self.config = config
+        self.record = record
         return path
 
     # ------------------------------------------------------------------ MTEB protocol
@@ -448,7 +447,7 @@ class Encoder(nn.Module):
         """MTEB's "org/name" and revision: a Hub snapshot's repo and commit; else the hub name (the embedded
         MiniLM's too), or "dictembed/<folder name>" for a local folder (MTEB needs an organisation part), with a
         hash of the weights as the revision, so that MTEB never files results of different weights together."""
-        source = str(getattr(self.backbone, "name_or_path", "") or self.config.get("base_model") or "model")
+        source = str(getattr(self.backbone, "name_or_path", "") or self.base_model)
         parts = Path(source).parts
         for i, part in enumerate(parts[:-2]):
             if part.startswith("models--") and parts[i + 1] == "snapshots":
@@ -484,7 +483,7 @@ class Encoder(nn.Module):
 
         model_meta = require("mteb", "mteb.models").ModelMeta
         name, revision = self._mteb_name()
-        method = self.config.get("method")
+        method = self.record.method
         return model_meta(
             loader=None,
             name=name,
@@ -503,7 +502,7 @@ class Encoder(nn.Module):
             similarity_fn_name=self.similarity_fn_name,
             use_instructions=False,
             training_datasets=None,
-            adapted_from=hub_base_model(self.config.get("base_model")) if method else None,
+            adapted_from=hub_base_model(self.base_model) if method else None,
             citation=citation(method),
             experiment_kwargs={"pooling": self.pooling, "normalize": self.normalize},
         )
@@ -530,16 +529,6 @@ def _write_card(folder: Path, record: dict[str, Any]) -> None:
     from dictembed.model_card import write_model_card
 
     write_model_card(folder, record)
-
-
-def replace_dir(staging: Path, target: Path) -> None:
-    """Move a finished staging folder onto `target`, never leaving a half-written target behind."""
-    old = target.with_name(target.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        os.replace(target, old)
-    os.replace(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def model_pooler(backbone: PreTrainedModel, name_or_path: str) -> nn.Module:

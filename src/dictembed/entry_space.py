@@ -20,14 +20,16 @@ from typing import Literal
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save, save_file
 from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.dictionary.core import Dictionary
-from dictembed.encoder import Encoder, load_pretrained
+from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
+from dictembed.io import atomic_write
+from dictembed.loading import load_masked_lm_info
 from dictembed.vocab import word_token_ids
 
 log = logging.getLogger(__name__)
@@ -136,9 +138,8 @@ class MLMHeadSpace(EntrySpace):
     @classmethod
     def from_pretrained(cls, name_or_path: str, words: list[str], tokenizer: PreTrainedTokenizerBase) -> MLMHeadSpace:
         """Copy the pre-trained head of `name_or_path`; raise if the checkpoint has none."""
-        mlm, info = load_pretrained(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
+        mlm, missing = load_masked_lm_info(name_or_path)
         name, head = _head_module(mlm)
-        missing = [k for k in info.get("missing_keys", []) if k.startswith(name + ".")]
         if missing:
             raise MissingHeadError(
                 f"model {name_or_path!r} has no pre-trained MLM head (missing {', '.join(sorted(missing)[:3])}...); "
@@ -260,12 +261,8 @@ class DefinitionSpace(MatrixSpace):
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())
         else:
-            pooling = encoder.pooling
-            encoder.pooling = "cls" if entries == "ac" else "mean"
-            try:
-                vectors = encoder.encode([d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress=True)
-            finally:
-                encoder.pooling = pooling
+            pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
+            vectors = pooled.encode([d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress_bar=True)
             counts = np.array([len(e.senses) for e in dictionary])
             owner = np.repeat(np.arange(len(counts)), counts)
             matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
@@ -273,10 +270,7 @@ class DefinitionSpace(MatrixSpace):
             matrix /= counts[:, None]
         space = cls(dictionary.headwords, matrix.astype(np.float32), similarity, temperature, kind)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".partial")
-            save_file({"matrix": space.matrix.contiguous()}, str(tmp))
-            tmp.replace(path)
+            atomic_write(path, save({"matrix": space.matrix.contiguous()}))
         return space
 
 

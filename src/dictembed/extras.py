@@ -9,7 +9,7 @@ from dictembed.errors import DictEmbedError
 
 # extra -> (the modules it provides, what needs it)
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
-    "plot": (("matplotlib",), "plots"),
+    "plot": (("matplotlib",), "plotting"),
     "gcide": (("dictionary",), "the GCIDE dictionary"),
     "lexsub": (("lemminflect",), "lexical substitution and GR-BERT triplets"),
     "finetune": (("datasets",), "supervised STS-B fine-tuning"),

@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+STANDARD_POOLINGS: tuple[str, ...] = ("cls", "mean", "max")  # what training and fine-tuning offer
 CUSTOM_POOLINGS: tuple[str, ...] = ("prompt", "first_last_avg")
-POOLINGS: tuple[str, ...] = ("cls", "mean", "max", *CUSTOM_POOLINGS)
+POOLINGS: tuple[str, ...] = (*STANDARD_POOLINGS, *CUSTOM_POOLINGS)
 # The modes of sentence-transformers' Pooling module (each is accepted by Encoder.pooling).
 ST_POOLINGS: tuple[str, ...] = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 PROMPT_TEMPLATE = 'This sentence : "{s}" means {mask} .'

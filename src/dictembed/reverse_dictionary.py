@@ -1,38 +1,238 @@
-"""Reverse dictionary: rank the entries of a saved entry space for a definition (definition -> words)."""
+"""Reverse dictionary: rank the entries of a saved entry space for a definition (definition -> words).
+
+Two views of one model:
+- `predict` and `ranks` score every entry with the model's own logits (the training objective), one row per
+  entry; the evaluation uses them.
+- `search` and `search_many` are for people. Entries whose vectors are identical (WordNet synonyms that share
+  all their definitions, e.g. `transitory`, `fugacious`, `short-lived`) come back as ONE `Result` listing
+  all their words. Results can be filtered by part of speech, by a pattern and by word count, and carry each
+  word's definitions from the dictionary the model was trained on.
+
+The `score` of a `Result` is the cosine similarity of the query's vector and the entry vector, for the
+matrix spaces of DefSent+ (and the word-embedding fallback). It ranks exactly as the model's cosine logits
+(the `best` preset), and in practice lies in [0, 1]. A space without an entry matrix (DefSent's MLM head)
+scores by the model's softmax probability instead; `score_kind` says which.
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
-from dictembed.entry_space import EntrySpace
+from dictembed.entry_space import EntrySpace, MatrixSpace
+from dictembed.errors import DictEmbedError
+from dictembed.loading import resolve_model
+from dictembed.record import RunRecord
+
+log = logging.getLogger(__name__)
+
+WORD_COUNTS = ("any", "single", "phrase")
+POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
+MAX_PATTERN_CHARS = 100
+GLOB_CHARACTERS = "*?["
+
+
+def normalize_pos(pos: str | None) -> str | None:
+    """A part of speech as WordNet's letter (`noun` -> `n`, satellite `s` -> `a`); other tags lower-cased."""
+    if pos is None:
+        return None
+    tag = pos.strip().lower()
+    return POS_ALIASES.get(tag, tag)
+
+
+def pattern_matcher(pattern: str) -> Callable[[str], bool]:
+    """A case-insensitive test for words: `/regex/` (searched anywhere), a glob with `*`, `?` or `[...]`
+    (the whole word), or else a prefix (`g` is every word starting with g)."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise DictEmbedError(f"pattern too long: at most {MAX_PATTERN_CHARS} characters")
+    if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
+        try:
+            regex = re.compile(pattern[1:-1], re.IGNORECASE)
+        except re.error as err:
+            raise DictEmbedError(f"invalid regular expression {pattern!r}: {err}") from None
+        return lambda word: regex.search(word) is not None
+    if any(c in pattern for c in GLOB_CHARACTERS):
+        glob = re.compile(fnmatch.translate(pattern), re.IGNORECASE)
+        return lambda word: glob.match(word) is not None
+    prefix = pattern.casefold()
+    return lambda word: word.casefold().startswith(prefix)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What words a search may return: part of speech, pattern (see `pattern_matcher`), word count."""
+
+    pos: str | None = None
+    pattern: str | None = None
+    words: str = "any"
+
+    def __post_init__(self) -> None:
+        if self.words not in WORD_COUNTS:
+            raise DictEmbedError(f"unknown word count {self.words!r}; choose from {', '.join(WORD_COUNTS)}")
+        object.__setattr__(self, "pos", normalize_pos(self.pos) or None)
+        object.__setattr__(self, "pattern", self.pattern or None)
+        if self.pattern is not None:
+            pattern_matcher(self.pattern)  # fail early on a bad pattern
+
+    @property
+    def active(self) -> bool:
+        return self.pos is not None or self.pattern is not None or self.words != "any"
+
+
+@dataclass
+class Result:
+    """One search result: the words of entries with identical vectors, their score and definitions.
+
+    `definitions[word]` and `pos[word]` are parallel lists (a definition's part of speech may be None)."""
+
+    words: list[str]
+    score: float
+    definitions: dict[str, list[str]] = field(default_factory=dict)
+    pos: dict[str, list[str | None]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"words": self.words, "score": round(self.score, 6), "definitions": self.definitions, "pos": self.pos}
+
+
+@dataclass
+class EntryGroups:
+    """Entries grouped by identical vectors, once: group g holds `order[starts[g]:starts[g + 1]]`."""
+
+    order: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, vectors: np.ndarray) -> EntryGroups:
+        """Group the rows of `vectors` by a hash of their bytes (groups ordered by first occurrence)."""
+        rows = np.ascontiguousarray(vectors)
+        keys: dict[bytes, int] = {}
+        group_of = np.fromiter(
+            (keys.setdefault(hashlib.blake2b(row.tobytes(), digest_size=16).digest(), len(keys)) for row in rows),
+            dtype=np.int64,
+            count=len(rows),
+        )
+        order = np.argsort(group_of, kind="stable")
+        return cls(order, np.searchsorted(group_of[order], np.arange(len(keys))))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def first(self) -> np.ndarray:
+        """One entry index per group (its first)."""
+        return self.order[self.starts]
+
+    def members(self, group: int) -> np.ndarray:
+        end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.order)
+        return self.order[self.starts[group] : end]
+
+    def any(self, entry_mask: np.ndarray) -> np.ndarray:
+        """Per group: whether any of its entries is set in `entry_mask`."""
+        if not len(self.starts):
+            return np.zeros(0, dtype=bool)
+        return np.logical_or.reduceat(entry_mask[self.order], self.starts)
+
+
+def load_description_pairs(path: str | Path) -> list[tuple[str, list[str]]]:
+    """A TSV with a header and the columns `description` and `expected` (alternatives split by `|`), e.g.
+    `a long-necked African animal<TAB>giraffe|camelopard`: (description, expected words) pairs."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].split("\t") != ["description", "expected"]:
+        raise DictEmbedError(f"{path}: the header must be `description<TAB>expected`")
+    pairs = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split("\t")
+        words = [w.strip() for w in fields[-1].split("|") if w.strip()]
+        if len(fields) != 2 or not fields[0].strip() or not words:
+            raise DictEmbedError(f"{path}:{number}: expected a description, a tab and word|word|...")
+        pairs.append((fields[0].strip(), words))
+    return pairs
+
+
+def top_indices(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
+    """The indices of the k highest `scores` among the `allowed`, best first (ties by index)."""
+    candidates = np.flatnonzero(allowed) if allowed is not None else np.arange(len(scores))
+    k = min(k, len(candidates))
+    if k <= 0:
+        return candidates[:0]
+    values = scores[candidates]
+    if k < len(candidates):
+        keep = np.argpartition(-values, k - 1)[:k]
+        candidates, values = candidates[keep], values[keep]
+    return candidates[np.lexsort((candidates, -values))]
 
 
 class ReverseDictionary:
-    """An encoder and the entry space it was trained against."""
+    """An encoder and the entry space it was trained against, with the dictionary behind it for `search`.
 
-    def __init__(self, encoder: Encoder, space: EntrySpace) -> None:
+    `dictionary` is a loaded `Dictionary`, or a spec for `load_dictionary` (e.g. "wordnet", a .tsv path)
+    loaded once on first use; when it cannot be loaded, results come without definitions (logged once)."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        space: EntrySpace,
+        dictionary: Dictionary | str | None = None,
+        wordnet_dir: str | Path | None = None,
+        name: str | None = None,
+        encoding: str = "utf-8",
+    ) -> None:
         self.encoder = encoder
         self.space = space.freeze()
+        self.name = name or "model"
+        self._dictionary = dictionary if isinstance(dictionary, Dictionary) else None
+        self.dictionary_spec = dictionary.name if isinstance(dictionary, Dictionary) else dictionary
+        self._wordnet_dir = wordnet_dir
+        self._encoding = encoding
+        self.dictionary_error: str | None = None if dictionary is not None else "the model names no dictionary"
+        self._dictionary_tried = dictionary is None or self._dictionary is not None
+        self._lock = threading.RLock()
+        self._groups: EntryGroups | None = None
+        self._unit: torch.Tensor | None = None
+        self._masks: dict[tuple[str, str], np.ndarray] = {}
 
     @classmethod
     def load(cls, path: str | Path) -> ReverseDictionary:
-        return cls(Encoder.load(str(path)), EntrySpace.load(path))
+        """A saved model folder (or hub name); the dictionary named in its record is loaded on first use."""
+        folder = resolve_model(path)
+        config = RunRecord.load(folder).config
+        name = folder.resolve().name if Path(path).is_dir() else str(path)
+        return cls(
+            Encoder.load(str(folder)),
+            EntrySpace.load(folder),
+            dictionary=config.get("dictionary"),
+            wordnet_dir=config.get("wordnet_dir"),
+            encoding=config.get("encoding") or "utf-8",
+            name=name,
+        )
+
+    # ------------------------------------------------------------------ the model's own scores
+    @torch.no_grad()
+    def _pooled(self, texts: list[str], batch_size: int) -> Iterator[torch.Tensor]:
+        """The pooled vectors of `texts`, one batch at a time."""
+        self.encoder.eval()
+        for start in range(0, len(texts), batch_size):
+            yield self.encoder(self.encoder.tokenize(texts[start : start + batch_size]))
 
     @torch.no_grad()
     def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
         """Entry scores [n_definitions, n_entries] (unnormalised logits)."""
-        self.encoder.eval()
         space = self.space.to(self.encoder.device)
-        out = []
-        for start in range(0, len(definitions), batch_size):
-            h = self.encoder(self.encoder.tokenize(definitions[start : start + batch_size]))
-            out.append(space(h).float().cpu().numpy())
+        out = [space(h).float().cpu().numpy() for h in self._pooled(definitions, batch_size)]
         return np.concatenate(out) if out else np.zeros((0, len(space)), dtype=np.float32)
 
     def predict(self, definition: str, top_k: int = 10) -> list[tuple[str, float]]:
@@ -53,3 +253,143 @@ class ReverseDictionary:
             gold = np.array([self.space.index[w] for w, _ in chunk])
             ranks.append(ranks_from_scores(self.scores([d for _, d in chunk]), gold))
         return np.concatenate(ranks)
+
+    # ------------------------------------------------------------------ search, for people
+    @property
+    def score_kind(self) -> str:
+        """`cosine` for spaces with an entry matrix, else `probability` (softmax of the model's logits)."""
+        return "cosine" if isinstance(self.space, MatrixSpace) else "probability"
+
+    @property
+    def groups(self) -> EntryGroups:
+        """The entries grouped by identical vectors, computed once (with the normalised group matrix)."""
+        with self._lock:
+            if self._groups is None:
+                if isinstance(self.space, MatrixSpace):
+                    self._groups = EntryGroups.of(self.space.matrix.cpu().numpy())
+                    first = torch.from_numpy(self._groups.first)
+                    self._unit = F.normalize(self.space.matrix[first].float(), dim=-1).to(self.encoder.device)
+                else:  # logits are not a function of one vector per entry: every entry is its own group
+                    self._groups = EntryGroups.of(np.arange(len(self.space))[:, None])
+            return self._groups
+
+    @property
+    def dictionary(self) -> Dictionary | None:
+        """The model's dictionary, loaded on first use; None (and `dictionary_error` set) if it cannot be."""
+        with self._lock:
+            if not self._dictionary_tried:
+                self._dictionary_tried = True
+                from dictembed.dictionary import load_dictionary
+
+                try:
+                    self._dictionary = load_dictionary(
+                        str(self.dictionary_spec), wordnet_dir=self._wordnet_dir, encoding=self._encoding
+                    )
+                except Exception as err:  # best effort: results simply come without definitions
+                    self.dictionary_error = f"cannot load dictionary {self.dictionary_spec!r}: {err}"
+                    log.warning("%s; results come without definitions", self.dictionary_error)
+            return self._dictionary
+
+    def prepare(self) -> ReverseDictionary:
+        """Group the entries and load the dictionary now rather than on the first search."""
+        _ = self.groups, self.dictionary
+        return self
+
+    def _group_scores(self, h: torch.Tensor) -> np.ndarray:
+        """Scores [batch, n_groups] of pooled vectors: cosine, or softmax probability (see `score_kind`)."""
+        groups = self.groups
+        if self._unit is not None:
+            return (F.normalize(h.float(), dim=-1) @ self._unit.T).cpu().numpy()
+        probs = self.space.to(self.encoder.device)(h).float().softmax(-1).cpu().numpy()
+        return probs[:, groups.first]
+
+    def _entry_mask(self, filters: Filters) -> np.ndarray | None:
+        """Which entries pass `filters` (None: all); each filter's mask is computed once and cached."""
+        if not filters.active:
+            return None
+        mask = np.ones(len(self.space), dtype=bool)
+        for kind, value in (("words", filters.words), ("pos", filters.pos), ("pattern", filters.pattern)):
+            if value is not None and value != "any":
+                mask &= self._mask(kind, value)
+        return mask
+
+    def _mask(self, kind: str, value: str) -> np.ndarray:
+        with self._lock:
+            if (kind, value) not in self._masks:
+                if len(self._masks) > 256:  # patterns are open-ended: keep the cache bounded
+                    self._masks.clear()
+                self._masks[kind, value] = np.fromiter(
+                    map(self._word_test(kind, value), self.space.words), dtype=bool, count=len(self.space)
+                )
+            return self._masks[kind, value]
+
+    def _word_test(self, kind: str, value: str) -> Callable[[str], bool]:
+        if kind == "pattern":
+            return pattern_matcher(value)
+        if kind == "words":
+            return lambda word: (len(word.split()) > 1) == (value == "phrase")
+        dictionary = self.dictionary
+        if dictionary is None:
+            raise DictEmbedError(f"cannot filter by part of speech: {self.dictionary_error}")
+        return lambda word: word in dictionary and any(normalize_pos(s.pos) == value for s in dictionary[word].senses)
+
+    def _result(self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None) -> Result:
+        members = self.groups.members(group)
+        words = [self.space.words[i] for i in members if mask is None or mask[i]]
+        result = Result(words, float(score))
+        dictionary = self.dictionary
+        for word in words if dictionary is not None else []:
+            if word in dictionary:
+                senses = dictionary[word].senses[:max_definitions]
+                result.definitions[word] = [s.definition for s in senses]
+                result.pos[word] = [normalize_pos(s.pos) for s in senses]
+        return result
+
+    @torch.no_grad()
+    def search_many(
+        self,
+        queries: list[str],
+        k: int = 10,
+        pos: str | None = None,
+        pattern: str | None = None,
+        words: str = "any",
+        max_definitions: int | None = 10,
+        batch_size: int = 64,
+    ) -> list[list[Result]]:
+        """The k best results for each query (see `search`), encoding the queries in batches."""
+        filters = Filters(pos, pattern, words)
+        mask = self._entry_mask(filters)
+        allowed = self.groups.any(mask) if mask is not None else None
+        out = []
+        for h in self._pooled(list(queries), batch_size):
+            for row in self._group_scores(h):
+                top = top_indices(row, allowed, k)
+                out.append([self._result(int(g), row[g], mask, max_definitions) for g in top])
+        return out
+
+    def hit_ranks(self, pairs: list[tuple[str, list[str]]], k: int = 10) -> list[int | None]:
+        """For each (description, expected words) pair: the 1-based rank of the first of the top-k results
+        that holds an expected word, or None when none does."""
+        found = self.search_many([description for description, _ in pairs], k=k, max_definitions=0)
+        ranks: list[int | None] = []
+        for (_, expected), results in zip(pairs, found, strict=True):
+            hits = [rank for rank, r in enumerate(results, 1) if set(r.words) & set(expected)]
+            ranks.append(hits[0] if hits else None)
+        return ranks
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        pos: str | None = None,
+        pattern: str | None = None,
+        words: str = "any",
+        max_definitions: int | None = 10,
+    ) -> list[Result]:
+        """The k best results for a description, best first. Entries with identical vectors are one result.
+
+        Filters keep the words that pass all of them: `pos` (n, v, a, r or noun, verb, adjective, adverb,
+        from the dictionary's senses), `pattern` (`/regex/`, a glob like `gir*`, or a prefix) and `words`
+        ("single": no space, "phrase": several words, "any"); a result lists only its passing words, and a
+        result with none is dropped. Each word carries up to `max_definitions` definitions."""
+        return self.search_many([query], k, pos, pattern, words, max_definitions)[0]

@@ -2,7 +2,8 @@
 
 AdamW, linear warm-up over a fraction of the steps then linear decay, gradient clipping, a seeded
 shuffled order with dynamic padding (the collate function pads to the longest in the batch), atomic
-checkpoints every `checkpoint_every` steps that `resume=True` continues from bit-identically, a tqdm
+checkpoints every `checkpoint_every` steps (safetensors and JSON only, `dictembed.checkpoint`) that
+`resume=True` continues from bit-identically when they belong to the same run configuration, a tqdm
 bar, and metrics appended as JSON lines.
 """
 
@@ -26,7 +27,8 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from dictembed.encoder import replace_dir
+from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
+from dictembed.io import STAGING_SUFFIX, staged_dir
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +56,10 @@ def set_seed(seed: int) -> None:
 
 
 class Progress:
-    """The step counter, checkpointed with the rest of the state."""
+    """The step counter."""
 
     def __init__(self) -> None:
         self.step = 0
-
-    def state_dict(self) -> dict[str, int]:
-        return {"step": self.step}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.step = int(state["step"])
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
@@ -84,11 +80,15 @@ class Trainer:
         collate: Callable[[list[Any]], Any],
         settings: TrainSettings,
         run_dir: str | Path,
+        identity: dict[str, Any] | None = None,
         accelerator: Accelerator | None = None,
     ) -> None:
+        """`identity` is the configuration the run belongs to: a checkpoint is resumed only under the same."""
         if not examples:
             raise ValueError("no training examples")
         self.settings = settings
+        self.identity = identity or {}
+        self.throughput: float | None = None  # examples per second of the last fit()
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
@@ -104,7 +104,6 @@ class Trainer:
         )
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
         self.progress = Progress()
-        self.accelerator.register_for_checkpointing(self.progress)
 
     @property
     def unwrapped(self) -> nn.Module:
@@ -127,18 +126,43 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         """Write the full training state to a staging folder, then swap it in (a kill never corrupts it)."""
-        staging = self.run_dir / "checkpoint.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        self.accelerator.save_state(str(staging))
+        self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
-            replace_dir(staging, self.checkpoint_dir)
+            run = {"step": self.progress.step, "identity": self.identity}
+            with staged_dir(self.checkpoint_dir) as staging:
+                save_checkpoint(staging, self.unwrapped, self.optimizer, self.scheduler, run)
 
-    def _resume(self) -> bool:
-        if not (self.checkpoint_dir / "custom_checkpoint_0.pkl").exists():
-            return False
-        self.accelerator.load_state(str(self.checkpoint_dir))
-        log.info("resumed from %s at step %d", self.checkpoint_dir, self.progress.step)
-        return True
+    def _checkpoint(self) -> Path | None:
+        """The newest complete checkpoint: the folder itself, or, after a kill between the two renames of a
+        swap, the finished staging folder or the previous checkpoint set aside."""
+        for name in ("", STAGING_SUFFIX, ".old"):
+            folder = self.checkpoint_dir.with_name(self.checkpoint_dir.name + name)
+            if checkpoint_run(folder) is not None:
+                return folder
+        return None
+
+    def _discard_checkpoints(self) -> None:
+        for name in ("", STAGING_SUFFIX, ".old"):
+            shutil.rmtree(self.checkpoint_dir.with_name(self.checkpoint_dir.name + name), ignore_errors=True)
+
+    def _start(self, resume: bool) -> None:
+        """Resume from this run's checkpoint when asked and it belongs to the same configuration; otherwise
+        start at step 0, saying why an existing checkpoint is not used."""
+        folder = self._checkpoint()
+        if folder is None:
+            if resume:
+                log.warning("--resume: no checkpoint in %s; training from step 0", self.run_dir)
+            return
+        saved = checkpoint_run(folder) or {}
+        if not resume:
+            log.warning("discarding the checkpoint of an interrupted run in %s (pass --resume to continue it)", folder)
+        elif saved.get("identity") != self.identity:
+            log.warning("not resuming %s: it was trained with another configuration; training from step 0", folder)
+        else:
+            self.progress.step = int(load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler)["step"])
+            log.info("resumed from %s at step %d", folder, self.progress.step)
+            return
+        self._discard_checkpoints()
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.accelerator.is_main_process:
@@ -147,10 +171,7 @@ class Trainer:
 
     def fit(self, resume: bool = False, max_steps: int | None = None) -> list[float]:
         """Run to the end (or to `max_steps`, as if killed there); returns the per-step losses of this call."""
-        if resume:
-            self._resume()
-        elif self.checkpoint_dir.exists():
-            shutil.rmtree(self.checkpoint_dir)
+        self._start(resume)
         s = self.settings
         losses: list[float] = []
         bar = tqdm(total=self.total_steps, initial=self.progress.step, desc="train", disable=None)
@@ -192,5 +213,5 @@ class Trainer:
                     return losses
         bar.close()
         self.throughput = (self.progress.step - done_at_start) * s.batch_size / max(time.time() - start, 1e-9)
-        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+        self._discard_checkpoints()
         return losses

@@ -25,11 +25,6 @@ def leading_space_matters(tokenizer: Any) -> bool:
     return tokenizer.tokenize(" a") != tokenizer.tokenize("a")
 
 
-def mid_sentence_form(tokenizer: Any, word: str) -> str:
-    """The string to tokenize so that `word` comes out as it would after another word."""
-    return " " + word if leading_space_matters(tokenizer) else word
-
-
 def _plain_backend(tokenizer: Any) -> Tokenizer | None:
     """A copy of a fast tokenizer's Rust backend with truncation and padding off (None if slow)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from dictembed.dictionary.core import Dictionary, Sense
+from dictembed.errors import DataFormatError
 
 logger = logging.getLogger(__name__)
 
@@ -57,16 +58,21 @@ class LoadReport:
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_lines: dict[str, list[int]] = field(default_factory=dict)
 
+    def skips(self) -> str:
+        """Every skip reason with its count and first line numbers, e.g. "skipped 2 rows ... (lines 4, 9)"."""
+        parts = []
+        for reason, count in sorted(self.skipped.items()):
+            lines = self.skipped_lines.get(reason, [])
+            where = f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
+            parts.append(f"skipped {count} {reason}{where}")
+        return "; ".join(parts)
+
     def summary(self) -> str:
         text = (
             f"{self.source}: {self.rows} rows -> {self.headwords} headwords, {self.senses} senses, "
             f"{self.examples} examples ({self.repeated_definitions} repeated definitions united)"
         )
-        for reason, count in sorted(self.skipped.items()):
-            lines = self.skipped_lines.get(reason, [])
-            where = f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
-            text += f"; skipped {count} {reason}{where}"
-        return text
+        return f"{text}; {self.skips()}" if self.skipped else text
 
 
 class DictionaryBuilder:
@@ -91,6 +97,11 @@ class DictionaryBuilder:
             lines = self.report.skipped_lines.setdefault(reason, [])
             if len(lines) < MAX_LINES_REPORTED:
                 lines.append(line)
+
+    def skip_row(self, reason: str, line: int | None = None) -> None:
+        """Count one input row that is not added (a row read, then skipped for `reason`)."""
+        self.report.rows += 1
+        self.skip(reason, line)
 
     def add(
         self,
@@ -122,14 +133,20 @@ class DictionaryBuilder:
         sense.examples.extend(e for e in cleaned if e not in sense.examples)
         return True
 
-    def build(self) -> Dictionary:
-        """The finished dictionary; the report is logged (as a warning when rows were skipped)."""
+    def build(self, empty: str = "no rows") -> Dictionary:
+        """The finished dictionary; the report is logged (as a warning when rows were skipped) with the
+        `LoadReport` as the record's `load_report` attribute.
+
+        A dictionary without any entry raises DataFormatError naming the source: `empty` says why when no
+        row was read at all (e.g. "only a header"), else it names the skips.
+        """
         report = self.report
         report.headwords = len(self.dictionary)
         report.senses = self.dictionary.num_definitions()
         report.examples = sum(len(s.examples) for e in self.dictionary for s in e.senses)
-        if report.skipped:
-            logger.warning(report.summary())
-        else:
-            logger.info(report.summary())
+        level = logging.WARNING if report.skipped else logging.INFO
+        logger.log(level, report.summary(), extra={"load_report": report})
+        if not self.dictionary:
+            why = f"all {report.rows} rows were skipped: {report.skips()}" if report.skipped else empty
+            raise DataFormatError(report.source, f"no entries ({why})")
         return self.dictionary

@@ -30,39 +30,40 @@ SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
 TABLE_COLUMNS = ("word", "definition", "example", "pos")
 
 
-def load_user_table(path: str | Path) -> Dictionary:
+def load_user_table(path: str | Path, encoding: str = "utf-8") -> Dictionary:
     """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present."""
-    columns = read_columns(path)
+    columns = read_columns(path, encoding=encoding)
     optional = {c: c if c in columns else None for c in TABLE_COLUMNS[2:]}
-    return load_table(path, headword="word", definition="definition", **optional)
+    return load_table(path, headword="word", definition="definition", encoding=encoding, **optional)
 
 
-def load_source(item: str, wordnet_dir: str | Path | None = None) -> Dictionary:
-    """One source: a known name (see SOURCES) or the path of a .tsv/.csv/.jsonl table."""
+def load_source(item: str, wordnet_dir: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
+    """One source: a known name (see SOURCES) or the path of a .tsv/.csv/.jsonl table read as `encoding`
+    (the named sources have their own, known encodings)."""
     name = item.strip().lower()
     if name in SOURCES:
         return SOURCES[name](wordnet_dir)
     path = Path(item.strip()).expanduser()
     if path.suffix.lower() in FORMATS:
-        if not path.is_file():
-            raise DictEmbedError(f"dictionary file not found: {path}")
-        return load_user_table(path)
+        return load_user_table(path, encoding)
     raise DictEmbedError(
         f"unknown dictionary {item.strip()!r}: use one of {', '.join(SOURCES)} "
         f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(TABLE_COLUMNS)}"
     )
 
 
-def load_dictionary(spec: str, wordnet_dir: str | Path | None = None) -> Dictionary:
+def load_dictionary(spec: str, wordnet_dir: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
     """Load the comma-separated sources of `spec` (e.g. "wordnet,gcide,my_words.tsv").
 
     Several sources are merged with `merge_dictionaries` (its report is logged); one is returned as
-    loaded. `wordnet_dir` overrides the WordNet database folder.
+    loaded. `wordnet_dir` overrides the WordNet database folder; `encoding` is that of the table files
+    (the command line's --encoding), bytes that do not decode raising DataFormatError with the file,
+    line and byte.
     """
     items = [item for item in spec.split(",") if item.strip()]
     if not items:
         raise DictEmbedError(f"no dictionary named in {spec!r}: use one or more of {', '.join(SOURCES)}")
-    dictionaries = [load_source(item, wordnet_dir) for item in items]
+    dictionaries = [load_source(item, wordnet_dir, encoding) for item in items]
     if len(dictionaries) == 1:
         return dictionaries[0]
     merged, _ = merge_dictionaries(dictionaries)

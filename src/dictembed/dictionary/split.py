@@ -24,6 +24,25 @@ def split_sizes(n: int, ratios: tuple[float, float, float]) -> tuple[int, int, i
     return train_end, dev_end - train_end, n - dev_end
 
 
+def minimum_items(ratios: tuple[float, float, float], limit: int = 1_000_000) -> int:
+    """The fewest items for which every split with a positive ratio gets at least one."""
+    for n in range(1, limit):
+        if all(size for size, ratio in zip(split_sizes(n, ratios), ratios, strict=True) if ratio > 0):
+            return n
+    return limit
+
+
+def _check_sizes(name: str, n: int, ratios: tuple[float, float, float]) -> None:
+    """DictEmbedError when a split with a positive ratio would be empty."""
+    sizes = split_sizes(n, ratios)
+    empty = [s for s, size, ratio in zip(SPLITS, sizes, ratios, strict=True) if ratio > 0 and not size]
+    if empty:
+        raise DictEmbedError(
+            f"{name}: {n} headwords are too few to split {':'.join(f'{r:g}' for r in ratios)} by headword "
+            f"(the {' and '.join(empty)} split would be empty); at least {minimum_items(ratios)} are needed"
+        )
+
+
 @without_gc
 def split_by_headword(
     dictionary: Dictionary, seed: int = 0, ratios: tuple[float, float, float] = (8, 1, 1)
@@ -32,12 +51,14 @@ def split_by_headword(
 
     Headwords equal up to case and whitespace ("Bank", "bank") go to the same split. The groups are
     sorted before a seeded shuffle, so the result depends only on the headwords and the seed,
-    not on the order they were added in.
+    not on the order they were added in. Too few headwords for a non-empty split (8 with 8:1:1) raise
+    DictEmbedError.
     """
     groups: dict[str, list[str]] = defaultdict(list)
     for headword in dictionary.headwords:
         groups[normalize_key(headword)].append(headword)
     keys = sorted(groups)
+    _check_sizes(dictionary.name, len(keys), ratios)
     order = np.random.default_rng(seed).permutation(len(keys))
     n_train, n_dev, _ = split_sizes(len(keys), ratios)
     bounds = {"train": (0, n_train), "dev": (n_train, n_train + n_dev), "test": (n_train + n_dev, len(keys))}

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,11 +151,3 @@ def build_triplets(dictionary: Dictionary, seed: int = 0) -> tuple[list[Triplet]
             "; ".join(f"{w!r} in {s!r}" for w, s in report.unmatched_samples[:2]),
         )
     return triplets, report
-
-
-def split_triplets(triplets: Iterable[Triplet], held_out: set[str]) -> tuple[list[Triplet], list[Triplet]]:
-    """(kept, held-out) triplets: held-out are those whose headword is in `held_out`."""
-    kept, out = [], []
-    for t in triplets:
-        (out if t.word in held_out else kept).append(t)
-    return kept, out

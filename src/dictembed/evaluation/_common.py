@@ -8,6 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
+from dictembed import io
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.paths import data_dir
 
@@ -24,24 +25,8 @@ def resolve_data_dir(override: str | Path | None) -> Path:
 
 
 def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
-    """The lines of a text file without their line endings (LF or CRLF).
-
-    A missing file or bytes that do not decode raise DataFormatError naming the file (and the line).
-    """
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataFormatError(path, f"cannot read file ({exc.strerror or exc})") from None
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataFormatError(path, f"not valid {encoding} text ({exc.reason})", line=line) from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    """`dictembed.io.read_lines` for evaluation data, whose encoding is fixed (no --encoding hint on errors)."""
+    return io.read_lines(path, encoding, hint=None)
 
 
 def parse_float(value: str, path: str | Path, line: int, what: str = "score") -> float:
@@ -90,3 +75,12 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     dots = np.einsum("ij,ij->i", a, b)
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def mean_sd(scores: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (ddof=1) of per-seed scores; the sd of a single seed is None
+    (undefined, not zero): the one convention for every mean ± sd this package reports."""
+    values = np.asarray(scores, dtype=float)
+    if values.size == 0:
+        raise DictEmbedError("no scores to summarise")
+    return float(values.mean()), float(np.std(values, ddof=1)) if values.size > 1 else None

@@ -33,11 +33,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 
 from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
 from dictembed.evaluation.lexsub_metrics import LexSubInstance, load_lexsub, score_ranked
 from dictembed.extras import require
+from dictembed.loading import load_masked_lm_info, load_pretrained
 from dictembed.wordnet_pos import WordNetPOS, load_wordnet_pos
 
 logger = logging.getLogger(__name__)
@@ -79,19 +80,17 @@ def _crop(tokens: Sequence[str], index: int, max_words: int = MAX_WORDS) -> tupl
     return list(tokens[start : start + max_words]), index - start
 
 
-def _load(auto_class, name_or_path: str, **kwargs):
-    try:
-        loaded = auto_class.from_pretrained(name_or_path, local_files_only=True, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
-    except (OSError, ValueError) as error:
-        raise ModelLoadError(f"cannot load model {name_or_path!r} (offline, local files only): {error}") from error
+def _fast_tokenizer(name_or_path: str):
+    """The model's tokenizer, which must be a fast one (word alignment reads its word ids)."""
+    tokenizer = load_pretrained(AutoTokenizer, name_or_path)
     if not tokenizer.is_fast:
         raise ModelLoadError(f"model {name_or_path!r} has no fast tokenizer (needed for word alignment)")
-    return loaded, tokenizer
+    return tokenizer
 
 
-class _Encoder:
-    """Shared tokenisation: whitespace tokens -> sub-tokens, with the target word's sub-token positions."""
+class WordAligner:
+    """A model and its fast tokenizer that map whitespace tokens to sub-tokens, with the target word's
+    sub-token positions (what the substitute scorer and validator share)."""
 
     def __init__(self, model: PreTrainedModel, tokenizer, device: str | torch.device | None = None) -> None:
         self.model, self.tokenizer = model, tokenizer
@@ -120,7 +119,7 @@ class _Encoder:
         return enc.to(self.device), word_positions
 
 
-class SubstituteScorer(_Encoder):
+class SubstituteScorer(WordAligner):
     """log p(x|s) of every vocabulary word x at a target position, from an MLM head or h . E^T."""
 
     def __init__(self, model: PreTrainedModel, tokenizer, use_mlm_head: bool = True, device=None) -> None:
@@ -137,9 +136,8 @@ class SubstituteScorer(_Encoder):
         missing (``scoring="auto"``). ``scoring="embeddings"`` always uses h . E^T; ``"head"`` requires a head."""
         if scoring not in ("auto", "head", "embeddings"):
             raise DictEmbedError(f"unknown lexsub scoring {scoring!r}; choose auto, head or embeddings")
-        (model, info), tokenizer = _load(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
-        prefix = model.base_model_prefix + "."
-        head_missing = [key for key in info["missing_keys"] if not key.startswith(prefix)]
+        model, head_missing = load_masked_lm_info(name_or_path)
+        tokenizer = _fast_tokenizer(name_or_path)
         if head_missing and scoring == "head":
             raise MissingHeadError(f"model {name_or_path!r} has no trained MLM head (missing {head_missing[0]}, ...)")
         if head_missing and scoring == "auto":
@@ -194,14 +192,15 @@ def _inference(model: PreTrainedModel, eager: bool = False) -> Iterator[None]:
             model.set_attn_implementation(attention)
 
 
-class SubstituteValidator(_Encoder):
+class SubstituteValidator(WordAligner):
     """Zhou et al.'s (2019) validation score: attention-weighted similarity of contextual word vectors."""
 
     layers = 4
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, device: str | None = None) -> SubstituteValidator:
-        model, tokenizer = _load(AutoModel, name_or_path, attn_implementation="eager")
+        model = load_pretrained(AutoModel, name_or_path, attn_implementation="eager")
+        tokenizer = _fast_tokenizer(name_or_path)
         return cls(model, tokenizer, device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
     @torch.no_grad()

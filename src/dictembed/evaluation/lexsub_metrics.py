@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.io import read_lines
 from dictembed.paths import data_dir as default_data_dir
 from dictembed.wordnet_pos import to_wordnet_pos
 
@@ -60,19 +61,10 @@ def normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line; a line that is not UTF-8 is read as Latin-1 and reported."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise DataFormatError(path, f"cannot read file: {error}") from error
-    for number, line in enumerate(raw.splitlines(), start=1):
-        try:
-            yield number, line.decode("utf-8")
-        except UnicodeDecodeError:
-            logger.warning("%s:%d is not UTF-8; read it as Latin-1", path, number)
-            yield number, line.decode("latin-1")
+def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line (`dictembed.io.read_lines`); a line that is not UTF-8 is read as
+    Latin-1 and logged (LS07's preprocessed files have one)."""
+    return enumerate(read_lines(path, fallback="latin-1", hint=None), start=1)
 
 
 def _parse_substitutes(path: Path, number: int, text: str) -> Counter[str]:
@@ -96,7 +88,7 @@ def read_gold(path: str | Path) -> dict[str, Counter[str]]:
     """
     path = Path(path)
     gold: dict[str, Counter[str]] = {}
-    for number, line in read_lines(path):
+    for number, line in numbered_lines(path):
         if not line.strip():
             continue
         head, sep, rest = line.partition("::")
@@ -148,7 +140,7 @@ class LexSubData:
 def read_preprocessed(path: str | Path) -> list[LexSubInstance]:
     """Read ``target.pos<TAB>id<TAB>token_index<TAB>tokenized sentence`` lines."""
     path, instances, seen = Path(path), [], set()
-    for number, line in read_lines(path):
+    for number, line in numbered_lines(path):
         if not line.strip():
             continue
         fields = line.split("\t")

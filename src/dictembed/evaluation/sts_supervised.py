@@ -20,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
-from dictembed.evaluation._common import resolve_data_dir
+from dictembed.evaluation._common import mean_sd, resolve_data_dir
 from dictembed.evaluation.sts import load_stsb
 from dictembed.extras import require
+from dictembed.loading import resolve_model
+from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 
 logger = logging.getLogger(__name__)
 
-POOLINGS = ("cls", "mean", "max")
 MAX_SCORE = 5.0
 
 
@@ -80,22 +81,6 @@ def subsample(pairs: StsPairs, ratio: float, seed: int) -> StsPairs:
     return pairs.take(chosen.tolist())
 
 
-def _resolve_model_dir(model_name_or_path: str | Path) -> Path:
-    """A local folder for the model: the path itself, or the Hub cache snapshot (never downloads)."""
-    path = Path(model_name_or_path).expanduser()
-    if path.is_dir():
-        return path
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(str(model_name_or_path), local_files_only=True))
-    except Exception as exc:  # LocalEntryNotFoundError, HFValidationError, offline errors
-        raise ModelLoadError(
-            f"model {str(model_name_or_path)!r} is neither a local folder nor in the local Hugging Face "
-            f"cache, and downloads are disabled ({type(exc).__name__})"
-        ) from None
-
-
 def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean") -> Any:
     """A SentenceTransformer: a sentence-transformers folder as saved (its own pooling), or a plain
     Hugging Face encoder wrapped as Transformer + Pooling(`pooling`, one of cls|mean|max)."""
@@ -104,7 +89,7 @@ def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean") -> An
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-    folder = _resolve_model_dir(model_name_or_path)
+    folder = resolve_model(model_name_or_path)
     try:
         if (folder / "modules.json").is_file():
             logger.info("%s is a sentence-transformers model; using its own pooling", folder)
@@ -230,15 +215,6 @@ def finetune_stsb(
     return result
 
 
-def summarise_seeds(scores: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof=1) of per-seed scores; sd is NaN for a single seed."""
-    values = np.asarray(scores, dtype=float)
-    if values.size == 0:
-        raise DictEmbedError("no scores to summarise")
-    sd = float(np.std(values, ddof=1)) if values.size > 1 else math.nan
-    return float(values.mean()), sd
-
-
 def finetune_stsb_seeds(
     model_name_or_path: str | Path, ratio: float, seeds: Sequence[int], **kw: Any
 ) -> dict[str, Any]:
@@ -249,8 +225,8 @@ def finetune_stsb_seeds(
     for seed in seeds:
         out = Path(output_dir) / f"seed{seed}" if output_dir is not None else None
         runs.append(finetune_stsb(model_name_or_path, ratio=ratio, seed=seed, output_dir=out, **kw))
-    mean, sd = summarise_seeds([r["test_spearman"] for r in runs])
-    dev_mean, dev_sd = summarise_seeds([r["dev_spearman"] for r in runs])
+    mean, sd = mean_sd([r["test_spearman"] for r in runs])
+    dev_mean, dev_sd = mean_sd([r["dev_spearman"] for r in runs])
     return {
         "ratio": ratio,
         "seeds": list(seeds),

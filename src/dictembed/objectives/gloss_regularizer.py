@@ -152,13 +152,13 @@ class GlossRegularizedMLM(nn.Module):
         self.gloss_weight = gloss_weight
         self.temperature = temperature
         self.gloss_encoder = copy.deepcopy(mlm.base_model)
-        self.context = mlm  # MT: the context encoder; SC: enc2
-        self.context1 = copy.deepcopy(mlm) if arch == "sc" else None  # SC: enc1
+        self.enc2 = mlm  # MT's one context encoder; SC's enc2 (MLM and gloss matching)
+        self.enc1 = copy.deepcopy(mlm) if arch == "sc" else None  # SC's enc1 (MLM only)
 
     @property
     def kept(self) -> PreTrainedModel:
         """The masked LM that is saved: MT's context encoder, SC's enc2."""
-        return self.context
+        return self.enc2
 
     @property
     def device(self) -> torch.device:
@@ -176,10 +176,10 @@ class GlossRegularizedMLM(nn.Module):
 
     def query(self, batch: Batch) -> torch.Tensor:
         """h_s (MT) or h_s(2) - h_c(1) (SC)."""
-        h = self.target_vectors(self.context, batch, batch["ctx_input_ids"])
-        if self.context1 is not None:
+        h = self.target_vectors(self.enc2, batch, batch["ctx_input_ids"])
+        if self.enc1 is not None:
             with torch.no_grad():
-                context_only = self.target_vectors(self.context1, batch, batch["target_masked_ids"])
+                context_only = self.target_vectors(self.enc1, batch, batch["target_masked_ids"])
             h = h - context_only
         return h
 
@@ -192,7 +192,7 @@ class GlossRegularizedMLM(nn.Module):
 
     def mlm(self, batch: Batch) -> torch.Tensor:
         inputs = {**_inputs(batch, "ctx_"), "input_ids": batch["mlm_input_ids"]}
-        models = [self.context] if self.context1 is None else [self.context1, self.context]
+        models = [self.enc2] if self.enc1 is None else [self.enc1, self.enc2]
         return sum(mlm_loss(m, inputs, batch["mlm_labels"]) for m in models)
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:

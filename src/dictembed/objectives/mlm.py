@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 
 import torch
-from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, PreTrainedModel
+from transformers import DataCollatorForLanguageModeling, PreTrainedModel
 from transformers import PreTrainedTokenizerBase as Tokenizer
 
-from dictembed.encoder import load_pretrained
+from dictembed.loading import load_masked_lm_info
 
 log = logging.getLogger(__name__)
 MLM_PROBABILITY = 0.15
@@ -30,17 +30,10 @@ def head_is_tied(model: PreTrainedModel) -> bool:
     return output is not None and output.weight is model.get_input_embeddings().weight
 
 
-def missing_head_keys(model: PreTrainedModel, missing: list[str]) -> list[str]:
-    """The missing checkpoint keys that belong to the head rather than the base model."""
-    prefix = model.base_model_prefix + "."
-    return sorted(k for k in missing if not k.startswith(prefix))
-
-
 def load_masked_lm(name_or_path: str) -> PreTrainedModel:
     """A *ForMaskedLM; a checkpoint without an MLM head gets a new head whose decoder is tied to the
     input embeddings (a warning says so)."""
-    model, info = load_pretrained(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
-    missing = missing_head_keys(model, info["missing_keys"])
+    model, missing = load_masked_lm_info(name_or_path)
     if missing:
         if not head_is_tied(model):
             model.get_output_embeddings().weight = model.get_input_embeddings().weight

@@ -3,19 +3,48 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from dictembed.dictionary import single_token_filter
+from torch import nn
+
+from dictembed.dictionary import load_dictionary, seeded_sample, single_token_filter, split_by_headword
+from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
-from dictembed.errors import DictEmbedError, MissingHeadError
-from dictembed.recipes.common import RunConfig, load_splits, publish, run_grid
+from dictembed.errors import MissingHeadError
+from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
+from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
+from dictembed.recipes.config import MethodOptions, RunConfig, option
+from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root, space_fingerprint
+from dictembed.reverse_dictionary import ReverseDictionary
 
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class DefSentOptions(MethodOptions):
+    pooling: str = option("mean", "pooling of the sentence vector", choices=POOLINGS)
+    pooler: str = option("none", "apply the model's own dense pooler", choices=("none", "model"))
+    space: str = option(
+        "auto",
+        "entry space; auto falls back to word embeddings when the model has no MLM head",
+        choices=("auto", "mlm-head", "word-embeddings"),
+    )
+
+
+def config_dictionary(config: RunConfig) -> Dictionary:
+    """The configured dictionary (or merged dictionaries)."""
+    return load_dictionary(config.dictionary, wordnet_dir=config.wordnet_dir, encoding=config.encoding)
+
+
+def load_splits(config: RunConfig) -> dict[str, Dictionary]:
+    """The configured dictionary's seeded 8:1:1 split by headword."""
+    return split_by_headword(config_dictionary(config), seed=config.split_seed)
+
+
 def base_encoder(config: RunConfig) -> Encoder:
-    """A fresh copy of the original pre-trained model with the configured pooling."""
+    """A fresh copy of the original pre-trained model with the configured pooling and pooler."""
     return Encoder.load(config.model, pooling=config.pooling, pooler=config.pooler, max_length=config.max_length)
 
 
@@ -23,8 +52,6 @@ def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySp
     """The MLM head over single-token words; the word-embedding FALLBACK when asked or when there is no head."""
     if config.space == "word-embeddings":
         return WordEmbeddingSpace.from_encoder(encoder, words)
-    if config.space not in ("auto", "mlm-head"):
-        raise DictEmbedError(f"unknown DefSent space {config.space!r}; choose auto, mlm-head or word-embeddings")
     try:
         return MLMHeadSpace.from_pretrained(config.model, words, encoder.tokenizer)
     except MissingHeadError as err:
@@ -34,17 +61,46 @@ def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySp
         return WordEmbeddingSpace.from_encoder(encoder, words)
 
 
-def train_defsent(config: RunConfig) -> Path:
-    """Filter to single-token headwords, train over the lr x seed grid, select on dev MRR, save."""
-    dictionary, splits = load_splits(config)
-    encoder = base_encoder(config)
-    filtered = {}
-    for name, split in splits.items():
-        filtered[name], report = single_token_filter(split, encoder.tokenizer)
-        log.info("%s split, single-token filter: %s", name, report)
-    words = [w for split in filtered.values() for w in split.headwords]
-    space = word_space(config, encoder, words)
-    extra = {"method": "defsent", "entry_space": space.kind, "pst_step": None, "data": config.dictionary}
-    root = Path(config.output).with_name(Path(config.output).name + "-runs")
-    best, summary = run_grid(lambda: base_encoder(config), space, filtered, config, root, extra)
-    return publish(best, summary, config.output)
+def entry_dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, config: RunConfig) -> dict[str, float]:
+    """Reverse-dictionary MRR/top-k on dev headwords and STS-B dev Spearman x 100."""
+    from dictembed.evaluation.reverse_dictionary import reverse_dictionary_metrics
+    from dictembed.evaluation.sts import evaluate_stsb_dev
+
+    ranks = ReverseDictionary(encoder, space).ranks(dev, limit=config.dev_limit)
+    metrics = {k: float(v) for k, v in reverse_dictionary_metrics(ranks).items()}
+    metrics["stsb_dev"] = float(evaluate_stsb_dev(encoder))
+    return metrics
+
+
+class EntryRecipe(Recipe):
+    """What DefSent and DefSent+ share: a frozen entry space, definitions as examples, entry dev metrics."""
+
+    def build(self, config: RunConfig, stage: Stage, seed: int) -> Built:
+        encoder = base_encoder(config)
+        examples = seeded_sample(entry_examples(stage.data["splits"]["train"], stage.space), config.limit, seed)
+        return Built(EntryPrediction(encoder, stage.space), examples, entry_collate(encoder))
+
+    def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
+        return objective.encoder
+
+    def dev_metrics(self, config: RunConfig, stage: Stage, built: Built, encoder: Encoder) -> dict[str, float]:
+        return entry_dev_metrics(encoder, stage.space, stage.data["splits"]["dev"], config)
+
+
+class DefSent(EntryRecipe):
+    """Filter to single-token headwords; entries are the MLM head (or the word-embedding fallback)."""
+
+    name = "defsent"
+    options = DefSentOptions
+    defaults: ClassVar[dict[str, Any]] = {"dictionary": "wordnet", "lrs": [2e-5], "select_on": "mrr"}
+
+    def stage(self, config: RunConfig, step: int, before: Stage | None, best: RunResult | None) -> Stage:
+        encoder = base_encoder(config)
+        filtered = {}
+        for name, split in load_splits(config).items():
+            filtered[name], report = single_token_filter(split, encoder.tokenizer)
+            log.info("%s split, single-token filter: %s", name, report)
+        space = word_space(config, encoder, [w for split in filtered.values() for w in split.headwords])
+        record = {"entry_space": space.kind, "entry_encoder": config.model}
+        root = runs_root(config.output)
+        return Stage(root, config.select_on, {"splits": filtered}, space, record, space_fingerprint(space))

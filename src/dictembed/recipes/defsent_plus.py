@@ -3,51 +3,66 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from dictembed.dictionary import split_by_headword
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
-from dictembed.recipes.common import RunConfig, load_splits, publish, run_grid
-from dictembed.recipes.defsent import base_encoder
+from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
+from dictembed.recipes.config import MethodOptions, RunConfig, option
+from dictembed.recipes.defsent import EntryRecipe, base_encoder, config_dictionary
+from dictembed.recipes.run import RunResult, Stage, runs_root, space_fingerprint
 
 log = logging.getLogger(__name__)
 
 
-def train_defsent_plus(config: RunConfig) -> Path:
+@dataclass
+class DefSentPlusOptions(MethodOptions):
+    pooling: str = option("cls", "pooling of the sentence vector", choices=POOLINGS)
+    pooler: str = option("model", "apply the model's own dense pooler", choices=("none", "model"))
+    entries: str = option("ac", "entries: average [CLS] (ac) or mean pooling (amp)", choices=("ac", "amp"))
+    similarity: str = option(
+        "dot", "entry logits: dot product (the paper) or cosine / --entry-temperature", choices=("dot", "cosine")
+    )
+    entry_temperature: float = option(0.05, "tau of cosine entry logits")
+    pst_steps: int = option(1, "progressive separate training steps", run=False)
+    ica: str = option("none", "ICA-transform the last step's entry space", choices=("none", "last"), run=False)
+
+
+class DefSentPlus(EntryRecipe):
     """Step k builds the entry space with the best encoder of step k-1 (the original model at k=1), then
     trains FRESH copies of the original model against it; the best by `select_on` goes on."""
-    dictionary, splits = load_splits(config)
-    root = Path(config.output).with_name(Path(config.output).name + "-runs")
-    cache = config.cache_dir or str(root / "cache")
-    entry_encoder = base_encoder(config)
-    steps = []
-    best = summary = None
-    for step in range(1, config.pst_steps + 1):
+
+    name = "defsent-plus"
+    options = DefSentPlusOptions
+    defaults: ClassVar[dict[str, Any]] = {"dictionary": "wordnet", "lrs": [2e-5], "select_on": "stsb_dev"}
+    publishes_history = True
+
+    def steps(self, config: RunConfig) -> int:
+        return config.pst_steps
+
+    def stage(self, config: RunConfig, step: int, before: Stage | None, best: RunResult | None) -> Stage:
+        if before is None:
+            dictionary = config_dictionary(config)
+            data = {"dictionary": dictionary, "splits": split_by_headword(dictionary, seed=config.split_seed)}
+        else:
+            data = before.data
+        entry_model = config.model if best is None else str(best.path)
+        encoder = base_encoder(config) if best is None else Encoder.load(entry_model)
         ica = config.ica == "last" and step == config.pst_steps
         log.info(
-            "PST step %d/%d: building the %s entry space%s",
-            step,
-            config.pst_steps,
-            config.entries,
-            " with ICA" if ica else "",
+            "PST step %d/%d: building the %s entry space%s", step, config.pst_steps, config.entries, " (ICA)" * ica
         )
         space = DefinitionSpace.build(
-            entry_encoder,
-            dictionary,
+            encoder,
+            data["dictionary"],
             config.entries,
             ica=ica,
-            cache_dir=cache,
+            cache_dir=config.cache_dir or str(runs_root(config.output) / "cache"),
             similarity=config.similarity,
-            temperature=config.temperature,
+            temperature=config.entry_temperature,
         )
-        extra = {
-            "method": "defsent-plus",
-            "entry_space": space.kind,
-            "pst_step": step,
-            "data": config.dictionary,
-        }
-        best, summary = run_grid(lambda: base_encoder(config), space, splits, config, root / f"step{step}", extra)
-        steps.append({"step": step, "path": str(best.path), **summary})
-        entry_encoder = Encoder.load(str(best.path))
-    assert best is not None and summary is not None
-    return publish(best, {**summary, "pst": steps}, config.output)
+        record = {"entry_space": space.kind, "entry_encoder": entry_model, "pst_step": step}
+        root = runs_root(config.output) / f"step{step}"
+        return Stage(root, config.select_on, data, space, record, space_fingerprint(space))

@@ -15,6 +15,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.extras import MissingExtraError
+from dictembed.io import read_text
 
 PACKAGE = "dictionary"
 # Source tags GCIDE appends to a definition, e.g. "\n[1913 Webster]", "[Webster 1913 Suppl.]", "[PJC]".
@@ -54,10 +55,9 @@ def gcide_pos(label: str | None) -> str | None:
     return POS_LETTERS.get(label, label or None)
 
 
-def _read_letter(path: Path) -> dict:
+def _read_letter(path: Path, encoding: str = "utf-8") -> dict:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = json.loads(read_text(path, encoding))
     except json.JSONDecodeError as error:
         raise DataFormatError(path, f"invalid JSON: {error.msg}", line=error.lineno) from None
     if not isinstance(data, dict):
@@ -66,7 +66,7 @@ def _read_letter(path: Path) -> dict:
 
 
 @without_gc
-def load_gcide(data_folder: str | Path | None = None) -> Dictionary:
+def load_gcide(data_folder: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
     """GCIDE as a dictionary (headwords as the package writes them, lower case).
 
     Definitions are cleaned (`clean_definition`); empty ones are dropped and counted in the logged
@@ -78,7 +78,7 @@ def load_gcide(data_folder: str | Path | None = None) -> Dictionary:
         raise DictEmbedError(f"{folder}: no GCIDE words_*.json files")
     builder = DictionaryBuilder("gcide")
     for path in files:
-        for headword, entry in _read_letter(path).items():
+        for headword, entry in _read_letter(path, encoding).items():
             try:
                 groups = entry["pos"]
                 if not any(group["definitions"] for group in groups):

@@ -12,7 +12,8 @@ from dictembed import paths
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.sources.table import load_table
-from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.errors import DataFormatError
+from dictembed.io import read_lines
 
 OXFORD = Path("dictionaries") / "oxford"
 SIMPDEFINER_SRC = OXFORD / "simpdefiner" / "oxford.valid.src"
@@ -21,22 +22,16 @@ CHANG = Path("dictionaries") / "chang" / "CHA_valid_random.csv"
 SEP = " [SEP] "
 
 
-def _read_lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise DictEmbedError(f"{path}: dictionary file not found")
-    with open(path, encoding="utf-8") as handle:
-        return handle.read().splitlines()
-
-
 @without_gc
-def load_oxford(src: str | Path | None = None, tgt: str | Path | None = None) -> Dictionary:
+def load_oxford(src: str | Path | None = None, tgt: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
     """SimpDefiner's Oxford files: `.src` lines `word [SEP] example`, `.tgt` the aligned definitions.
 
-    `tgt` defaults to `src` with the suffix `.tgt`; unequal line counts raise DataFormatError.
+    `tgt` defaults to `src` with the suffix `.tgt`; unequal line counts raise DataFormatError. Lines are
+    split on "\\n" only (`dictembed.io.read_lines`), so other line-break characters never misalign them.
     """
     src = Path(src) if src else paths.data_dir() / SIMPDEFINER_SRC
     tgt = Path(tgt) if tgt else src.with_suffix(".tgt")
-    sources, targets = _read_lines(src), _read_lines(tgt)
+    sources, targets = read_lines(src, encoding), read_lines(tgt, encoding)
     if len(sources) != len(targets):
         longer, shorter = (src, tgt) if len(sources) > len(targets) else (tgt, src)
         first = min(len(sources), len(targets)) + 1
@@ -46,7 +41,7 @@ def load_oxford(src: str | Path | None = None, tgt: str | Path | None = None) ->
             f"this line has no partner in {shorter}",
             line=first,
         )
-    builder = DictionaryBuilder("oxford")
+    builder = DictionaryBuilder(str(src), name="oxford")
     for number, (source, definition) in enumerate(zip(sources, targets, strict=True), start=1):
         if not source.strip() and not definition.strip():
             continue
@@ -60,11 +55,11 @@ def load_oxford(src: str | Path | None = None, tgt: str | Path | None = None) ->
 
 
 @without_gc
-def load_oxford_autodict(path: str | Path | None = None) -> Dictionary:
+def load_oxford_autodict(path: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
     """AutoDict's Oxford file: `word<TAB>example<TAB>definition` per line."""
     path = Path(path) if path else paths.data_dir() / AUTODICT
-    builder = DictionaryBuilder("oxford-autodict")
-    for number, line in enumerate(_read_lines(path), start=1):
+    builder = DictionaryBuilder(str(path), name="oxford-autodict")
+    for number, line in enumerate(read_lines(path, encoding), start=1):
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -75,7 +70,7 @@ def load_oxford_autodict(path: str | Path | None = None) -> Dictionary:
     return builder.build()
 
 
-def load_chang(path: str | Path | None = None) -> Dictionary:
+def load_chang(path: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
     """Chang et al.'s Oxford triplets CSV, header `LEMMA,EXAMPLE,DEFINITION`."""
     return load_table(
         path or paths.data_dir() / CHANG,
@@ -84,4 +79,5 @@ def load_chang(path: str | Path | None = None) -> Dictionary:
         example="EXAMPLE",
         fmt="csv",
         name="chang",
+        encoding=encoding,
     )

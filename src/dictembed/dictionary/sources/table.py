@@ -1,31 +1,52 @@
 """A user's own dictionary as a TSV, CSV or JSONL table whose columns the caller names.
 
-Structure errors (a missing column, a row with the wrong number of fields, a line that is not a
-JSON object) raise `DataFormatError` naming the file and line. Content gaps (an empty headword or
-definition) skip the row; skipped rows are counted and logged as a warning with their line numbers.
-Rows repeating a headword's definition become one sense with all their examples.
+Files are read with `dictembed.io.read_lines`: lines are split on "\\n" only, `encoding` (default UTF-8, a
+byte order mark skipped) decodes them, and bytes that do not decode raise `DataFormatError` naming the file,
+line and byte. TSV fields are split on tabs with no quoting; CSV fields follow the csv module's quoting,
+checked strictly.
+
+Structure errors raise `DataFormatError` naming the file and line: a missing or repeated column, a row
+with the wrong number of fields, a line that is not a JSON object, a CSV quoting error, and a CSV record
+that runs over several lines (fields may not contain line breaks: such a record is almost always an
+unterminated quote swallowing the rows after it). A file with a header but no rows raises
+"FILE: no entries (only a header)"; a file whose every row is skipped raises too.
+
+Content gaps skip the row: an empty or missing headword or definition, and a JSONL value of the wrong
+type (a headword, definition or pos that is a number, list, object or boolean; an example that is not a
+string or a list of strings). Such values are never turned into text. Skipped rows are counted and
+logged as a warning with their line numbers. Blank lines (only whitespace, or only empty fields) carry
+nothing and are ignored. Rows repeating a headword's definition become one sense with all their examples.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import cast
 
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.io import read_lines
 
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
 
 Row = dict[str, object]
+Record = tuple[int, list[str]]
+Table = tuple[list[str], int, Iterator[tuple[int, Row]]]
 
 
 def _check_columns(path: Path, header: list[str], wanted: list[str], line: int) -> None:
     missing = [c for c in wanted if c not in header]
     if missing:
         raise DataFormatError(path, f"column {missing[0]!r} not found (columns: {', '.join(header)})", line=line)
+    repeated = [c for c, n in Counter(header).items() if n > 1 and c in wanted]
+    if repeated:
+        raise DataFormatError(path, f"column {repeated[0]!r} appears more than once", line=line)
 
 
 def table_format(path: Path, fmt: str | None = None) -> str:
@@ -39,82 +60,127 @@ def table_format(path: Path, fmt: str | None = None) -> str:
     return fmt
 
 
-def _delimited_rows(path: Path, delimiter: str, wanted: list[str]) -> Iterator[tuple[int, Row]]:
-    """(line number, row) for each non-blank record after the header line."""
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        reader = csv.reader(handle, delimiter=delimiter, quoting=quoting)
+def _tsv_records(lines: list[str]) -> Iterator[Record]:
+    """(line number, fields) of every line, split on tabs."""
+    for number, line in enumerate(lines, start=1):
+        yield number, line.split("\t")
+
+
+def _csv_problem(error: csv.Error, start: int, end: int) -> str:
+    """A csv module error in words, noting a record that ran past its first line."""
+    text = str(error)
+    if text.startswith("new-line character"):
+        text = "a carriage return (\\r) inside an unquoted field"
+    if end > start:
+        text += f" (the record runs on to line {end}: an unterminated quote?)"
+    return text
+
+
+def _csv_records(path: Path, lines: list[str]) -> Iterator[Record]:
+    """(line number, fields) of every CSV record; a record may not run over several lines."""
+    reader = csv.reader(lines, strict=True)
+    last = 0
+    while True:
         try:
-            header = [name.strip() for name in next(reader)]
+            fields = next(reader)
         except StopIteration:
-            raise DataFormatError(path, "empty file (expected a header line)", line=1) from None
+            return
         except csv.Error as error:
-            raise DataFormatError(path, f"unreadable header: {error}", line=1) from None
-        _check_columns(path, header, wanted, reader.line_num)
-        while True:
-            try:
-                fields = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as error:
-                raise DataFormatError(path, str(error), line=reader.line_num) from None
+            raise DataFormatError(path, _csv_problem(error, last + 1, reader.line_num), line=last + 1) from None
+        if reader.line_num > last + 1:
+            raise DataFormatError(
+                path,
+                f"a quoted field runs on to line {reader.line_num} (an unterminated quote?); "
+                "fields may not contain line breaks",
+                line=last + 1,
+            )
+        last = reader.line_num
+        yield last, fields
+
+
+def _delimited_table(path: Path, records: Iterator[Record]) -> Table:
+    """The header of a TSV/CSV file, its line number, and (line number, row) for each non-blank record."""
+    first = next(records, None)
+    if first is None:
+        raise DataFormatError(path, "empty file (expected a header line)", line=1)
+    header = [name.strip() for name in first[1]]
+
+    def rows() -> Iterator[tuple[int, Row]]:
+        for number, fields in records:
             if not any(f.strip() for f in fields):
                 continue
             if len(fields) != len(header):
-                raise DataFormatError(
-                    path, f"{len(fields)} fields where the header has {len(header)}", line=reader.line_num
-                )
-            yield reader.line_num, dict(zip(header, fields, strict=True))
+                raise DataFormatError(path, f"{len(fields)} fields where the header has {len(header)}", line=number)
+            yield number, dict(zip(header, fields, strict=True))
+
+    return header, first[0], rows()
 
 
-def _jsonl_rows(path: Path, wanted: list[str]) -> Iterator[tuple[int, Row]]:
-    """(line number, record) for each non-blank line; the first record must hold the wanted keys."""
-    first = True
-    with open(path, encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DataFormatError(path, f"invalid JSON: {error.msg}", line=number) from None
-            if not isinstance(record, dict):
-                raise DataFormatError(path, "expected a JSON object per line", line=number)
-            if first:
-                _check_columns(path, list(record), wanted, number)
-                first = False
-            yield number, record
+def _json_record(path: Path, line: str, number: int) -> Row:
+    """One JSONL line as an object, or DataFormatError."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise DataFormatError(path, f"invalid JSON: {error.msg}", line=number) from None
+    except (ValueError, RecursionError) as error:  # e.g. an integer over Python's digit limit, deep nesting
+        raise DataFormatError(path, f"invalid JSON: {error}", line=number) from None
+    if not isinstance(record, dict):
+        raise DataFormatError(path, "expected a JSON object per line", line=number)
+    return record
+
+
+def _jsonl_table(path: Path, lines: list[str]) -> Table:
+    """The keys of a JSONL file's first record, its line number, and (line number, record) per non-blank line."""
+    records = ((number, _json_record(path, line, number)) for number, line in enumerate(lines, start=1) if line.strip())
+    first = next(records, None)
+    if first is None:
+        raise DataFormatError(path, "empty file (expected one JSON object per line)", line=1)
+    return list(first[1]), first[0], itertools.chain([first], records)
+
+
+def read_table(path: str | Path, fmt: str | None = None, encoding: str = "utf-8") -> Table:
+    """A table file's columns (its header, or the keys of a JSONL file's first record), the line they are
+    on, and (line number, row) for every non-blank data row."""
+    path = Path(path)
+    fmt = table_format(path, fmt)
+    lines = read_lines(path, encoding)
+    if fmt == "jsonl":
+        return _jsonl_table(path, lines)
+    return _delimited_table(path, _tsv_records(lines) if fmt == "tsv" else _csv_records(path, lines))
+
+
+def _is_text(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_examples(value: object) -> bool:
+    return _is_text(value) or isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _wrong_type(row: Row, texts: Iterable[str | None], example: str | None) -> str | None:
+    """The reason to skip a row with a value of the wrong type (only JSONL has typed values), or None."""
+    for column in texts:
+        if column is not None and not _is_text(row.get(column)):
+            return f"rows whose {column!r} is not a string"
+    if example is not None and not _is_examples(row.get(example)):
+        return f"rows whose {example!r} is not a string or a list of strings"
+    return None
 
 
 def _as_examples(value: object) -> list[str]:
+    """A checked example value (None, a string or a list of strings) as a list."""
     if value is None:
         return []
-    if isinstance(value, list):
-        return [str(v) for v in value if v is not None]
-    return [str(value)]
-
-
-def _as_text(value: object) -> str | None:
-    return None if value is None else str(value)
+    return list(value) if isinstance(value, list) else [str(value)]
 
 
 def _as_label(value: object) -> str | None:
     return str(value).strip() or None if value is not None else None
 
 
-def read_columns(path: str | Path, fmt: str | None = None) -> list[str]:
+def read_columns(path: str | Path, fmt: str | None = None, encoding: str = "utf-8") -> list[str]:
     """The column names of a table: its header line, or the keys of a JSONL file's first record."""
-    path = Path(path)
-    if not path.is_file():
-        raise DictEmbedError(f"{path}: dictionary file not found")
-    if table_format(path, fmt) == "jsonl":
-        for _, record in _jsonl_rows(path, []):
-            return list(record)
-        return []
-    delimiter = "\t" if table_format(path, fmt) == "tsv" else ","
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        header = next(csv.reader(handle, delimiter=delimiter), [])
-    return [name.strip() for name in header]
+    return read_table(path, fmt, encoding)[0]
 
 
 @without_gc
@@ -126,6 +192,7 @@ def load_table(
     pos: str | None = None,
     fmt: str | None = None,
     name: str | None = None,
+    encoding: str = "utf-8",
 ) -> Dictionary:
     """Read a dictionary table; `headword`, `definition`, `example`, `pos` name its columns (keys).
 
@@ -133,21 +200,19 @@ def load_table(
     records may lack them). A JSONL example value may be a string or a list of strings.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DictEmbedError(f"{path}: dictionary file not found")
-    fmt = table_format(path, fmt)
-    wanted = [c for c in (headword, definition, example, pos) if c is not None]
-    if fmt == "jsonl":
-        rows = _jsonl_rows(path, wanted)
-    else:
-        rows = _delimited_rows(path, "\t" if fmt == "tsv" else ",", wanted)
+    columns, line, rows = read_table(path, fmt, encoding)
+    _check_columns(path, columns, [c for c in (headword, definition, example, pos) if c is not None], line)
     builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, row in rows:
+        wrong = _wrong_type(row, (headword, definition, pos), example)
+        if wrong:
+            builder.skip_row(wrong, number)
+            continue
         builder.add(
-            _as_text(row.get(headword)),
-            _as_text(row.get(definition)),
+            cast("str | None", row.get(headword)),  # checked by _wrong_type
+            cast("str | None", row.get(definition)),
             _as_examples(row.get(example)) if example else (),
             _as_label(row.get(pos)) if pos else None,
             line=number,
         )
-    return builder.build()
+    return builder.build(empty="only a header")

@@ -11,6 +11,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, clean_text, without_
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.sources.table import load_table
 from dictembed.errors import DataFormatError
+from dictembed.io import read_lines
 
 DATA_FILES = ("noun", "verb", "adj", "adv")
 SYNSET_TYPES = {"n": "n", "v": "v", "a": "a", "s": "a", "r": "r"}
@@ -79,25 +80,23 @@ def parse_data_line(line: str, path: Path, number: int) -> Synset:
     except ValueError:
         raise DataFormatError(path, f"word count {w_cnt!r} is not hexadecimal", line=number) from None
     words = fields[4 : 4 + 2 * count : 2]
-    if count == 0 or len(fields) < 5 + 2 * count or not fields[4 + 2 * count].isdigit():
+    if count < 1 or len(fields) < 5 + 2 * count or not fields[4 + 2 * count].isdigit():
         raise DataFormatError(path, f"expected {count} (word, lex_id) pairs then a pointer count", line=number)
     definition, examples = split_gloss(gloss)
     return Synset(offset, SYNSET_TYPES[ss_type], [lemma_name(w) for w in words], definition, examples)
 
 
-def read_synsets(path: Path) -> list[Synset]:
+def read_synsets(path: Path, encoding: str = "utf-8") -> list[Synset]:
     """Every synset of one `data.*` file (licence header lines, starting with two spaces, skipped)."""
-    synsets = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.startswith("  ") or not line.strip():
-                continue
-            synsets.append(parse_data_line(line.rstrip("\n"), path, number))
-    return synsets
+    return [
+        parse_data_line(line, path, number)
+        for number, line in enumerate(read_lines(path, encoding), start=1)
+        if line.strip() and not line.startswith("  ")
+    ]
 
 
 @without_gc
-def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False) -> Dictionary:
+def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False, encoding: str = "utf-8") -> Dictionary:
     """WordNet 3.0 as a dictionary: one entry per lemma, one sense per synset it belongs to.
 
     Headwords keep the data files' spelling (`Mercury` and `mercury` are two entries) unless
@@ -111,7 +110,7 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False)
         path = folder / f"data.{name}"
         if not path.exists():
             raise DataFormatError(path, "WordNet data file missing")
-        for synset in read_synsets(path):
+        for synset in read_synsets(path, encoding):
             for lemma in synset.lemmas:
                 headword = lemma.lower() if lowercase else lemma
                 key = (headword, synset.offset, name)
@@ -123,7 +122,7 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False)
     return builder.build()
 
 
-def load_wordnet_examples(path: str | Path | None = None) -> Dictionary:
+def load_wordnet_examples(path: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
     """The WordNet-examples CSV (`LEMMA,DEFINITION,EXAMPLE,POS`, one row per example; 's' -> 'a')."""
     dictionary = load_table(
         path or paths.data_dir() / EXAMPLES_CSV,
@@ -133,6 +132,7 @@ def load_wordnet_examples(path: str | Path | None = None) -> Dictionary:
         pos="POS",
         fmt="csv",
         name="wordnet-examples",
+        encoding=encoding,
     )
     for entry in dictionary:
         for sense in entry.senses:

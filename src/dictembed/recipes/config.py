@@ -1,0 +1,177 @@
+"""Run configuration: the options every method shares (`RunConfig`) and each method's own options dataclass.
+
+Each option is defined once, with its help, choices and whether it changes a single run's result
+(`option(...)`); the command line is generated from these definitions. A method's options class lives in
+its recipe file and is registered with the recipe (`dictembed.recipes.registry`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
+
+from dictembed.errors import DictEmbedError
+from dictembed.io import text_encoding
+from dictembed.paths import default_model
+
+
+def option(
+    default: Any = MISSING,
+    help: str = "",  # noqa: A002 - the argparse word
+    *,
+    choices: tuple[str, ...] | None = None,
+    run: bool = True,
+    cli: bool = True,
+    positive: bool = True,
+    parse: Any = None,
+    default_factory: Any = MISSING,
+) -> Any:
+    """A dataclass field with its command-line help and choices. `run=False` marks options that do not change
+    a single (lr, seed) run's weights or dev figures (the grid, the output folder, ...): a finished run is
+    reused whatever they are. `cli=False` keeps an option off the command line. A number must be > 0, or
+    >= 0 with `positive=False`. `parse` converts and checks a command-line value (an argparse type)."""
+    metadata = {"help": help, "choices": choices, "run": run, "cli": cli, "positive": positive, "parse": parse}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class MethodOptions:
+    """Base of every method's options dataclass."""
+
+    def validate(self, method: str) -> None:
+        """Check every option with choices against them."""
+        for f in fields(self):
+            choices = f.metadata.get("choices")
+            if choices and getattr(self, f.name) not in choices:
+                raise DictEmbedError(
+                    f"{method}: {f.name} must be one of {', '.join(choices)}, got {getattr(self, f.name)!r}"
+                )
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a training run; saved into every model's dictembed.json.
+
+    `options` holds the method's own options (its recipe's options dataclass); the shared options that a
+    method gives its own default (`dictionary`, `lrs`, `select_on`) are None until resolved from it.
+    Build one with `RunConfig.create(method, **settings)`, which puts each setting where it belongs.
+    """
+
+    method: str = option("defsent-plus", "training method", cli=False)
+    options: Any = option(None, "the method's own options", cli=False)
+    model: str = option(
+        help="hub name or local folder (default: the embedded all-MiniLM-L6-v2)", default_factory=default_model
+    )
+    dictionary: str | None = option(None, "comma list: wordnet,gcide,oxford,chang,... or files")
+    wordnet_dir: str | None = option(None, "WordNet database folder (default: the system's WordNet)")
+    encoding: str = option("utf-8", "encoding of dictionary table files (.tsv, .csv, .jsonl)", parse=text_encoding)
+    split_seed: int = option(0, "seed of the 8:1:1 split by headword", positive=False)
+    seeds: list[int] = option(
+        help="comma list of seeds, each trained", run=False, positive=False, default_factory=lambda: [0]
+    )
+    lrs: list[float] | None = option(None, "comma list of learning rates, each with every seed", run=False)
+    batch_size: int = option(16, "training batch size")
+    epochs: int = option(1, "training epochs")
+    warmup_ratio: float = option(0.1, "fraction of the steps with a linear warm-up", positive=False)
+    max_length: int = option(128, "tokens per definition, longer ones are truncated")
+    limit: int | None = option(None, "train on a seeded sample of N examples (default: all)")
+    dev_limit: int | None = option(2000, "dev definitions scored for selection")
+    select_on: str | None = option(None, "dev metric that selects lr and seed", run=False)
+    output: str = option("outputs/model", "folder of the selected model", run=False, cli=False)
+    checkpoint_every: int = option(500, "steps between checkpoints", run=False)
+    resume: bool = option(False, "continue interrupted runs from their checkpoints", run=False, cli=False)
+    cache_dir: str | None = option(None, "entry-space cache folder (default: OUTPUT-runs/cache)", run=False)
+    preset: str | None = option(None, "the preset the settings were resolved from", run=False, cli=False)
+    overwrite: bool = option(False, "replace a model already in the output folder", run=False, cli=False)
+
+    def __post_init__(self) -> None:
+        from dictembed.recipes.registry import get_recipe
+
+        recipe = get_recipe(self.method)
+        if self.options is None:
+            self.options = recipe.options()
+        elif isinstance(self.options, dict):
+            self.options = recipe.options(**self.options)
+        elif not isinstance(self.options, recipe.options):
+            raise DictEmbedError(f"{self.method} takes {recipe.options.__name__}, not {type(self.options).__name__}")
+        self.options.validate(self.method)
+        for key, value in recipe.defaults.items():
+            if getattr(self, key) is None:
+                setattr(self, key, value)
+        if self.select_on not in recipe.select_choices:
+            raise DictEmbedError(
+                f"{self.method} selects on one of {', '.join(recipe.select_choices)}, not {self.select_on!r}"
+            )
+        if not self.seeds or not self.lrs:
+            raise DictEmbedError("a run needs at least one seed and one learning rate")
+
+    def __getattr__(self, name: str) -> Any:
+        """A method option read as if it were a field (`config.pooling`)."""
+        options = self.__dict__.get("options")
+        if options is not None and name in {f.name for f in fields(options)}:
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__} of method {self.__dict__.get('method')!r} has no {name!r}")
+
+    @classmethod
+    def create(cls, method: str, **settings: Any) -> RunConfig:
+        """A config from flat settings: each goes to the shared options or to `method`'s own; a setting that
+        `method` does not take is an error naming it."""
+        from dictembed.recipes.registry import get_recipe
+
+        shared = {f.name for f in fields(cls)}
+        own = {f.name for f in fields(get_recipe(method).options)}
+        if unknown := sorted(set(settings) - shared - own):
+            raise DictEmbedError(f"method {method} does not take {', '.join(unknown)}")
+        options = {k: v for k, v in settings.items() if k in own}
+        return cls(method=method, options=options, **{k: v for k, v in settings.items() if k in shared})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: shared options flat, the method's under "options"."""
+        data = asdict(self)
+        data["options"] = asdict(self.options)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """A config from its JSON form (a record's "config"), version 2 or version 1 (all options flat,
+        one `temperature` for both the entry logits and GR-BERT's InfoNCE)."""
+        from dictembed.recipes.registry import get_recipe
+
+        data = dict(data)
+        method = data.get("method") or "defsent-plus"
+        own = {f.name for f in fields(get_recipe(method).options)}
+        options = dict(data.pop("options", None) or {})
+        if "temperature" in data:  # version 1
+            temperature = data.pop("temperature")
+            for name in ("entry_temperature", "gloss_temperature"):
+                if name in own:
+                    options.setdefault(name, temperature)
+        options.update({k: data.pop(k) for k in list(data) if k in own})
+        shared = {f.name for f in fields(cls)}
+        return cls(method=method, options=options, **{k: v for k, v in data.items() if k in shared and k != "method"})
+
+    def run_identity(self) -> dict[str, Any]:
+        """The options that determine one (lr, seed) run's weights and dev figures."""
+        keep = {f.name for f in fields(self) if f.metadata.get("run", True)} - {"options"}
+        data = {k: v for k, v in asdict(self).items() if k in keep}
+        data["options"] = {f.name: getattr(self.options, f.name) for f in fields(self.options) if f.metadata["run"]}
+        return data
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by name, the method's own options beside the shared ones (what `create` takes)."""
+        data = {k: v for k, v in asdict(self).items() if k not in ("method", "options")}
+        return {**data, **asdict(self.options)}
+
+    def settings(self, lr: float, seed: int) -> Any:
+        from dictembed.training import TrainSettings
+
+        return TrainSettings(
+            lr=lr,
+            batch_size=self.batch_size,
+            epochs=self.epochs,
+            warmup_ratio=self.warmup_ratio,
+            seed=seed,
+            checkpoint_every=self.checkpoint_every,
+        )

@@ -1,0 +1,241 @@
+"""The one run loop every method shares, and the `Recipe` interface a method implements.
+
+`train(config)`: for each stage of the method (one, or one per PST step), train every (lr, seed) pair,
+reuse a finished run only when its saved record says it was trained with the same configuration, select
+the learning rate by its mean dev metric over seeds, then publish the best run to `config.output`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from torch import nn
+
+from dictembed.encoder import Encoder
+from dictembed.entry_space import EntrySpace
+from dictembed.errors import DictEmbedError
+from dictembed.evaluation._common import mean_sd
+from dictembed.io import staged_dir
+from dictembed.model_card import write_model_card
+from dictembed.recipes.config import MethodOptions, RunConfig
+from dictembed.recipes.registry import get_recipe
+from dictembed.record import RunRecord
+from dictembed.training import Trainer
+
+log = logging.getLogger(__name__)
+
+
+def runs_root(output: str | Path) -> Path:
+    """The folder of the intermediate runs of `output`: `<output>-runs`."""
+    output = Path(output)
+    return output.with_name(output.name + "-runs")
+
+
+@dataclass
+class Stage:
+    """What every (lr, seed) run of one grid shares."""
+
+    root: Path  # the runs of this stage are `root/<prefix>lr<lr>-seed<seed>`
+    select_on: str
+    data: dict[str, Any] = field(default_factory=dict)  # the method's data: splits, triplets
+    space: EntrySpace | None = None
+    record: dict[str, Any] = field(default_factory=dict)  # RunRecord fields every run of the stage shares
+    fingerprint: str = ""  # identifies what the stage feeds every run (the entry space), for reuse
+    prefix: str = ""
+
+
+@dataclass
+class Built:
+    """One run's trainable objective, its examples and their collate function, and what dev scoring needs."""
+
+    objective: nn.Module
+    examples: list[Any]
+    collate: Callable[[list[Any]], Any]
+    state: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)  # counts recorded in the RunRecord
+
+
+@dataclass
+class RunResult:
+    """One trained encoder of the grid and its dev metrics."""
+
+    path: Path
+    lr: float
+    seed: int
+    dev: dict[str, float]
+    throughput: float | None = None
+
+
+class Recipe(ABC):
+    """A method: its options, its defaults for the shared options, and how to set up, train and save a run."""
+
+    name: ClassVar[str]
+    options: ClassVar[type[MethodOptions]]
+    defaults: ClassVar[dict[str, Any]]  # the method's values of the shared options left None in RunConfig
+    select_choices: ClassVar[tuple[str, ...]] = ("mrr", "top1", "top3", "top10", "stsb_dev")  # dev metrics
+    publishes_history: ClassVar[bool] = False  # record every stage's selection under selection["pst"]
+
+    def steps(self, config: RunConfig) -> int:
+        """How many stages (grids) the method trains in sequence."""
+        return 1
+
+    @abstractmethod
+    def stage(self, config: RunConfig, step: int, before: Stage | None, best: RunResult | None) -> Stage:
+        """Stage `step` (1-based), given the previous stage and its selected run."""
+
+    @abstractmethod
+    def build(self, config: RunConfig, stage: Stage, seed: int) -> Built:
+        """A fresh objective and the training examples of one run."""
+
+    @abstractmethod
+    def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
+        """The sentence encoder inside the trained objective."""
+
+    @abstractmethod
+    def dev_metrics(self, config: RunConfig, stage: Stage, built: Built, encoder: Encoder) -> dict[str, float]:
+        """The dev figures of a trained run (selection reads `stage.select_on` among them)."""
+
+    def save(self, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
+        """Save the trained run: the encoder with its record, and the stage's entry space."""
+        encoder.save(folder, record)
+        if stage.space is not None:
+            stage.space.save(folder)
+
+
+def space_fingerprint(space: EntrySpace) -> str:
+    """A hash of an entry space's words and tensors (what a run trained against)."""
+    digest = hashlib.sha1("\n".join(space.words).encode())
+    for name, tensor in sorted(space._tensors().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(-1).numpy().tobytes())
+    digest.update(space.kind.encode())
+    return digest.hexdigest()[:16]
+
+
+def run_identity(config: RunConfig, stage: Stage, lr: float, seed: int) -> dict[str, Any]:
+    """What determines one run's weights and dev figures: the run options, lr, seed and the stage."""
+    return json.loads(json.dumps({**config.run_identity(), "lr": lr, "seed": seed, "stage": stage.fingerprint}))
+
+
+def _differences(saved: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
+    """The keys whose values differ, nested keys as `options.pooling`."""
+    keys = sorted(set(saved) | set(wanted))
+    out = []
+    for key in keys:
+        a, b = saved.get(key), wanted.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
+    """The saved result of a run that finished with the same configuration; None (and the reason logged)
+    when there is none or it was trained differently, so the run is trained again."""
+    record = RunRecord.load(run_dir / "model")
+    if not record.exists:
+        return None
+    if record.run != identity:
+        changed = _differences(record.run, identity) if record.run else ["(no saved run configuration)"]
+        log.warning("retraining %s: its saved configuration differs in %s", run_dir, ", ".join(changed))
+        return None
+    log.info("reusing finished run %s", run_dir / "model")
+    return RunResult(run_dir / "model", record.lr, record.seed, record.dev, record.throughput)
+
+
+def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: int) -> RunResult:
+    """Train one (lr, seed) run of a stage, score it on dev and save it; reuse it when already finished."""
+    run_dir = stage.root / f"{stage.prefix}lr{lr:g}-seed{seed}"
+    identity = run_identity(config, stage, lr, seed)
+    if (done := finished_run(run_dir, identity)) is not None:
+        return done
+    built = recipe.build(config, stage, seed)
+    trainer = Trainer(built.objective, built.examples, built.collate, config.settings(lr, seed), run_dir, identity)
+    losses = trainer.fit(resume=config.resume)
+    encoder = recipe.extract(config, built, trainer.unwrapped)
+    dev = recipe.dev_metrics(config, stage, built, encoder)
+    record = RunRecord(
+        method=config.method,
+        base_model=config.model,
+        config=config.to_dict(),
+        run=identity,
+        lr=lr,
+        seed=seed,
+        data=config.dictionary,
+        dev=dev,
+        throughput=trainer.throughput,
+        train_examples=len(built.examples),
+        final_loss=float(np.mean(losses[-50:])) if losses else None,
+        details=built.details,
+        **stage.record,
+    )
+    recipe.save(stage, built, encoder, run_dir / "model", record)
+    log.info("lr=%g seed=%d dev=%s", lr, seed, dev)
+    return RunResult(run_dir / "model", lr, seed, dev, trainer.throughput)
+
+
+def select(results: list[RunResult], key: str) -> tuple[RunResult, dict[str, Any]]:
+    """The best learning rate by mean dev `key` over seeds, its best seed, and mean ± sd per lr."""
+    by_lr: dict[float, list[RunResult]] = {}
+    for r in results:
+        by_lr.setdefault(r.lr, []).append(r)
+    summary = {
+        str(lr): {k: dict(zip(("mean", "sd"), mean_sd([r.dev[k] for r in runs]), strict=True)) for k in runs[0].dev}
+        for lr, runs in by_lr.items()
+    }
+    best_lr = max(by_lr, key=lambda lr: summary[str(lr)][key]["mean"])
+    best = max(by_lr[best_lr], key=lambda r: r.dev[key])
+    return best, {"selected_on": key, "best_lr": best_lr, "best_seed": best.seed, "by_lr": summary}
+
+
+def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Path:
+    """Copy the selected model to `output` (atomically), with the grid summary added to its record and card."""
+    with staged_dir(output) as staging:
+        shutil.copytree(best.path, staging, dirs_exist_ok=True)
+        record = RunRecord.load(staging, required=True)
+        record.selection = summary
+        record.save(staging)
+        write_model_card(staging, record.to_dict())
+    return Path(output)
+
+
+def check_output(output: str | Path, overwrite: bool) -> None:
+    """Refuse, before any work, an output that would lose something: a file, a non-empty folder that is not a
+    model of ours, or one of our models unless `overwrite`."""
+    path = Path(output)
+    if path.is_file():
+        raise DictEmbedError(f"--output {path} is a file; name a folder")
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not RunRecord.load(path).exists:
+        raise DictEmbedError(f"--output {path} is a non-empty folder that holds no dictembed model; choose another")
+    if not overwrite:
+        raise DictEmbedError(f"--output {path} already holds a model; pass --overwrite to replace it")
+
+
+def train(config: RunConfig) -> Path:
+    """Train `config.method` over its stages and its lr x seed grid, select and publish; returns the output."""
+    recipe = get_recipe(config.method)
+    check_output(config.output, config.overwrite)
+    stage = best = None
+    history: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    for step in range(1, recipe.steps(config) + 1):
+        stage = recipe.stage(config, step, stage, best)
+        results = [train_run(recipe, config, stage, lr, seed) for lr in config.lrs for seed in config.seeds]
+        best, summary = select(results, stage.select_on)
+        history.append({"step": step, "path": str(best.path), **summary})
+    assert best is not None
+    if recipe.publishes_history:
+        summary = {**summary, "pst": history}
+    return publish(best, summary, config.output)

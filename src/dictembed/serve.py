@@ -1,0 +1,203 @@
+"""`dictembed serve`: the reverse dictionary as a web page and a JSON API (FastAPI + uvicorn).
+
+Endpoints (the model is loaded once, when the app is created):
+- `GET /` the search page (`static/index.html`: one file, no external resources);
+- `GET /health` -> {"status": "ok", "model", "entries", "results", "score_kind", "dictionary", "definitions"};
+- `GET /api/reverse?q=...&k=10[&pos=n&pattern=gir*&words=single]` -> {"query", "model", "entries",
+  "score_kind", "results": [{"words", "score", "definitions": {word: [...]}, "pos": {word: [...]}}]};
+- `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model"}.
+
+Limits: a query or sentence holds at most 2,000 characters (longer is refused, not truncated), k lies in
+1..100, one request encodes at most 256 sentences. Every error is a JSON object {"error": message}: 400
+invalid UTF-8 in the query string, 404 unknown path, 405 wrong method, 422 a missing, empty, over-long or
+out-of-range parameter, a bad pattern or an invalid JSON body; 500 only for a bug.
+
+FastAPI and uvicorn come with the `serve` extra; they are imported only when a server is made, so a
+missing extra is one line naming `pip install "dictembed[serve]"`.
+"""
+
+import contextlib
+import copy
+import logging
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from dictembed.errors import DictEmbedError
+from dictembed.extras import require
+from dictembed.reverse_dictionary import MAX_PATTERN_CHARS, ReverseDictionary
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_CHARS = 2000
+MAX_K = 100
+MAX_SENTENCES = 256
+MAX_REQUEST_LINE = 1 << 20  # h11's buffer: an over-long query reaches the app and gets a JSON 422
+
+
+def page_html() -> str:
+    """The search page, from the package's static folder."""
+    return resources.files("dictembed").joinpath("static", "index.html").read_text(encoding="utf-8")
+
+
+def valid_utf8_query(raw: bytes) -> bool:
+    """Whether a raw query string decodes, after percent-decoding, as UTF-8."""
+    try:
+        urllib.parse.unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
+def validation_message(errors: list[dict[str, Any]]) -> str:
+    """FastAPI's validation errors as one line: `k: Input should be less than or equal to 100; ...`."""
+    parts = []
+    for error in errors:
+        loc = [str(x) for x in error.get("loc", ())]
+        where = ".".join(loc[1:] if len(loc) > 1 and loc[0] in ("query", "body") else loc) or "request"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def create_app(model_path: str | Path | None = None, reverse_dictionary: ReverseDictionary | None = None) -> Any:
+    """The FastAPI app over one model: a saved model folder, or an already loaded `ReverseDictionary`."""
+    fastapi = require("serve", "fastapi")
+    responses = require("serve", "fastapi.responses")
+    exceptions = require("serve", "fastapi.exceptions")
+    starlette_exceptions = require("serve", "starlette.exceptions")
+    pydantic = require("serve", "pydantic")
+    if reverse_dictionary is None:
+        if model_path is None:
+            raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
+        reverse_dictionary = ReverseDictionary.load(model_path)
+    rd = reverse_dictionary.prepare()
+    lock = threading.Lock()  # one model call at a time: a CPU gains nothing from concurrent forward passes
+    page = page_html()
+
+    def error(status: int, message: str) -> Any:
+        return responses.JSONResponse({"error": message}, status_code=status)
+
+    class EncodeRequest(pydantic.BaseModel):
+        sentences: Annotated[
+            list[Annotated[str, pydantic.StringConstraints(max_length=MAX_QUERY_CHARS)]],
+            pydantic.Field(min_length=1, max_length=MAX_SENTENCES),
+        ]
+        normalize: bool = False
+
+    app = fastapi.FastAPI(title="dictembed reverse dictionary", docs_url=None, redoc_url=None)
+
+    @app.exception_handler(starlette_exceptions.HTTPException)
+    async def http_error(request: fastapi.Request, exc: Any) -> Any:
+        detail = f"not found: {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+        return error(exc.status_code, detail)
+
+    @app.exception_handler(exceptions.RequestValidationError)
+    async def invalid_request(request: fastapi.Request, exc: Any) -> Any:
+        return error(422, validation_message(exc.errors()))
+
+    @app.exception_handler(DictEmbedError)
+    async def bad_input(request: fastapi.Request, exc: DictEmbedError) -> Any:
+        return error(422, str(exc))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: fastapi.Request, exc: Exception) -> Any:
+        log.exception("internal error on %s", request.url.path)
+        return error(500, f"internal error ({type(exc).__name__})")
+
+    @app.middleware("http")
+    async def reject_invalid_utf8(request: fastapi.Request, call_next: Any) -> Any:
+        if not valid_utf8_query(request.scope.get("query_string", b"")):
+            return error(400, "the query string is not valid UTF-8")
+        return await call_next(request)
+
+    @app.get("/", response_class=responses.HTMLResponse)
+    def index() -> Any:
+        return responses.HTMLResponse(page)
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "model": rd.name,
+            "entries": len(rd.space),
+            "results": len(rd.groups),
+            "score_kind": rd.score_kind,
+            "dictionary": rd.dictionary_spec,
+            "definitions": rd.dictionary is not None,
+        }
+
+    @app.get("/api/reverse")
+    def reverse(
+        q: Annotated[str, fastapi.Query(max_length=MAX_QUERY_CHARS, description="the description")],
+        k: Annotated[int, fastapi.Query(ge=1, le=MAX_K)] = 10,
+        pos: Annotated[str | None, fastapi.Query(max_length=20)] = None,
+        pattern: Annotated[str | None, fastapi.Query(max_length=MAX_PATTERN_CHARS)] = None,
+        words: Literal["any", "single", "phrase"] = "any",
+    ) -> Any:
+        query = q.strip()
+        if not query:
+            return error(422, "q: the query is empty")
+        with lock:
+            results = rd.search(query, k=k, pos=pos, pattern=pattern, words=words)
+        return {
+            "query": query,
+            "model": rd.name,
+            "entries": len(rd.space),
+            "score_kind": rd.score_kind,
+            "results": [r.to_dict() for r in results],
+        }
+
+    @app.post("/api/encode")
+    def encode(body: EncodeRequest) -> dict[str, Any]:
+        with lock:
+            vectors = rd.encoder.encode(body.sentences, normalize_embeddings=body.normalize)
+        return {"embeddings": vectors.tolist(), "dim": int(vectors.shape[1]), "model": rd.name}
+
+    return app
+
+
+def server(app: Any, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> Any:
+    """A uvicorn server for `app` (not started); its access log goes to stderr, like all logging here."""
+    uvicorn = require("serve", "uvicorn")
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        log_config=log_config,
+        h11_max_incomplete_event_size=MAX_REQUEST_LINE,
+    )
+    return uvicorn.Server(config)
+
+
+def run_server(model_path: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Load the model, then serve until interrupted: Ctrl-C is the normal way to stop, not an error."""
+    app = create_app(model_path)
+    log.info("serving %s on http://%s:%d", model_path, host, port)
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn shuts down gracefully, then re-raises the Ctrl-C
+        server(app, host, port).run()
+
+
+@contextlib.contextmanager
+def background_server(app: Any, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0) -> Iterator[str]:
+    """Serve `app` from a daemon thread while the block runs; yields the base URL (port 0: a free port)."""
+    running = server(app, host, port, log_level="warning")
+    thread = threading.Thread(target=running.run, name="dictembed-serve", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not running.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise DictEmbedError(f"the server did not start on {host}:{port}")
+        time.sleep(0.05)
+    bound = running.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        running.should_exit = True
+        thread.join(timeout)

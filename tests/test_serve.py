@@ -1,0 +1,260 @@
+"""`dictembed serve`: the JSON API and the page, through FastAPI's TestClient and a real uvicorn server, on a
+tiny DefSent+ model trained once on a toy dictionary with parts of speech and three synonyms."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dictembed.cli import main
+
+# (word, definition, pos): `car`, `automobile` and `motor car` share exactly the same definitions.
+CAR = ["a vehicle with four wheels and an engine", "a machine you drive on roads"]
+SERVED_WORDS: list[tuple[str, str, str]] = [
+    ("dog", "a domesticated animal that barks", "n"),
+    ("dog", "a loyal pet that chases cats", "n"),
+    ("cat", "a small pet that purrs and catches mice", "n"),
+    ("cat", "a feline animal kept at home", "n"),
+    *[(word, definition, "n") for word in ("car", "automobile", "motor car") for definition in CAR],
+    ("rain", "water that falls from clouds", "n"),
+    ("rain", "to fall as drops of water from the sky", "v"),
+    ("king", "a man who rules a country", "n"),
+    ("bread", "food made of baked flour", "n"),
+    ("river", "a large natural stream of water", "n"),
+    ("run", "to move fast on foot", "v"),
+    ("quick", "moving or able to move fast", "a"),
+    ("quickly", "with speed, in a fast way", "r"),
+    ("ice cream", "a sweet frozen food made from milk", "n"),
+]
+HEADWORDS = list(dict.fromkeys(word for word, _, _ in SERVED_WORDS))
+_TRAINED: dict[str, Path] = {}
+
+
+def served_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model trained on SERVED_WORDS, once per test session (the other test modules share it)."""
+    if str(bert_path) not in _TRAINED:
+        root = tmp_path_factory.mktemp("served")
+        tsv = root / "served.tsv"
+        tsv.write_text("word\tdefinition\tpos\n" + "".join(f"{w}\t{d}\t{p}\n" for w, d, p in SERVED_WORDS))
+        out = root / "toy-reverse-dictionary"
+        argv = ["train", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)]
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main([*argv, "--lr-grid", "1e-3", "-q"]) == 0
+        _TRAINED[str(bert_path)] = out
+    return _TRAINED[str(bert_path)]
+
+
+@pytest.fixture(scope="session")
+def model_dir(bert_path, tmp_path_factory) -> Path:
+    return served_model(bert_path, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def app(model_dir):
+    from dictembed.serve import create_app
+
+    return create_app(model_dir)
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    from fastapi.testclient import TestClient
+
+    return TestClient(app)
+
+
+def _reverse(client, **params) -> dict:
+    response = client.get("/api/reverse", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _words(results: list[dict]) -> list[str]:
+    return [word for result in results for word in result["words"]]
+
+
+# ------------------------------------------------------------------------------ the API
+def test_health(client) -> None:
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["model"] == "toy-reverse-dictionary"
+    assert health["entries"] == len(HEADWORDS) and health["results"] == len(HEADWORDS) - 2
+    assert health["score_kind"] == "cosine" and health["definitions"] is True
+
+
+def test_reverse_finds_the_gold_word_with_its_definitions(client) -> None:
+    data = _reverse(client, q="  a domesticated animal that barks ", k=3)
+    assert data["query"] == "a domesticated animal that barks" and data["model"] == "toy-reverse-dictionary"
+    assert data["entries"] == len(HEADWORDS) and data["score_kind"] == "cosine"
+    assert len(data["results"]) == 3 and "dog" in _words(data["results"])
+    scores = [r["score"] for r in data["results"]]
+    assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
+    dog = next(r for r in data["results"] if "dog" in r["words"])
+    assert dog["definitions"]["dog"] == ["a domesticated animal that barks", "a loyal pet that chases cats"]
+    assert dog["pos"]["dog"] == ["n", "n"]
+
+
+def test_identical_entries_are_one_result(client) -> None:
+    results = _reverse(client, q=CAR[0], k=100)["results"]
+    assert len(results) == len(HEADWORDS) - 2  # every entry, the three synonyms as one result
+    car = [r for r in results if "car" in r["words"]]
+    assert len(car) == 1 and car[0]["words"] == ["car", "automobile", "motor car"]
+    assert car[0]["definitions"] == {word: CAR for word in ("car", "automobile", "motor car")}
+    assert sorted(_words(results)) == sorted(HEADWORDS)
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"pos": "v"}, {"rain", "run"}),
+        ({"pos": "adjective"}, {"quick"}),
+        ({"pos": "r"}, {"quickly"}),
+        ({"pattern": "qu*"}, {"quick", "quickly"}),
+        ({"pattern": "r"}, {"rain", "river", "run"}),  # a prefix
+        ({"pattern": "/^(auto|moto)/"}, {"automobile", "motor car"}),  # a regular expression
+        ({"words": "phrase"}, {"motor car", "ice cream"}),
+        ({"words": "single", "pattern": "*car"}, {"car"}),  # the synonym group keeps its passing word
+        ({"pos": "v", "pattern": "ru?"}, {"run"}),
+    ],
+)
+def test_filters(client, params, expected) -> None:
+    results = _reverse(client, q="something that moves fast", k=100, **params)["results"]
+    assert set(_words(results)) == expected
+
+
+def test_single_words_keep_the_group_without_its_phrase(client) -> None:
+    results = _reverse(client, q=CAR[1], k=100, words="single")["results"]
+    assert [r["words"] for r in results if "car" in r["words"]] == [["car", "automobile"]]
+    assert not any(" " in word for word in _words(results))
+
+
+def test_encode(client) -> None:
+    response = client.post("/api/encode", json={"sentences": ["a dog barks", "rain falls", "bread"]})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["dim"] == 32 and np.asarray(data["embeddings"]).shape == (3, 32)
+    unit = client.post("/api/encode", json={"sentences": ["a dog barks"], "normalize": True}).json()
+    assert np.linalg.norm(unit["embeddings"][0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_page_is_served_without_external_resources(client) -> None:
+    response = client.get("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    page = response.text
+    assert 'id="q"' in page and 'id="pos"' in page and 'id="pattern"' in page and 'id="words"' in page
+    assert not re.search(r"""(src|href|url)\s*[=(]\s*["']?(https?:)?//""", page)
+    assert "@import" not in page and "http://" not in page and "https://" not in page
+
+
+# ----------------------------------------------------------------------------- bad input
+BAD_QUERIES = {  # /api/reverse?...: (status, part of the message)
+    "q=": (422, "empty"),
+    "q=%20%20%20": (422, "empty"),
+    "k=5": (422, "q: Field required"),
+    "q=" + "a" * 2001: (422, "2000"),  # 100,000 characters: see the real server below
+    "q=%ff%fe": (400, "UTF-8"),
+    **{f"q=dog&k={k}": (422, "k:") for k in ("0", "-3", "101", "1" + "0" * 20, "ten")},
+    "q=dog&words=many": (422, "words:"),
+    "q=dog&pattern=/(/": (422, "regular expression"),
+    "q=dog&pattern=" + "x" * 101: (422, "pattern:"),
+}
+BAD_BODIES = {  # POST /api/encode with this body: (part of the message)
+    b"": "body",
+    b"{}": "sentences: Field required",
+    b'{"sentences": []}': "sentences:",
+    b'{"sentences": [1, 2]}': "sentences.0:",
+    json.dumps({"sentences": ["a" * 2001]}).encode(): "2000",
+    json.dumps({"sentences": ["a"] * 257}).encode(): "256",
+    b"{not json": "JSON",
+    b"\xff\xfe": "",
+}
+BAD_REQUESTS = [
+    *[("GET", f"/api/reverse?{query}", status, message) for query, (status, message) in BAD_QUERIES.items()],
+    *[("POST", "/api/encode", 422, message, body) for body, message in BAD_BODIES.items()],
+    ("GET", "/no/such/page", 404, "not found"),
+    ("POST", "/api/reverse?q=dog", 405, "Method Not Allowed"),
+]
+
+
+@pytest.mark.parametrize("request_", BAD_REQUESTS, ids=lambda r: " ".join(map(str, r[:3]))[:50])
+def test_bad_input_is_a_4xx_json_error_and_the_server_keeps_serving(client, request_) -> None:
+    method, path, status, message, *body = request_
+    headers = {"content-type": "application/json"} if body else {}
+    response = client.request(method, path, content=body[0] if body else None, headers=headers)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert isinstance(error, str) and error and message in error
+    assert "dog" in _words(_reverse(client, q="a domesticated animal that barks", k=5)["results"])
+
+
+def test_a_real_server_answers_bad_input_with_json(app) -> None:
+    from dictembed.serve import background_server
+
+    def get(url: str) -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    with background_server(app) as base:
+        assert get(f"{base}/health")[0] == 200
+        status, body = get(f"{base}/api/reverse?q=" + "a" * 100_000)
+        assert status == 422 and "2000" in body["error"]
+        status, body = get(f"{base}/api/reverse?q=%ff")
+        assert status == 400 and "UTF-8" in body["error"]
+        status, body = get(f"{base}/api/reverse?q=a+small+pet+that+purrs&k=2")
+        assert status == 200 and len(body["results"]) == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_serve_command_serves_until_interrupted(model_dir) -> None:
+    port = _free_port()
+    command = [sys.executable, "-m", "dictembed.cli", "serve", "--model", str(model_dir), "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+                    assert json.loads(response.read())["model"] == "toy-reverse-dictionary"
+                    break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-2000:]
+                time.sleep(0.5)
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err[-2000:]
+    assert out == "server stopped\n"  # the access log and every other log line go to stderr
+    assert "GET /health" in err and f"serving {model_dir} on http://127.0.0.1:{port}" in err
+
+
+def test_serve_without_the_extra_is_a_one_line_install_hint(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    assert main(["serve", "--model", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and 'pip install "dictembed[serve]"' in err
+
+
+def test_serve_checks_the_port(capsys) -> None:
+    assert main(["serve", "--model", "m", "--port", "70000"]) == 2
+    assert "--port" in capsys.readouterr().err
