@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.encoder import Encoder
-from dictembed.evaluation.reverse_dictionary import reverse_dictionary_metrics
+from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.evaluation.sts import evaluate_sts
 from dictembed.paths import default_model
 from dictembed.recipes.config import RunConfig

@@ -489,7 +489,7 @@ def cmd_eval_senteval(args: argparse.Namespace) -> Report:
 
 def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> Report:
     from dictembed.dictionary import load_dictionary, split_by_headword
-    from dictembed.evaluation.reverse_dictionary import reverse_dictionary_metrics
+    from dictembed.evaluation.ranking import reverse_dictionary_metrics
     from dictembed.reverse_dictionary import ReverseDictionary
 
     config = RunRecord.load(args.model, required=True).config

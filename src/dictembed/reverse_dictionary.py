@@ -244,7 +244,7 @@ class ReverseDictionary:
 
     def ranks(self, dictionary: Dictionary, limit: int | None = None, seed: int = 0) -> np.ndarray:
         """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry."""
-        from dictembed.evaluation.reverse_dictionary import ranks_from_scores
+        from dictembed.evaluation.ranking import ranks_from_scores
 
         pairs = seeded_sample([(w, d) for w, d in dictionary.pairs() if w in self.space.index], limit, seed)
         ranks = [np.zeros(0)]

@@ -3,7 +3,7 @@
 Every evaluator takes any object with `encode(list[str]) -> np.ndarray` and returns a dict of floats.
 """
 
-from dictembed.evaluation.reverse_dictionary import (
+from dictembed.evaluation.ranking import (
     ranks_from_predictions,
     ranks_from_scores,
     reverse_dictionary_metrics,

@@ -63,7 +63,7 @@ def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySp
 
 def entry_dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, config: RunConfig) -> dict[str, float]:
     """Reverse-dictionary MRR/top-k on dev headwords and STS-B dev Spearman x 100."""
-    from dictembed.evaluation.reverse_dictionary import reverse_dictionary_metrics
+    from dictembed.evaluation.ranking import reverse_dictionary_metrics
     from dictembed.evaluation.sts import evaluate_stsb_dev
 
     ranks = ReverseDictionary(encoder, space).ranks(dev, limit=config.dev_limit)

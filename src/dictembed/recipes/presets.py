@@ -50,7 +50,7 @@ def preset_settings(method: str, preset: str) -> dict[str, Any]:
     recipe = get_recipe(method)
     paper = {f.name: f.default for f in fields(recipe.options)}
     paper.update({k: list(v) if isinstance(v, list) else v for k, v in recipe.defaults.items()})
-    return {**paper, **BEST[method]} if preset == "best" else paper
+    return {**paper, **BEST.get(method, {})} if preset == "best" else paper
 
 
 def not_settable(method: str, given: Mapping[str, Any]) -> list[str]:

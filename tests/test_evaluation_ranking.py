@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from dictembed.errors import DictEmbedError
-from dictembed.evaluation.reverse_dictionary import (
+from dictembed.evaluation.ranking import (
     ranks_from_predictions,
     ranks_from_scores,
     reverse_dictionary_metrics,
