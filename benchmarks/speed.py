@@ -1,7 +1,7 @@
 """Speed: encoding against sentence-transformers, the WordNet entry-space build, and DefSent+ training, on
 one device, in one process.
 
-    python benchmarks/speed.py --device cuda --parts encode,build,train
+    python benchmarks/speed.py --device cuda --parts encode,build,train --precision bf16
     python benchmarks/speed.py --random-weights   # MiniLM's architecture with random weights: the same
                                                   # speed, for machines the 88 MB weights cannot reach
 
@@ -68,7 +68,10 @@ def encode(model: str, definitions: list[str], args: argparse.Namespace) -> dict
     from sentence_transformers import SentenceTransformer
 
     sentences = seeded_sample(definitions, args.n, 0)
-    ours, theirs = Encoder.load(model, device=args.device), SentenceTransformer(model, device=args.device)
+    ours = Encoder.load(model, device=args.device).set_precision(args.precision)
+    theirs = SentenceTransformer(model, device=args.device)
+    if args.precision != "fp32":  # sentence-transformers' own way: the weights in that dtype
+        theirs = theirs.to({"bf16": torch.bfloat16, "fp16": torch.float16}[args.precision])
     contestants = {
         "dictembed": lambda: ours.encode(sentences, batch_size=args.batch_size),
         "sentence-transformers": lambda: theirs.encode(sentences, batch_size=args.batch_size),
@@ -90,7 +93,7 @@ def encode(model: str, definitions: list[str], args: argparse.Namespace) -> dict
 
 
 def build(model: str, dictionary, args: argparse.Namespace) -> tuple[dict[str, float], DefinitionSpace]:
-    encoder = Encoder.load(model, device=args.device)
+    encoder = Encoder.load(model, device=args.device).set_precision(args.precision)
     holder: list[DefinitionSpace] = []
     seconds = timed(lambda: holder.append(DefinitionSpace.build(encoder, dictionary, "amp")), args.device)
     n = dictionary.num_definitions()
@@ -107,9 +110,13 @@ def train(model: str, dictionary, space: DefinitionSpace, args: argparse.Namespa
     settings = TrainSettings(lr=1e-4, batch_size=16, seed=0, checkpoint_every=10**9)
     objective, collate = EntryPrediction(encoder, space), entry_collate(encoder)
     with tempfile.TemporaryDirectory() as run_dir:
-        warmup = Trainer(objective, examples[: 16 * args.warmup_steps], collate, settings, Path(run_dir) / "warm-up")
-        warmup.fit()  # kernels, allocator, the normalised entry matrix
-        trainer = Trainer(objective, examples[16 * args.warmup_steps :], collate, settings, Path(run_dir) / "timed")
+
+        def make(part: list, name: str) -> Trainer:
+            run = Path(run_dir) / name
+            return Trainer(objective, part, collate, settings, run, device=args.device, precision=args.precision)
+
+        make(examples[: 16 * args.warmup_steps], "warm-up").fit()  # kernels, allocator, the entry matrix
+        trainer = make(examples[16 * args.warmup_steps :], "timed")
         seconds = timed(trainer.fit, args.device)
     rate = 16 * args.train_steps / seconds
     print(json.dumps({"part": "train", "steps": args.train_steps, "seconds": seconds, "examples_per_s": rate}))
@@ -126,6 +133,7 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=5)
     parser.add_argument("--train-steps", type=int, default=50)
     parser.add_argument("--random-weights", action="store_true")
+    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="compute precision")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
 
@@ -134,6 +142,7 @@ def main() -> None:
     summary: dict[str, object] = {
         "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else f"cpu x{torch.get_num_threads()}",
         "random_weights": args.random_weights,
+        "precision": args.precision,
     }
     with tempfile.TemporaryDirectory() as scratch:
         model = random_minilm(Path(scratch)) if args.random_weights else default_model()

@@ -118,16 +118,16 @@ def test_encode_splits_on_newline_only(bert_path, tmp_path, capsys) -> None:
     assert report["output"] == str(out) and report["dim"] == 32
 
 
-def test_encode_precision_and_normalize(bert_path, tmp_path, capsys) -> None:
+def test_encode_quantize_and_normalize(bert_path, tmp_path, capsys) -> None:
     (tmp_path / "in.txt").write_text("a dog barks\nthe river flows\nbread\n")
     base = ["encode", "--model", str(bert_path), "--input", str(tmp_path / "in.txt"), "--batch-size", "2"]
     assert main([*base, "--output", str(tmp_path / "n.npy"), "--normalize"]) == 0
     assert np.allclose(np.linalg.norm(np.load(tmp_path / "n.npy"), axis=1), 1.0, atol=1e-5)
     capsys.readouterr()
-    assert main([*base, "--output", str(tmp_path / "b.npy"), "--precision", "ubinary", "--json"]) == 0
+    assert main([*base, "--output", str(tmp_path / "b.npy"), "--quantize", "ubinary", "--json"]) == 0
     report, _ = _json_stdout(capsys)
     packed = np.load(tmp_path / "b.npy")
-    assert packed.shape == (3, 4) and packed.dtype == np.uint8 and report["precision"] == "ubinary"
+    assert packed.shape == (3, 4) and packed.dtype == np.uint8 and report["quantize"] == "ubinary"
 
 
 def test_encode_input_errors_name_the_file(bert_path, tmp_path, capsys) -> None:

@@ -238,3 +238,182 @@ def test_save_load_and_encode_never_touch_the_network(
     assert result["attempts"] == []
     assert result["shape"] == [1, 32]
     assert result["seconds"] < 10
+
+
+# ------------------------------------------------------------------------------------ model folders
+@pytest.fixture(scope="module")
+def saved_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model saved by dictembed (a sentence-transformers folder), to be copied and damaged."""
+    from dictembed.encoder import Encoder
+
+    return Encoder.load(str(bert_path), device="cpu").save(tmp_path_factory.mktemp("saved") / "m")
+
+
+def _damage(target: Path, damage: str) -> None:
+    """Remove the file ("rm"), truncate it to half ("half") or overwrite it with the text `damage`."""
+    if damage == "rm":
+        target.unlink()
+    elif damage == "half":
+        target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    else:
+        target.write_text(damage)
+
+
+def _damaged(saved: Path, tmp_path: Path, name: str, damage: str) -> Path:
+    """A copy of the saved model with one file damaged (see `_damage`)."""
+    import shutil
+
+    folder = Path(shutil.copytree(saved, tmp_path / "m"))
+    _damage(folder / name, damage)
+    return folder
+
+
+def _encode_fails(folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    source = tmp_path / "in.txt"
+    source.write_text("a dog barks\n")
+    args = ["encode", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "v.npy")]
+    assert main(args) == 1
+    assert not (tmp_path / "v.npy").exists()
+    return _one_line_error(capsys)
+
+
+def test_missing_tokenizer_files_are_refused(
+    saved_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without its tokenizer files a folder used to load a 5-token vocabulary and encode every word as [UNK]."""
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(saved_model, tmp_path, "tokenizer.json", "rm")
+    (folder / "vocab.txt").unlink(missing_ok=True)
+    with pytest.raises(ModelLoadError, match=r"the tokenizer has 5 tokens for the model's 30522; .*missing or broken"):
+        Encoder.load(str(folder), device="cpu")
+    assert str(folder) in _encode_fails(folder, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "named"),
+    [
+        ("model.safetensors", "half", "model.safetensors is corrupt or truncated"),
+        ("model.safetensors", "", "model.safetensors is corrupt or truncated"),
+        ("config.json", "{oops", "config.json is corrupt or truncated"),
+        ("tokenizer.json", "[1, 2", "tokenizer.json is corrupt or truncated"),
+        ("1_Pooling/config.json", "{oops", "1_Pooling/config.json is corrupt or truncated"),
+        ("modules.json", "{oops", "modules.json: corrupt module list"),
+        ("modules.json", '{"a": 1}', "modules.json: corrupt module list"),
+    ],
+)
+def test_corrupt_model_files_name_the_file(
+    name: str, damage: str, named: str, saved_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(saved_model, tmp_path, name, damage)
+    with pytest.raises(ModelLoadError, match=f"{folder}.*{named}") as caught:
+        Encoder.load(str(folder), device="cpu")
+    assert "\n" not in str(caught.value)
+    assert named in _encode_fails(folder, tmp_path, capsys)
+
+
+def test_truncated_weights_of_a_plain_model_folder(bert_path: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(Path(shutil.copytree(bert_path, tmp_path / "plain")), tmp_path, "model.safetensors", "half")
+    with pytest.raises(ModelLoadError, match=r"model\.safetensors is corrupt or truncated \(Error while deserializing"):
+        Encoder.load(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize("escape", ["../../outside", "/etc", "link"])
+def test_module_paths_outside_the_folder_are_not_followed(escape: str, saved_model: Path, tmp_path: Path) -> None:
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(saved_model, tmp_path, "README.md", "rm")
+    if escape == "link":
+        (folder / "link").symlink_to(tmp_path.parent, target_is_directory=True)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[1]["path"] = escape
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ModelLoadError, match=f"modules.json: module path '{escape}' leads outside the model folder"):
+        Encoder.load(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "message"),
+    [
+        ("space.json", "{oops", r"entry_space/space\.json: corrupt entry space \(JSONDecodeError"),
+        ("space.json", '{"words": []}', r"entry_space/space\.json: corrupt entry space \(KeyError"),
+        ("tensors.safetensors", "half", r"entry_space/tensors\.safetensors: corrupt or truncated"),
+        ("space.json", '{"type": "DefinitionSpace", "words": ["a"]}', r"entry_space: .*load \(1 entries but 2"),
+    ],
+)
+def test_corrupt_entry_space_names_the_file(name: str, damage: str, message: str, tmp_path: Path) -> None:
+    import torch
+
+    from dictembed.entry_space import DefinitionSpace, EntrySpace
+
+    DefinitionSpace(["a", "b"], torch.ones(2, 4)).save(tmp_path)
+    _damage(tmp_path / "entry_space" / name, damage)
+    with pytest.raises(DictEmbedError, match=message):
+        EntrySpace.load(tmp_path)
+
+
+# ------------------------------------------------------------------------------------ long input
+def test_long_sentences_are_truncated_with_one_counted_warning(
+    bert_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dictembed.encoder import Encoder
+
+    encoder = Encoder.load(str(bert_path), device="cpu", max_length=16)
+    sentences = ["word " * 200, "word " * 15, "word " * 14] + ["a short one"] * 117
+    with caplog.at_level(logging.WARNING, logger="dictembed.encoder"):
+        vectors = encoder.encode(sentences, batch_size=8)
+    assert vectors.shape == (120, 32)
+    warnings = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
+    assert warnings == ["2 of 120 sentences were longer than 16 tokens and were truncated"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dictembed.encoder"):
+        encoder.encode(sentences[2:])
+    assert "truncated" not in caplog.text
+
+
+def test_pickled_weights_are_refused_not_run(saved_model: Path, tmp_path: Path) -> None:
+    """A planted pytorch_model.bin in place of the safetensors: refused by name, and the pickle never runs."""
+    import pickle
+
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    class Planted:
+        def __reduce__(self) -> tuple[object, tuple[str, str]]:
+            return open, (str(tmp_path / "EXECUTED"), "w")
+
+    folder = _damaged(saved_model, tmp_path, "model.safetensors", "rm")
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Planted()))
+    with pytest.raises(ModelLoadError, match=r"pytorch_model\.bin was refused"):
+        Encoder.load(str(folder), device="cpu")
+    assert not (tmp_path / "EXECUTED").exists()
+
+
+def test_encode_none_is_a_one_line_error(bert_path: Path) -> None:
+    from dictembed.encoder import Encoder
+
+    with pytest.raises(DictEmbedError, match="sentences must be a str or a list of str, got NoneType"):
+        Encoder.load(str(bert_path), device="cpu").encode(None)  # type: ignore[arg-type]
+
+
+def test_encode_never_overwrites_a_file_unless_asked(bert_path, tmp_path, capsys) -> None:
+    from dictembed.cli import main
+
+    text = tmp_path / "in.txt"
+    text.write_text("a dog barks\n")
+    mine = tmp_path / "results.npy"
+    mine.write_bytes(b"years of work")
+    args = ["encode", "--model", str(bert_path), "--input", str(text), "--output", str(mine)]
+    assert main(args) == 1
+    assert "already exists; pass --overwrite" in capsys.readouterr().err and mine.read_bytes() == b"years of work"
+    assert main([*args, "--overwrite"]) == 0 and mine.read_bytes() != b"years of work"

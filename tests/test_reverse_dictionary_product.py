@@ -125,7 +125,12 @@ def test_k_limits_the_results_after_filtering(rd) -> None:
 
 @pytest.mark.parametrize(
     ("filters", "message"),
-    [({"words": "many"}, "word count"), ({"pattern": "/(/"}, "regular expression"), ({"pattern": "x" * 101}, "long")],
+    [
+        ({"words": "many"}, "word count"),
+        ({"pattern": "/(/"}, "regular expression"),
+        ({"pattern": "x" * 101}, "long"),
+        ({"pos": "x"}, "unknown part of speech 'x'"),
+    ],
 )
 def test_bad_filters_are_errors(rd, filters, message) -> None:
     with pytest.raises(DictEmbedError, match=message):
@@ -205,6 +210,7 @@ def test_predict_filters_and_table(model_dir, capsys) -> None:
         ["predict", "--model", "{model}", "a pet", "--input", "{model}/x.txt"],
         ["predict", "--model", "{model}", "a pet", "--pattern", "/(/"],
         ["predict", "--model", "{model}", "a pet", "--words", "many"],
+        ["predict", "--model", "{model}", "a pet", "--pos", "x"],
     ],
 )
 def test_predict_usage_errors(model_dir, argv, capsys) -> None:
@@ -251,3 +257,10 @@ def test_everyday_descriptions_hit_the_top_10_of_a_real_model() -> None:
     print(f"everyday descriptions: {hits}/{len(pairs)} in the top 10")
     misses = [d for (d, _), rank in zip(pairs, ranks, strict=True) if rank is None]
     assert hits >= len(pairs) // 2, f"{hits}/{len(pairs)} in the top 10; missed: {misses}"
+
+
+def test_an_empty_query_is_an_error_not_a_result(rd, model_dir, capsys) -> None:
+    with pytest.raises(DictEmbedError, match="empty query"):
+        rd.search("   ")
+    assert main(["predict", "--model", str(model_dir), ""]) == 1
+    assert "empty query" in capsys.readouterr().err

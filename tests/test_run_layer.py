@@ -184,3 +184,58 @@ def test_resume_means_what_it_says(bert_path, toy_dictionary, tmp_path, caplog) 
     nothing, _ = _trainer(bert_path, toy_dictionary, tmp_path / "empty")
     nothing.fit(resume=True, max_steps=1)
     assert "--resume: no checkpoint" in caplog.text
+
+
+def test_a_second_train_into_the_same_output_refuses(bert_path, toy_tsv, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from dictembed.recipes.run import runs_root
+
+    lock = runs_root(tmp_path / "out") / "train.lock"
+    lock.parent.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from filelock import FileLock; h = FileLock({str(lock)!r}); h.acquire(); print(1, flush=1); input()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "1"  # the other process holds the lock
+        with pytest.raises(DictEmbedError, match="another dictembed train is writing"):
+            train(_config(bert_path, toy_tsv, tmp_path / "out"))
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert train(_config(bert_path, toy_tsv, tmp_path / "out")).is_dir()  # released with its process
+
+
+def test_ctrl_c_writes_a_checkpoint_at_the_current_step(bert_path, toy_dictionary, tmp_path) -> None:
+    import os
+    import signal
+
+    straight_trainer, straight = _trainer(bert_path, toy_dictionary, tmp_path / "straight")
+    straight_trainer.fit()
+    trainer, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    collate = trainer.collate
+    calls = []
+
+    def interrupt_at_the_third_batch(items):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # as a user's Ctrl-C, in the middle of step 3
+        return collate(items)
+
+    trainer.collate = interrupt_at_the_third_batch
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    saved = json.loads((tmp_path / "run" / "checkpoint" / "run.json").read_text())
+    # The step under way was finished, then saved (the loader collates one batch ahead, so step 2 or 3).
+    assert saved["step"] in (2, 3)
+    resumed, encoder = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    resumed.fit(resume=True)
+    for name, value in _weights(straight).items():
+        assert torch.equal(value, encoder.state_dict()[name]), name

@@ -28,7 +28,7 @@ from dictembed.record import RunRecord
 
 log = logging.getLogger("dictembed")
 
-PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")  # as Encoder.encode / sentence-transformers
+QUANTIZATIONS = ("int8", "uint8", "binary", "ubinary")  # Encoder.encode(precision=...) / sentence-transformers
 ARRAY_SUFFIXES = (".npy", ".npz")
 EPILOG = """\
 output: a human-readable table on stdout; with --json exactly one JSON document on stdout and the table on
@@ -159,17 +159,30 @@ def _model_arg(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--model", required=required, default=None, help=help_text)
 
 
+def _device_args(p: argparse.ArgumentParser) -> None:
+    """--device and --precision (compute) of a command that loads a model."""
+    from dictembed.devices import COMPUTE_PRECISIONS, DEVICE_HELP, PRECISION_HELP
+
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--precision", choices=COMPUTE_PRECISIONS, default="auto", help=PRECISION_HELP)
+
+
 def _encoder_args(p: argparse.ArgumentParser) -> None:
-    """--model and --pooling: what `_load_encoder` reads."""
+    """--model, --pooling, --device and --precision: what `_load_encoder` reads."""
     _model_arg(p)
     p.add_argument("--pooling", default=None, help="override the pooling (default: the model's saved pooling)")
+    _device_args(p)
 
 
 def _load_encoder(args: argparse.Namespace) -> Any:
+    """The encoder on --device with --precision as its compute precision (`Encoder.autocast`)."""
+    from dictembed.devices import loader_device
     from dictembed.encoder import Encoder
     from dictembed.paths import default_model
 
-    return Encoder.load(args.model or default_model(), pooling=getattr(args, "pooling", None))
+    device = loader_device(getattr(args, "device", "auto"))
+    encoder = Encoder.load(args.model or default_model(), pooling=getattr(args, "pooling", None), device=device)
+    return encoder.set_precision(getattr(args, "precision", "auto"))
 
 
 def _limit_arg(p: argparse.ArgumentParser, help_text: str) -> None:
@@ -332,7 +345,7 @@ def resolve_train_config(args: argparse.Namespace) -> Any:
         if args.method not in (None, saved.method):
             raise UsageError(f"--method {args.method} differs from the saved configuration's {saved.method}")
         method, preset, settings = saved.method, saved.preset, {**saved.flat(), **given}
-        for key in ("output", "resume", "overwrite", "preset"):
+        for key in ("output", "resume", "overwrite", "preset", "device"):  # the device is this machine's choice
             settings.pop(key, None)
     else:
         method, preset = args.method or presets.DEFAULT_METHOD, args.preset
@@ -399,14 +412,19 @@ def save_array(path: Path, array: Any) -> None:
 
 
 def cmd_encode(args: argparse.Namespace) -> Report:
+    if args.output.exists() and not args.overwrite:
+        raise DictEmbedError(f"--output {args.output} already exists; pass --overwrite to replace it")
     sentences = read_sentences(Path(args.input), args.encoding)
-    vectors = _load_encoder(args).encode(
-        sentences,
-        batch_size=args.batch_size,
-        show_progress_bar=args.log_level < logging.WARNING,
-        normalize_embeddings=args.normalize,
-        precision=args.precision,
-    )
+    encoder = _load_encoder(args)
+    quantize = args.quantize or "float32"
+    with encoder.autocast():
+        vectors = encoder.encode(
+            sentences,
+            batch_size=args.batch_size,
+            show_progress_bar=args.log_level < logging.WARNING,
+            normalize_embeddings=args.normalize,
+            precision=quantize,
+        )
     save_array(args.output, vectors)
     rows, dim = vectors.shape
     data = {
@@ -414,9 +432,11 @@ def cmd_encode(args: argparse.Namespace) -> Report:
         "rows": rows,
         "dim": dim,
         "dtype": str(vectors.dtype),
-        "precision": args.precision,
+        "quantize": quantize,
+        "precision": encoder.compute_precision,
+        "device": str(encoder.device),
     }
-    return Report(data, f"wrote {rows} x {dim} {args.precision} embeddings to {args.output}")
+    return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
 
 
 # --------------------------------------------------------------------------- predict
@@ -442,11 +462,11 @@ def cmd_predict(args: argparse.Namespace) -> Report:
     try:
         Filters(args.pos, args.pattern, args.words)
     except DictEmbedError as err:
-        raise UsageError(f"--pattern: {err}") from None
+        raise UsageError(f"--pos/--pattern/--words: {err}") from None
     queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
     if not queries:
         raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
-    found = ReverseDictionary.load(args.model).search_many(
+    found = ReverseDictionary.load(args.model, device=args.device, precision=args.precision).search_many(
         queries, k=args.top_k, pos=args.pos, pattern=args.pattern, words=args.words
     )
     if args.input is None:
@@ -460,7 +480,7 @@ def cmd_predict(args: argparse.Namespace) -> Report:
 def cmd_serve(args: argparse.Namespace) -> Report:
     from dictembed.serve import run_server
 
-    run_server(args.model, host=args.host, port=args.port)
+    run_server(args.model, host=args.host, port=args.port, device=args.device, precision=args.precision)
     return Report({"model": args.model, "host": args.host, "port": args.port}, "server stopped")
 
 
@@ -469,13 +489,11 @@ def cmd_eval_sts(args: argparse.Namespace) -> Report:
     from dictembed.evaluation.sts import STS_TASKS, evaluate_sts
 
     _known(args.tasks, STS_TASKS, "--tasks")
-    result = evaluate_sts(
-        _load_encoder(args),
-        tasks=args.tasks,
-        aggregation=args.aggregation,
-        per_subset=args.per_subset,
-        whitening=args.whiten,
-    )
+    encoder = _load_encoder(args)
+    with encoder.autocast():
+        result = evaluate_sts(
+            encoder, tasks=args.tasks, aggregation=args.aggregation, per_subset=args.per_subset, whitening=args.whiten
+        )
     return Report(result, _table(result, f"STS (Spearman x 100, {args.aggregation})"))
 
 
@@ -483,7 +501,9 @@ def cmd_eval_senteval(args: argparse.Namespace) -> Report:
     from dictembed.evaluation.senteval import SENTEVAL_TASKS, evaluate_senteval
 
     _known(args.tasks, SENTEVAL_TASKS, "--tasks")
-    result = evaluate_senteval(_load_encoder(args), tasks=args.tasks)
+    encoder = _load_encoder(args)
+    with encoder.autocast():
+        result = evaluate_senteval(encoder, tasks=args.tasks)
     return Report(result, _table(result, "SentEval transfer (accuracy %)"))
 
 
@@ -493,7 +513,7 @@ def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> Report:
     from dictembed.reverse_dictionary import ReverseDictionary
 
     config = RunRecord.load(args.model, required=True).config
-    reverse_dictionary = ReverseDictionary.load(args.model)
+    reverse_dictionary = ReverseDictionary.load(args.model, device=args.device, precision=args.precision)
     dictionary = load_dictionary(
         args.dictionary or config.get("dictionary", "wordnet"),
         wordnet_dir=args.wordnet_dir or config.get("wordnet_dir"),
@@ -506,25 +526,31 @@ def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> Report:
 
 
 def cmd_eval_lexsub(args: argparse.Namespace) -> Report:
+    from dictembed.devices import autocast, resolve_device
     from dictembed.evaluation.lexsub import evaluate_lexsub
     from dictembed.paths import default_model
 
-    result = evaluate_lexsub(
-        args.model or default_model(),
-        dataset=args.dataset,
-        post=[p.lstrip("+") for p in args.post],
-        validation_model=args.validation_model,
-        limit=args.limit,
-        scoring=args.scoring,
-        progress=args.log_level < logging.WARNING,
-    )
+    device = resolve_device(args.device)
+    with autocast(device, args.precision):
+        result = evaluate_lexsub(
+            args.model or default_model(),
+            dataset=args.dataset,
+            post=[p.lstrip("+") for p in args.post],
+            validation_model=args.validation_model,
+            limit=args.limit,
+            scoring=args.scoring,
+            progress=args.log_level < logging.WARNING,
+            device=str(device),
+        )
     return Report(result, _table(result, f"{args.dataset} (x 100)"))
 
 
 def cmd_eval_mteb(args: argparse.Namespace) -> Report:
     from dictembed.evaluation.mteb import evaluate_mteb
 
-    result = evaluate_mteb(_load_encoder(args), tasks=args.tasks, output_folder=args.output_folder)
+    encoder = _load_encoder(args)
+    with encoder.autocast():
+        result = evaluate_mteb(encoder, tasks=args.tasks, output_folder=args.output_folder)
     return Report(result, _table(result, "MTEB (main score x 100)"))
 
 
@@ -542,6 +568,8 @@ def cmd_finetune_stsb(args: argparse.Namespace) -> Report:
         pooling=args.pooling,
         output_dir=args.output,
         limit=args.limit,
+        device=args.device,
+        precision=args.precision,
     )
     summary = {
         "ratio": args.ratio,
@@ -617,9 +645,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="text, one sentence per line (split on \\n only)")
     p.add_argument("--encoding", type=text_encoding, default="utf-8", help="encoding of --input")
     p.add_argument("--output", type=_array_path, required=True, help="the .npy or .npz file to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--batch-size", type=_positive_int, default=32, help="sentences per forward pass")
     p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
-    p.add_argument("--precision", choices=PRECISIONS, default="float32", help="quantise the embeddings")
+    p.add_argument(
+        "--quantize",
+        choices=QUANTIZATIONS,
+        default=None,
+        help="quantise the embeddings (sentence-transformers' quantize_embeddings; default: none, float32)",
+    )
 
     p = _command(sub, "predict", cmd_predict, "reverse dictionary: the words for a definition (or a file of them)")
     _model_arg(p, required=True)
@@ -635,11 +669,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--pattern", default=None, help="only words matching a prefix (g), glob (gir*) or /regex/ (default: any)"
     )
     p.add_argument("--words", choices=["any", "single", "phrase"], default="any", help="single words, phrases or any")
+    _device_args(p)
 
     p = _command(sub, "serve", cmd_serve, "serve the reverse dictionary: a web page and a JSON API")
     _model_arg(p, required=True)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=_number(int, 0, strict=False, maximum=65535), default=8000, help="port to listen on")
+    _device_args(p)
 
     ev = _group(sub, "evaluate", "evaluate a model")
     p = _command(ev, "sts", cmd_eval_sts, "unsupervised STS12-16, STS-B, SICK-R")
@@ -660,6 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     _wordnet_dir_arg(p)
     p.add_argument("--split", choices=["train", "dev", "test"], default="test", help="which headwords")
     _limit_arg(p, "rank the first N definitions")
+    _device_args(p)
     p = _command(ev, "lexsub", cmd_eval_lexsub, "lexical substitution: LS07 (all) or the CoInCo trial split")
     _model_arg(p)
     p.add_argument("--dataset", choices=["LS07", "CoInCo"], default="LS07", help="benchmark")
@@ -674,6 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="p(x|s) from the MLM head, or h . E^T (auto: the head when the model has one)",
     )
     _limit_arg(p, "the first N instances")
+    _device_args(p)
     p = _command(ev, "mteb", cmd_eval_mteb, "MTEB tasks through the mteb package")
     _encoder_args(p)
     p.add_argument("--tasks", type=_names, required=True, help="comma list of MTEB task names, e.g. STSBenchmark")
@@ -687,6 +725,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooling", choices=["cls", "mean", "max"], default="mean", help="pooling")
     _limit_arg(p, "the first N training pairs")
     p.add_argument("--output", default=None, help="keep the fine-tuned models here, one folder a seed (default: none)")
+    _device_args(p)
 
     data = _group(sub, "data", "dictionary data")
     p = _command(data, "stats", cmd_data_stats, "words, definitions and lengths per split (DefSent Table 1)")

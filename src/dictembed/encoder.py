@@ -11,14 +11,17 @@ which sentence-transformers has no module for, are this package's code (`dictemb
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import pickle
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -61,6 +64,7 @@ class Encoder(nn.Module):
     """Backbone + pooling + modules: `forward` gives differentiable sentence vectors, `encode` arrays."""
 
     similarity_fn_name = "cosine"
+    compute_precision = "fp32"  # inference autocast: fp32 (none), bf16 or fp16; see `set_precision`
 
     def __init__(
         self,
@@ -162,7 +166,23 @@ class Encoder(nn.Module):
             prompts=self.prompts,
             default_prompt_name=self.default_prompt_name,
         )
+        encoder.compute_precision = self.compute_precision
         return encoder
+
+    def set_precision(self, precision: str | None = "auto") -> Encoder:
+        """Set the compute precision of inference (`autocast`): fp32, bf16, fp16, or "auto" (bf16 on a CUDA
+        GPU that supports it, else fp32), resolved for the device the encoder is on now. Returns self."""
+        from dictembed.devices import resolve_precision
+
+        self.compute_precision = resolve_precision(precision, self.device)
+        return self
+
+    def autocast(self) -> Any:
+        """A context manager that runs the encoder's forward passes in its compute precision on its device
+        (`torch.autocast`; nothing for fp32). Outputs should be cast back with `.float()`."""
+        from dictembed.devices import autocast
+
+        return autocast(self.device, self.compute_precision)
 
     def get_sentence_embedding_dimension(self) -> int:
         """sentence-transformers' name for `dim`."""
@@ -204,9 +224,13 @@ class Encoder(nn.Module):
             prompts, default_prompt = dict(st_model.prompts or {}), st_model.default_prompt_name
             length = first.max_seq_length
         else:
-            tokenizer = load_pretrained(AutoTokenizer, str(folder))
-            backbone = load_pretrained(AutoModel, str(folder))
+            try:
+                tokenizer = load_pretrained(AutoTokenizer, str(folder))
+                backbone = load_pretrained(AutoModel, str(folder))
+            except (SafetensorError, RuntimeError, pickle.UnpicklingError) as err:
+                raise _load_error(folder, err) from err
             length = None
+        _check_tokenizer(tokenizer, backbone, folder)
         declared = pooling_module.pooling_mode if pooling_module is not None else None
         if isinstance(declared, (list, tuple)):
             declared = None  # several concatenated modes: kept in the module, not nameable
@@ -251,16 +275,19 @@ class Encoder(nn.Module):
 
     def tokenize(self, sentences: Sequence[str], prompt: str | None = None) -> dict[str, torch.Tensor]:
         """Tokenize with dynamic padding (to the longest in the batch) and truncation at max_length; with a
-        prompt that the pooling excludes, `prompt_length` says how many leading tokens to skip."""
-        batch = dict(
-            self.tokenizer(
-                self._texts(sentences, prompt),
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            )
-        )
+        prompt that the pooling excludes, `prompt_length` says how many leading tokens to skip. Sentences cut at
+        max_length are added to `self._truncated` (`encode` reports them)."""
+        texts = self._texts(sentences, prompt)
+        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        full = (encoded["attention_mask"].sum(1) >= self.max_length).nonzero().flatten().tolist()
+        if full:  # only rows that fill the window can have been cut: the fast tokenizer kept their overflow
+            if encoded.encodings:
+                cut = sum(bool(encoded.encodings[i].overflowing) for i in full)
+            else:
+                ids = self.tokenizer([texts[i] for i in full], truncation=False)["input_ids"]
+                cut = sum(len(row) > self.max_length for row in ids)
+            self._truncated = getattr(self, "_truncated", 0) + cut
+        batch = dict(encoded)
         if prompt and not self.pooling_module.include_prompt:
             batch["prompt_length"] = torch.tensor(len(self.tokenizer(prompt)["input_ids"]) - 1)
         return batch
@@ -331,6 +358,8 @@ class Encoder(nn.Module):
         if batch_size < 1:
             raise DictEmbedError(f"batch_size must be at least 1, got {batch_size}")
         single = isinstance(sentences, str)
+        if not single and not isinstance(sentences, Iterable):
+            raise DictEmbedError(f"sentences must be a str or a list of str, got {type(sentences).__name__}")
         texts = [sentences] if single else list(sentences)
         normalize_embeddings = normalize if normalize is not None else normalize_embeddings
         show = show_progress if show_progress is not None else show_progress_bar
@@ -342,10 +371,13 @@ class Encoder(nn.Module):
         order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
         show = len(texts) > 10 * batch_size if show is None else show
         chunks = [torch.zeros(0, self.dim)]
-        for start in tqdm(range(0, len(order), batch_size), desc="encode", disable=not show, leave=False):
-            chunk = [texts[i] for i in order[start : start + batch_size]]
-            chunks.append(self(self.tokenize(chunk, prefix)).float().cpu())
+        self._truncated = 0
+        with self.autocast():
+            for start in tqdm(range(0, len(order), batch_size), desc="encode", disable=not show, leave=False):
+                chunk = [texts[i] for i in order[start : start + batch_size]]
+                chunks.append(self(self.tokenize(chunk, prefix)).float().cpu())
         self.train(was_training)
+        self.report_truncated(len(texts))
         vectors = torch.empty(len(texts), self.dim)
         vectors[torch.from_numpy(order)] = torch.cat(chunks)
         if normalize_embeddings:
@@ -358,6 +390,17 @@ class Encoder(nn.Module):
         if convert_to_tensor or not convert_to_numpy:
             result = torch.from_numpy(np.asarray(result))
         return result[0] if single else result
+
+    def report_truncated(self, total: int) -> None:
+        """Warn once, with the count, when `tokenize` cut sentences at max_length since the last report."""
+        if getattr(self, "_truncated", 0):
+            log.warning(
+                "%d of %d sentences were longer than %d tokens and were truncated",
+                self._truncated,
+                total,
+                self.max_length,
+            )
+        self._truncated = 0
 
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
         """Cosine similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`."""
@@ -513,15 +556,64 @@ def _load_sentence_transformer(folder: Path) -> Any:
     from sentence_transformers import SentenceTransformer
 
     try:
+        declared = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        paths = [str(module["path"]) for module in declared]
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise ModelLoadError(f"{folder / 'modules.json'}: corrupt module list ({type(err).__name__}: {err})") from None
+    if not paths:
+        raise ModelLoadError(f"{folder / 'modules.json'}: corrupt module list (no modules)")
+    root = folder.resolve()
+    for path in paths:
+        if not (folder / path).resolve().is_relative_to(root):
+            raise ModelLoadError(f"{folder / 'modules.json'}: module path {path!r} leads outside the model folder")
+    try:
         model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ModelLoadError(f"cannot load model folder {folder}: {str(err).splitlines()[0]}") from err
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as err:
+        raise _load_error(folder, err) from err
+    except (SafetensorError, pickle.UnpicklingError) as err:
+        raise _load_error(folder, err) from err
     first = model[0] if len(model) else None
     if not isinstance(first, _st_modules().Transformer) or first.tokenizer is None:
         raise ModelLoadError(
             f"model folder {folder}: its first module is {type(first).__name__}, not a Transformer with a tokenizer"
         )
     return model
+
+
+def _load_error(folder: Path, err: BaseException) -> ModelLoadError:
+    """A one-line error for a model folder that failed to load, naming the first JSON or safetensors file in it
+    (or in its module folders) that does not parse, the usual cause; else the loader's own first line."""
+    from safetensors import safe_open
+
+    candidates = [*folder.glob("*.json"), *folder.glob("*/*.json"), *folder.glob("*.safetensors")]
+    candidates += folder.glob("*/*.safetensors")
+    for path in sorted(p for p in candidates if p.parent.name != "entry_space"):
+        try:
+            if path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+            else:
+                with safe_open(str(path), "pt") as weights:
+                    weights.keys()
+        except (OSError, ValueError, SafetensorError) as bad:
+            detail = " ".join(str(bad).split()) or type(bad).__name__
+            return ModelLoadError(f"cannot load model folder {folder}: {path} is corrupt or truncated ({detail})")
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    if isinstance(err, pickle.UnpicklingError):
+        pickled = ", ".join(sorted(p.name for p in folder.glob("*.bin"))) or "a pickled weights file"
+        return ModelLoadError(f"cannot load model folder {folder}: {pickled} was refused ({lines[0]})")
+    return ModelLoadError(f"cannot load model folder {folder}: {lines[0]}")
+
+
+def _check_tokenizer(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, folder: Path) -> None:
+    """Refuse a tokenizer far smaller than the model's vocabulary (its files are missing or broken, and every
+    word would encode as the unknown token)."""
+    embeddings = backbone.get_input_embeddings()
+    rows = int(getattr(embeddings, "num_embeddings", 0) or 0)
+    if rows and len(tokenizer) < 0.5 * rows:
+        raise ModelLoadError(
+            f"model folder {folder}: the tokenizer has {len(tokenizer)} tokens for the model's {rows}; "
+            "its tokenizer files (tokenizer.json, vocab.txt, ...) are missing or broken"
+        )
 
 
 def _write_card(folder: Path, record: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save, save_file
 from torch import nn
 from torch.nn import functional as F
@@ -83,21 +84,31 @@ class EntrySpace(nn.Module):
 
     @staticmethod
     def load(model_dir: str | Path) -> EntrySpace:
+        """The entry space saved in `model_dir/entry_space/`; a corrupt or mismatched one is a one-line error
+        naming its file."""
         folder = Path(model_dir) / SPACE_DIR
         if not (folder / "space.json").exists():
             raise DictEmbedError(f"{model_dir} holds no saved entry space ({SPACE_DIR}/space.json missing)")
-        meta = json.loads((folder / "space.json").read_text())
-        tensors = load_file(str(folder / "tensors.safetensors"))
-        if meta["type"] == "MLMHeadSpace":
-            return MLMHeadSpace.from_saved(meta, tensors)
-        cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[meta["type"]]
-        return cls(
-            meta["words"],
-            tensors["matrix"],
-            meta.get("similarity", "dot"),
-            meta.get("temperature", 0.05),
-            meta.get("kind"),
-        )
+        try:
+            meta = json.loads((folder / "space.json").read_text(encoding="utf-8"))
+            kind, words = meta["type"], list(meta["words"])
+        except (OSError, ValueError, TypeError, KeyError) as err:
+            detail = f"{type(err).__name__}: {err}"
+            raise DictEmbedError(f"{folder / 'space.json'}: corrupt entry space ({detail})") from None
+        try:
+            tensors = load_file(str(folder / "tensors.safetensors"))
+        except (OSError, SafetensorError) as err:
+            raise DictEmbedError(f"{folder / 'tensors.safetensors'}: corrupt or truncated ({err})") from None
+        try:
+            if kind == "MLMHeadSpace":
+                return MLMHeadSpace.from_saved(meta, tensors)
+            cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[kind]
+            return cls(
+                words, tensors["matrix"], meta.get("similarity", "dot"), meta.get("temperature", 0.05), meta.get("kind")
+            )
+        except (DictEmbedError, KeyError, TypeError, ValueError, RuntimeError) as err:
+            detail = " ".join(str(err).split()) or type(err).__name__
+            raise DictEmbedError(f"{folder}: the saved entry space does not load ({detail})") from None
 
 
 def single_token_words(words: list[str], tokenizer: PreTrainedTokenizerBase) -> tuple[list[str], list[int]]:
@@ -262,7 +273,9 @@ class DefinitionSpace(MatrixSpace):
             matrix = ica_transform(plain.matrix.double().numpy())
         else:
             pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
-            vectors = pooled.encode([d for _, d in dictionary.pairs()], batch_size=batch_size, show_progress_bar=True)
+            with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
+                definitions = [d for _, d in dictionary.pairs()]
+                vectors = pooled.encode(definitions, batch_size=batch_size, show_progress_bar=True)
             counts = np.array([len(e.senses) for e in dictionary])
             owner = np.repeat(np.arange(len(counts)), counts)
             matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
@@ -295,4 +308,6 @@ def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool)
         digest.update(f"{headword}\t{definition}\n".encode())
     modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
     digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
+    if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
+        digest.update(f"|{encoder.compute_precision}".encode())
     return digest.hexdigest()[:16]

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 WORD_COUNTS = ("any", "single", "phrase")
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
+POS_TAGS = ("n", "v", "a", "r")
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
 
@@ -84,6 +85,10 @@ class Filters:
         if self.words not in WORD_COUNTS:
             raise DictEmbedError(f"unknown word count {self.words!r}; choose from {', '.join(WORD_COUNTS)}")
         object.__setattr__(self, "pos", normalize_pos(self.pos) or None)
+        if self.pos is not None and self.pos not in POS_TAGS:
+            raise DictEmbedError(
+                f"unknown part of speech {self.pos!r}; choose from n, v, a, r (noun, verb, adjective, adverb)"
+            )
         object.__setattr__(self, "pattern", self.pattern or None)
         if self.pattern is not None:
             pattern_matcher(self.pattern)  # fail early on a bad pattern
@@ -206,13 +211,19 @@ class ReverseDictionary:
         self._masks: dict[tuple[str, str], np.ndarray] = {}
 
     @classmethod
-    def load(cls, path: str | Path) -> ReverseDictionary:
-        """A saved model folder (or hub name); the dictionary named in its record is loaded on first use."""
+    def load(
+        cls, path: str | Path, device: str | torch.device | None = None, precision: str | None = "auto"
+    ) -> ReverseDictionary:
+        """A saved model folder (or hub name); the dictionary named in its record is loaded on first use.
+        `device` ("auto"/None: CUDA, else MPS, else CPU) and the compute `precision` (auto, fp32, bf16, fp16)
+        are the encoder's (`Encoder.set_precision`)."""
+        from dictembed.devices import loader_device
+
         folder = resolve_model(path)
         config = RunRecord.load(folder).config
         name = folder.resolve().name if Path(path).is_dir() else str(path)
         return cls(
-            Encoder.load(str(folder)),
+            Encoder.load(str(folder), device=loader_device(device)).set_precision(precision),
             EntrySpace.load(folder),
             dictionary=config.get("dictionary"),
             wordnet_dir=config.get("wordnet_dir"),
@@ -225,8 +236,12 @@ class ReverseDictionary:
     def _pooled(self, texts: list[str], batch_size: int) -> Iterator[torch.Tensor]:
         """The pooled vectors of `texts`, one batch at a time."""
         self.encoder.eval()
+        self.encoder.report_truncated(0)  # start counting afresh
         for start in range(0, len(texts), batch_size):
-            yield self.encoder(self.encoder.tokenize(texts[start : start + batch_size]))
+            with self.encoder.autocast():  # the compute precision; the scores are taken in float32
+                pooled = self.encoder(self.encoder.tokenize(texts[start : start + batch_size]))
+            yield pooled.float()
+        self.encoder.report_truncated(len(texts))
 
     @torch.no_grad()
     def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
@@ -357,6 +372,8 @@ class ReverseDictionary:
         batch_size: int = 64,
     ) -> list[list[Result]]:
         """The k best results for each query (see `search`), encoding the queries in batches."""
+        if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
+            raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
         filters = Filters(pos, pattern, words)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None

@@ -63,8 +63,14 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def create_app(model_path: str | Path | None = None, reverse_dictionary: ReverseDictionary | None = None) -> Any:
-    """The FastAPI app over one model: a saved model folder, or an already loaded `ReverseDictionary`."""
+def create_app(
+    model_path: str | Path | None = None,
+    reverse_dictionary: ReverseDictionary | None = None,
+    device: str | None = None,
+    precision: str | None = "auto",
+) -> Any:
+    """The FastAPI app over one model: a saved model folder (loaded on `device`, "auto"/None: the best one,
+    with the compute `precision`), or an already loaded `ReverseDictionary`."""
     fastapi = require("serve", "fastapi")
     responses = require("serve", "fastapi.responses")
     exceptions = require("serve", "fastapi.exceptions")
@@ -73,7 +79,7 @@ def create_app(model_path: str | Path | None = None, reverse_dictionary: Reverse
     if reverse_dictionary is None:
         if model_path is None:
             raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
-        reverse_dictionary = ReverseDictionary.load(model_path)
+        reverse_dictionary = ReverseDictionary.load(model_path, device=device, precision=precision)
     rd = reverse_dictionary.prepare()
     lock = threading.Lock()  # one model call at a time: a CPU gains nothing from concurrent forward passes
     page = page_html()
@@ -176,9 +182,15 @@ def server(app: Any, host: str = "127.0.0.1", port: int = 8000, log_level: str =
     return uvicorn.Server(config)
 
 
-def run_server(model_path: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
+def run_server(
+    model_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    device: str | None = None,
+    precision: str | None = "auto",
+) -> None:
     """Load the model, then serve until interrupted: Ctrl-C is the normal way to stop, not an error."""
-    app = create_app(model_path)
+    app = create_app(model_path, device=device, precision=precision)
     log.info("serving %s on http://%s:%d", model_path, host, port)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn shuts down gracefully, then re-raises the Ctrl-C
         server(app, host, port).run()

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,7 @@ class TrainSettings:
     seed: int = 0
     checkpoint_every: int = 500
     log_every: int = 50
+    grad_accum: int = 1  # micro-batches per optimizer step; batch_size stays the global batch of one step
 
 
 def set_seed(seed: int) -> None:
@@ -60,6 +65,50 @@ class Progress:
 
     def __init__(self) -> None:
         self.step = 0
+
+
+@contextmanager
+def deferred_interrupt() -> Iterator[Callable[[], bool]]:
+    """While active, a first Ctrl-C (SIGINT) only sets a flag that the training loop reads after each step;
+    a second one interrupts at once. Outside the main thread, signals are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    received: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+        log.warning("interrupt received: finishing this step and writing a checkpoint (Ctrl-C again to stop now)")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(received)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def make_accelerator(device: str | torch.device | None = None, precision: str = "fp32") -> Accelerator:
+    """An Accelerator on `device` ("auto"/None: CUDA, else MPS, else CPU) with `precision` (fp32, bf16, fp16 or
+    auto) as accelerate's mixed precision. Under `accelerate launch` each process keeps the device the launcher
+    gave it; in a single process an earlier Accelerator's state (another device or precision) is reset."""
+    from accelerate.state import AcceleratorState, PartialState
+
+    from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision
+
+    processes = PartialState._shared_state.get("num_processes") or int(os.environ.get("WORLD_SIZE", "1"))
+    distributed = int(processes) > 1
+    if not distributed:
+        AcceleratorState._reset_state(reset_partial_state=True)
+        chosen = resolve_device(device)
+        if chosen.type == "cuda" and chosen.index is not None:
+            torch.cuda.set_device(chosen.index)  # accelerate puts a single process on the current CUDA device
+        cpu = chosen.type == "cpu"
+    else:
+        cpu = device_type(device) == "cpu"
+    mixed = MIXED_PRECISION[resolve_precision(precision, device)]
+    return Accelerator(cpu=cpu, mixed_precision=mixed)
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
@@ -82,8 +131,13 @@ class Trainer:
         run_dir: str | Path,
         identity: dict[str, Any] | None = None,
         accelerator: Accelerator | None = None,
+        device: str | torch.device | None = None,
+        precision: str = "fp32",
     ) -> None:
-        """`identity` is the configuration the run belongs to: a checkpoint is resumed only under the same."""
+        """`identity` is the configuration the run belongs to: a checkpoint is resumed only under the same.
+        Without an `accelerator`, one is made on `device` ("auto"/None: the best one) with `precision`
+        (`make_accelerator`). `settings.batch_size` is the global batch of one optimizer step: each process
+        takes batch_size / (grad_accum x processes) examples a forward pass."""
         if not examples:
             raise ValueError("no training examples")
         self.settings = settings
@@ -91,9 +145,17 @@ class Trainer:
         self.throughput: float | None = None  # examples per second of the last fit()
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        self.accelerator = accelerator or make_accelerator(device, precision)
+        self.accelerator.gradient_accumulation_steps = settings.grad_accum
         self.examples = list(examples)
         self.collate = collate
+        passes = settings.grad_accum * self.accelerator.num_processes
+        if settings.grad_accum < 1 or settings.batch_size % passes:
+            raise ValueError(
+                f"batch size {settings.batch_size} does not split into {settings.grad_accum} accumulation step(s) "
+                f"x {self.accelerator.num_processes} process(es)"
+            )
+        self.micro_batch = settings.batch_size // passes
         set_seed(settings.seed)
         self.steps_per_epoch = -(-len(self.examples) // settings.batch_size)
         self.total_steps = self.steps_per_epoch * settings.epochs
@@ -102,7 +164,9 @@ class Trainer:
         scheduler = get_linear_schedule_with_warmup(
             optimizer, int(settings.warmup_ratio * self.total_steps), self.total_steps
         )
-        self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
+        # The scheduler stays unwrapped: it steps once per optimizer step, whatever the processes and accumulation.
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.scheduler = scheduler
         self.progress = Progress()
 
     @property
@@ -120,7 +184,7 @@ class Trainer:
         # Its own generator: creating an iterator must not draw from the global RNG that dropout uses.
         generator = torch.Generator().manual_seed(self.settings.seed)
         loader = DataLoader(
-            data, batch_size=self.settings.batch_size, shuffle=False, collate_fn=self.collate, generator=generator
+            data, batch_size=self.micro_batch, shuffle=False, collate_fn=self.collate, generator=generator
         )
         return self.accelerator.prepare_data_loader(loader)
 
@@ -170,7 +234,14 @@ class Trainer:
                 f.write(json.dumps(record) + "\n")
 
     def fit(self, resume: bool = False, max_steps: int | None = None) -> list[float]:
-        """Run to the end (or to `max_steps`, as if killed there); returns the per-step losses of this call."""
+        """Run to the end (or to `max_steps`, as if killed there); returns the per-step losses of this call.
+
+        Ctrl-C finishes the step under way, writes a checkpoint at it, then raises KeyboardInterrupt, so
+        `--resume` continues from there; a second Ctrl-C stops at once."""
+        with deferred_interrupt() as interrupted:
+            return self._fit(resume, max_steps, interrupted)
+
+    def _fit(self, resume: bool, max_steps: int | None, interrupted: Callable[[], bool]) -> list[float]:
         self._start(resume)
         s = self.settings
         losses: list[float] = []
@@ -179,34 +250,41 @@ class Trainer:
         self.model.train()
         while self.progress.step < self.total_steps:
             epoch, offset = divmod(self.progress.step, self.steps_per_epoch)
-            loader = self.accelerator.skip_first_batches(self._loader(epoch), offset)
+            loader = self.accelerator.skip_first_batches(self._loader(epoch), offset * s.grad_accum)
+            accumulated: list[float] = []
             for batch in loader:
-                out = self.model(batch)
-                self.accelerator.backward(out["loss"])
-                if s.max_grad_norm:
-                    self.accelerator.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.optimizer.zero_grad()
+                with self.accelerator.accumulate(self.model):
+                    out = self.model(batch)
+                    self.accelerator.backward(out["loss"])
+                    accumulated.append(float(out["loss"].detach()))
+                    if not self.accelerator.sync_gradients:
+                        continue  # the gradients of this micro-batch are added to the next ones
+                    if s.max_grad_norm:
+                        self.accelerator.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
+                    self.optimizer.step()
+                    if not self.optimizer.step_was_skipped:  # fp16: a step with inf/NaN gradients is skipped
+                        self.scheduler.step()
+                    self.optimizer.zero_grad()
                 self.progress.step += 1
-                losses.append(float(out["loss"].detach()))
+                losses.append(float(np.mean(accumulated)))
+                accumulated = []
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
                 if self.progress.step % s.log_every == 0 or self.progress.step == self.total_steps:
-                    record = {k: float(v.detach()) for k, v in out.items()}
-                    elapsed = time.time() - start
-                    done = self.progress.step - done_at_start
-                    self._log(
-                        {
-                            "step": self.progress.step,
-                            "epoch": epoch,
-                            "lr": self.scheduler.get_last_lr()[0],
-                            "examples_per_s": done * s.batch_size / max(elapsed, 1e-9),
-                            **record,
-                        }
+                    record = {**{k: float(v.detach()) for k, v in out.items()}, "loss": losses[-1]}
+                    rate = (self.progress.step - done_at_start) * s.batch_size / max(time.time() - start, 1e-9)
+                    lr = self.scheduler.get_last_lr()[0]
+                    self._log({"step": self.progress.step, "epoch": epoch, "lr": lr, "examples_per_s": rate, **record})
+                    log.info(
+                        "step %d/%d loss %.4f, %.1f examples/s", self.progress.step, self.total_steps, losses[-1], rate
                     )
                 if self.progress.step % s.checkpoint_every == 0:
                     self.save_checkpoint()
+                if interrupted():
+                    bar.close()
+                    self.save_checkpoint()
+                    log.warning("interrupted: checkpoint written at step %d in %s", self.progress.step, self.run_dir)
+                    raise KeyboardInterrupt
                 if max_steps is not None and self.progress.step >= max_steps:
                     bar.close()
                     self.save_checkpoint()

@@ -319,17 +319,23 @@ def evaluate_lexsub(
     wordnet_dir: str | Path | None = None,
     progress: bool = True,
     scoring: str = "auto",
+    device: str | None = None,
 ) -> dict[str, float]:
     """best, best_mode, oot, oot_mode, p_at_1, p_at_3 (x 100) of ``model`` on LS07 or CoInCo, plus counts.
 
     ``model`` is a local path / cached name or an in-memory :class:`SubstituteScorer`. With ``+valid`` the
     validation model defaults to the proposal model's own encoder. ``scoring``: see
-    :meth:`SubstituteScorer.from_pretrained`.
+    :meth:`SubstituteScorer.from_pretrained`. ``device``: where a model named by path runs (default: CUDA
+    when available, else the CPU).
     """
     _post_flags(post)
     started = time.perf_counter()
     data = load_lexsub(dataset, data_dir).head(limit)
-    scorer = model if isinstance(model, SubstituteScorer) else SubstituteScorer.from_pretrained(model, scoring=scoring)
+    scorer = (
+        model
+        if isinstance(model, SubstituteScorer)
+        else SubstituteScorer.from_pretrained(model, device=device, scoring=scoring)
+    )
     validator = validation_model
     if isinstance(validation_model, str | Path):
         validator = SubstituteValidator.from_pretrained(str(validation_model), device=str(scorer.device))

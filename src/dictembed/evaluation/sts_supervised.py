@@ -81,9 +81,13 @@ def subsample(pairs: StsPairs, ratio: float, seed: int) -> StsPairs:
     return pairs.take(chosen.tolist())
 
 
-def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean") -> Any:
+def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean", device: str | None = None) -> Any:
     """A SentenceTransformer: a sentence-transformers folder as saved (its own pooling), or a plain
-    Hugging Face encoder wrapped as Transformer + Pooling(`pooling`, one of cls|mean|max)."""
+    Hugging Face encoder wrapped as Transformer + Pooling(`pooling`, one of cls|mean|max); on `device`
+    ("auto"/None: CUDA, else MPS, else CPU)."""
+    from dictembed.devices import resolve_device
+
+    device = str(resolve_device(device))
     if pooling not in POOLINGS:
         raise DictEmbedError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
     from sentence_transformers import SentenceTransformer
@@ -93,13 +97,13 @@ def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean") -> An
     try:
         if (folder / "modules.json").is_file():
             logger.info("%s is a sentence-transformers model; using its own pooling", folder)
-            return SentenceTransformer(str(folder), local_files_only=True)
+            return SentenceTransformer(str(folder), local_files_only=True, device=device)
         if not (folder / "config.json").is_file():
             raise ModelLoadError(f"model {str(model_name_or_path)!r}: {folder} has no config.json or modules.json")
         offline = {"local_files_only": True}
         encoder = Transformer(str(folder), model_kwargs=offline, config_kwargs=offline, processor_kwargs=offline)
         pooler = Pooling(encoder.get_embedding_dimension(), pooling_mode=pooling)
-        return SentenceTransformer(modules=[encoder, pooler], local_files_only=True)
+        return SentenceTransformer(modules=[encoder, pooler], local_files_only=True, device=device)
     except ModelLoadError:
         raise
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
@@ -124,8 +128,11 @@ def evaluate_pairs(model: Any, pairs: StsPairs, name: str = "sts", batch_size: i
     return 100.0 * float(evaluator(model)[evaluator.primary_metric])
 
 
-def _training_args(output_dir: str, epochs: int, batch_size: int, lr: float, seed: int) -> Any:
-    """SBERT's recipe: AdamW, weight decay 0.01, linear schedule with warm-up over 10% of the steps."""
+def _training_args(
+    output_dir: str, epochs: int, batch_size: int, lr: float, seed: int, device: str = "cpu", precision: str = "fp32"
+) -> Any:
+    """SBERT's recipe: AdamW, weight decay 0.01, linear schedule with warm-up over 10% of the steps; on the CPU
+    when `device` is, with `precision` (fp32, bf16, fp16) as the mixed precision."""
     import torch
     from sentence_transformers import SentenceTransformerTrainingArguments
 
@@ -147,7 +154,10 @@ def _training_args(output_dir: str, epochs: int, batch_size: int, lr: float, see
         report_to="none",
         push_to_hub=False,
         disable_tqdm=False,
-        dataloader_pin_memory=torch.cuda.is_available(),
+        dataloader_pin_memory=torch.cuda.is_available() and device.startswith("cuda"),
+        use_cpu=device == "cpu",
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
     )
 
 
@@ -177,8 +187,13 @@ def finetune_stsb(
     output_dir: str | Path | None = None,
     limit: int | None = None,
     data_dir: str | Path | None = None,
+    device: str | None = None,
+    precision: str | None = "auto",
 ) -> dict[str, Any]:
     """Fine-tune on a seeded `ratio` of STS-B train and score dev and test (cosine Spearman x 100).
+
+    `device` ("auto"/None: CUDA, else MPS, else CPU) and `precision` (auto: bf16 on a CUDA GPU that supports
+    it, else fp32) are where and how it trains and evaluates.
 
     `limit` keeps only the first `limit` pairs of each split (quick checks). Without `output_dir`
     nothing is written (a temporary folder is used and removed); with it, the fine-tuned model and
@@ -189,10 +204,14 @@ def finetune_stsb(
     train = subsample(load_stsb_pairs("train", data_dir, limit), ratio, seed)
     dev = load_stsb_pairs("dev", data_dir, limit)
     test = load_stsb_pairs("test", data_dir, limit)
-    model = load_bi_encoder(model_name_or_path, pooling)
+    from dictembed.devices import autocast, resolve_device, resolve_precision
+
+    chosen = resolve_device(device)
+    precision = resolve_precision(precision, chosen)
+    model = load_bi_encoder(model_name_or_path, pooling, str(chosen))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dictembed-stsb-") as scratch:
-        args = _training_args(scratch, epochs, batch_size, lr, seed)
+        args = _training_args(scratch, epochs, batch_size, lr, seed, str(chosen), precision)
         losses, steps = _train(model, train, args)
     train_time = time.perf_counter() - start
     result: dict[str, Any] = {
@@ -203,8 +222,12 @@ def finetune_stsb(
         "epochs": epochs,
         "steps": steps,
         "loss_history": losses,
-        "dev_spearman": evaluate_pairs(model, dev, "sts-dev"),
-        "test_spearman": evaluate_pairs(model, test, "sts-test"),
+        "precision": precision,
+    }
+    with autocast(chosen, precision):
+        result["dev_spearman"] = evaluate_pairs(model, dev, "sts-dev")
+        result["test_spearman"] = evaluate_pairs(model, test, "sts-test")
+    result |= {
         "train_seconds": train_time,
         "wall_seconds": time.perf_counter() - start,
     }

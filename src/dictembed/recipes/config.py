@@ -72,7 +72,8 @@ class RunConfig:
         help="comma list of seeds, each trained", run=False, positive=False, default_factory=lambda: [0]
     )
     lrs: list[float] | None = option(None, "comma list of learning rates, each with every seed", run=False)
-    batch_size: int = option(16, "training batch size")
+    batch_size: int = option(16, "training batch size (global: over every process and accumulated micro-batch)")
+    grad_accum: int = option(1, "gradient accumulation: optimizer steps take batch_size/(N x processes) per pass")
     epochs: int = option(1, "training epochs")
     warmup_ratio: float = option(0.1, "fraction of the steps with a linear warm-up", positive=False)
     max_length: int = option(128, "tokens per definition, longer ones are truncated")
@@ -85,6 +86,12 @@ class RunConfig:
     cache_dir: str | None = option(None, "entry-space cache folder (default: OUTPUT-runs/cache)", run=False)
     preset: str | None = option(None, "the preset the settings were resolved from", run=False, cli=False)
     overwrite: bool = option(False, "replace a model already in the output folder", run=False, cli=False)
+    device: str = option("auto", "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps", run=False)
+    precision: str = option(
+        "auto",
+        "compute precision: auto (bf16 on a CUDA GPU that supports it, else fp32), fp32, bf16, fp16; saved resolved",
+        choices=("auto", "fp32", "bf16", "fp16"),
+    )
 
     def __post_init__(self) -> None:
         from dictembed.recipes.registry import get_recipe
@@ -106,6 +113,9 @@ class RunConfig:
             )
         if not self.seeds or not self.lrs:
             raise DictEmbedError("a run needs at least one seed and one learning rate")
+        from dictembed.devices import resolve_precision
+
+        self.precision = resolve_precision(self.precision, self.device)  # "auto" -> what this device runs
 
     def __getattr__(self, name: str) -> Any:
         """A method option read as if it were a field (`config.pooling`)."""
@@ -174,4 +184,5 @@ class RunConfig:
             warmup_ratio=self.warmup_ratio,
             seed=seed,
             checkpoint_every=self.checkpoint_every,
+            grad_accum=self.grad_accum,
         )

@@ -45,7 +45,17 @@ def load_splits(config: RunConfig) -> dict[str, Dictionary]:
 
 def base_encoder(config: RunConfig) -> Encoder:
     """A fresh copy of the original pre-trained model with the configured pooling and pooler."""
-    return Encoder.load(config.model, pooling=config.pooling, pooler=config.pooler, max_length=config.max_length)
+    return load_encoder(
+        config, config.model, pooling=config.pooling, pooler=config.pooler, max_length=config.max_length
+    )
+
+
+def load_encoder(config: RunConfig, model: str, **settings: Any) -> Encoder:
+    """`Encoder.load` on the run's device ("auto": the best one) with the run's compute precision, which the
+    entry spaces and dev metrics built from it use."""
+    from dictembed.devices import loader_device
+
+    return Encoder.load(model, device=loader_device(config.device), **settings).set_precision(config.precision)
 
 
 def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySpace:

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dictembed.dictionary import split_by_headword
-from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.config import MethodOptions, RunConfig, option
-from dictembed.recipes.defsent import EntryRecipe, base_encoder, config_dictionary
+from dictembed.recipes.defsent import EntryRecipe, base_encoder, config_dictionary, load_encoder
 from dictembed.recipes.run import RunResult, Stage, runs_root, space_fingerprint
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,7 @@ class DefSentPlus(EntryRecipe):
         else:
             data = before.data
         entry_model = config.model if best is None else str(best.path)
-        encoder = base_encoder(config) if best is None else Encoder.load(entry_model)
+        encoder = base_encoder(config) if best is None else load_encoder(config, entry_model)
         ica = config.ica == "last" and step == config.pst_steps
         log.info(
             "PST step %d/%d: building the %s entry space%s", step, config.pst_steps, config.entries, " (ICA)" * ica

@@ -12,7 +12,8 @@ import json
 import logging
 import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -160,7 +161,9 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     if (done := finished_run(run_dir, identity)) is not None:
         return done
     built = recipe.build(config, stage, seed)
-    trainer = Trainer(built.objective, built.examples, built.collate, config.settings(lr, seed), run_dir, identity)
+    settings = config.settings(lr, seed)
+    place = {"device": config.device, "precision": config.precision}
+    trainer = Trainer(built.objective, built.examples, built.collate, settings, run_dir, identity, **place)
     losses = trainer.fit(resume=config.resume)
     encoder = recipe.extract(config, built, trainer.unwrapped)
     dev = recipe.dev_metrics(config, stage, built, encoder)
@@ -223,10 +226,37 @@ def check_output(output: str | Path, overwrite: bool) -> None:
         raise DictEmbedError(f"--output {path} already holds a model; pass --overwrite to replace it")
 
 
+@contextmanager
+def output_lock(output: str | Path) -> Iterator[None]:
+    """Hold `<output>-runs/train.lock` for the run: a second `train` into the same output refuses at once
+    (the operating system releases the lock of a killed process)."""
+    from filelock import FileLock, Timeout
+
+    path = runs_root(output) / "train.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise DictEmbedError(
+            f"another dictembed train is writing to {output} (lock {path}); wait for it or choose another --output"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def train(config: RunConfig) -> Path:
     """Train `config.method` over its stages and its lr x seed grid, select and publish; returns the output."""
+    check_output(config.output, config.overwrite)  # before anything is written
+    with output_lock(config.output):
+        check_output(config.output, config.overwrite)  # again: another run may have published meanwhile
+        return _train(config)
+
+
+def _train(config: RunConfig) -> Path:
     recipe = get_recipe(config.method)
-    check_output(config.output, config.overwrite)
     stage = best = None
     history: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}

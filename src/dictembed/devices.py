@@ -1,0 +1,78 @@
+"""One device policy and one compute-precision policy for every command.
+
+`--device auto` (the default) is `dictembed.encoder.best_device()`: CUDA, else Apple MPS, else the CPU; any
+torch device name is accepted (cpu, cuda, cuda:1, mps). `--precision auto` is bf16 on a CUDA GPU that
+supports it and fp32 elsewhere; fp32 means no autocast. Training turns the precision into accelerate's
+`mixed_precision`; inference runs the model under `torch.autocast` (`autocast`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from dictembed.errors import DictEmbedError
+
+DEVICE_HELP = "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps"
+COMPUTE_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISION_HELP = "compute precision: auto (bf16 on a CUDA GPU that supports it, else fp32), fp32, bf16, fp16"
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}  # accelerate's names
+
+
+def device_type(device: str | torch.device | None) -> str:
+    """The type ("cpu", "cuda", "mps") of a device choice, without checking that it exists."""
+    if device is None or str(device) == "auto":
+        from dictembed.encoder import best_device
+
+        return best_device().type
+    try:
+        return torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise DictEmbedError(f"unknown device {device!r}; use {DEVICE_HELP}") from None
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """The torch device of a choice ("auto"/None: the best one), refused when this machine has none such."""
+    from dictembed.encoder import best_device
+
+    if device is None or str(device) == "auto":
+        return best_device()
+    device_type(device)  # a one-line error for a malformed name
+    chosen = torch.device(device)
+    if chosen.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DictEmbedError(f"device {device!r}: CUDA is not available on this machine")
+        if chosen.index is not None and chosen.index >= torch.cuda.device_count():
+            raise DictEmbedError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif chosen.type == "mps" and not (
+        getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    ):
+        raise DictEmbedError(f"device {device!r}: MPS is not available on this machine")
+    return chosen
+
+
+def loader_device(device: str | torch.device | None) -> torch.device | None:
+    """What `Encoder.load(device=...)` takes: None for "auto" (it picks the best device itself)."""
+    return None if device is None or str(device) == "auto" else resolve_device(device)
+
+
+def resolve_precision(precision: str | None, device: str | torch.device | None) -> str:
+    """fp32, bf16 or fp16: "auto" (or None) is bf16 on a CUDA device that supports it, fp32 otherwise."""
+    precision = precision or "auto"
+    if precision not in COMPUTE_PRECISIONS:
+        raise DictEmbedError(f"unknown precision {precision!r}; choose from {', '.join(COMPUTE_PRECISIONS)}")
+    if precision != "auto":
+        return precision
+    if device_type(device) == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bf16"
+    return "fp32"
+
+
+def autocast(device: str | torch.device | None, precision: str | None) -> contextlib.AbstractContextManager:
+    """`torch.autocast` on `device`'s type with the precision's dtype; fp32 is no autocast at all."""
+    resolved = resolve_precision(precision, device)
+    if resolved == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type(device), dtype=DTYPES[resolved])

@@ -1,0 +1,167 @@
+"""One device policy, compute precision and gradient accumulation (CPU checks; tests/test_gpu.py has the CUDA ones)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dictembed.cli import build_parser, main
+from dictembed.devices import autocast, resolve_device, resolve_precision
+from dictembed.encoder import Encoder
+from dictembed.entry_space import WordEmbeddingSpace
+from dictembed.errors import DictEmbedError
+from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
+from dictembed.recipes.config import RunConfig
+from dictembed.training import Trainer, TrainSettings
+
+SENTENCES = ["a dog barks", "water that falls from clouds", "a man who rules a country"]
+
+
+@pytest.fixture(scope="module")
+def bert_without_dropout(tmp_path_factory) -> str:
+    from conftest import tiny_bert
+
+    return str(tiny_bert(tmp_path_factory.mktemp("bert-no-dropout"), head=False, dropout=0.0))
+
+
+def test_device_and_precision_resolution() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else resolve_device(None).type)
+    with pytest.raises(DictEmbedError, match="unknown device"):
+        resolve_device("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(DictEmbedError, match="CUDA is not available"):
+            resolve_device("cuda:1")
+        assert resolve_precision("auto", "auto") == "fp32"
+    assert resolve_precision("auto", "cpu") == "fp32"  # the CPU never picks a lower precision by itself
+    assert resolve_precision("bf16", "cpu") == "bf16"
+    with pytest.raises(DictEmbedError, match="unknown precision"):
+        resolve_precision("fp8", "cpu")
+    with autocast("cpu", "bf16"):
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.is_autocast_enabled("cpu")
+    with autocast("cpu", "fp32"):
+        assert not torch.is_autocast_enabled("cpu")
+
+
+def test_run_config_records_the_resolved_precision_and_grad_accum() -> None:
+    config = RunConfig.create("defsent-plus", device="cpu", grad_accum=2)
+    assert config.precision == "fp32"  # "auto" on the CPU
+    assert config.to_dict()["precision"] == "fp32"
+    identity = config.run_identity()
+    assert identity["precision"] == "fp32" and identity["grad_accum"] == 2 and "device" not in identity
+    assert RunConfig.create("defsent-plus", device="cpu", precision="bf16").precision == "bf16"
+    assert config.settings(1e-3, 0).grad_accum == 2
+
+
+def test_encoder_compute_precision_autocasts_inference(bert_without_dropout) -> None:
+    encoder = Encoder.load(bert_without_dropout, pooling="mean", device="cpu")
+    assert encoder.compute_precision == "fp32"
+    full = encoder.encode(SENTENCES)
+    assert encoder.set_precision("auto").compute_precision == "fp32"
+    encoder.set_precision("bf16")
+    assert encoder.with_pooling("cls").compute_precision == "bf16"
+    with encoder.autocast():
+        low = encoder.encode(SENTENCES)
+    assert low.dtype == np.float32
+    assert not np.array_equal(low, full)  # computed in bf16: close, not identical
+    np.testing.assert_allclose(low, full, atol=0.1)
+
+
+def _trainer(path: str, dictionary, run_dir, batch_size: int, grad_accum: int) -> tuple[Trainer, Encoder]:
+    torch.manual_seed(123)
+    encoder = Encoder.load(path, pooling="mean", device="cpu")
+    space = WordEmbeddingSpace.from_encoder(encoder, dictionary.headwords)
+    settings = TrainSettings(
+        lr=1e-3, batch_size=batch_size, epochs=2, seed=7, checkpoint_every=3, grad_accum=grad_accum
+    )
+    examples = entry_examples(dictionary, space)
+    model = EntryPrediction(encoder, space)
+    trainer = Trainer(model, examples, entry_collate(encoder), settings, run_dir, {"limit": None}, device="cpu")
+    return trainer, encoder
+
+
+def test_gradient_accumulation_matches_the_full_batch(bert_without_dropout, toy_dictionary, tmp_path) -> None:
+    """Batch 4 in two micro-batches of 2 ends at the weights of batch 4 in one pass (no dropout): within 1e-5
+    (measured: 2.4e-6), the float32 rounding of summing two half-batch gradients instead of one. The attention
+    key biases are the exception: softmax ignores them, so their true gradient is 0 and what they get is rounding
+    noise, which Adam scales up to steps of about lr; they are only checked to stay within Adam's bound."""
+    full_trainer, full = _trainer(bert_without_dropout, toy_dictionary, tmp_path / "full", 4, 1)
+    full_losses = full_trainer.fit()
+    accum_trainer, accum = _trainer(bert_without_dropout, toy_dictionary, tmp_path / "accum", 4, 2)
+    assert accum_trainer.micro_batch == 2 and accum_trainer.total_steps == full_trainer.total_steps == 8
+    accum_losses = accum_trainer.fit()
+    assert accum_trainer.progress.step == 8 and len(accum_losses) == 8  # optimizer steps, not micro-batches
+    np.testing.assert_allclose(accum_losses, full_losses, rtol=1e-4)
+    assert np.mean(accum_losses[-2:]) < np.mean(accum_losses[:2])
+    reference = full.state_dict()
+    for name, value in accum.state_dict().items():
+        noise_only = name.endswith("attention.self.key.bias")
+        atol = 2 * 8 * 1e-3 if noise_only else 1e-5  # Adam moves a weight by at most about lr a step
+        torch.testing.assert_close(value, reference[name], atol=atol, rtol=0, msg=name)
+    assert accum_trainer.scheduler.last_epoch == 8  # the learning-rate schedule advanced once per optimizer step
+
+
+def test_gradient_accumulation_resumes_at_an_optimizer_step(bert_without_dropout, toy_dictionary, tmp_path) -> None:
+    straight_trainer, straight = _trainer(bert_without_dropout, toy_dictionary, tmp_path / "straight", 4, 2)
+    straight_trainer.fit()
+    killed, _ = _trainer(bert_without_dropout, toy_dictionary, tmp_path / "run", 4, 2)
+    killed.fit(max_steps=5)
+    resumed, encoder = _trainer(bert_without_dropout, toy_dictionary, tmp_path / "run", 4, 2)
+    resumed.fit(resume=True)
+    assert resumed.progress.step == 8
+    reference = straight.state_dict()
+    for name, value in encoder.state_dict().items():
+        torch.testing.assert_close(value, reference[name], atol=1e-6, rtol=0, msg=name)
+
+
+def test_a_batch_that_does_not_split_is_refused(bert_without_dropout, toy_dictionary, tmp_path) -> None:
+    with pytest.raises(ValueError, match="does not split"):
+        _trainer(bert_without_dropout, toy_dictionary, tmp_path / "run", 4, 3)
+
+
+MODEL_COMMANDS = [
+    ["train", "--output", "o"],
+    ["encode", "--input", "i", "--output", "o.npy"],
+    ["predict", "--model", "m", "a definition"],
+    ["serve", "--model", "m"],
+    ["evaluate", "sts"],
+    ["evaluate", "senteval"],
+    ["evaluate", "reverse-dictionary", "--model", "m"],
+    ["evaluate", "lexsub"],
+    ["evaluate", "mteb", "--tasks", "STSBenchmark"],
+    ["finetune", "stsb"],
+]
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_every_model_command_takes_device_and_precision(command) -> None:
+    parser = build_parser()
+    args = parser.parse_args(command)
+    assert (args.device, args.precision) == ("auto", "auto") or command[0] == "train"
+    args = parser.parse_args([*command, "--device", "cuda:1", "--precision", "bf16"])
+    assert (args.device, args.precision) == ("cuda:1", "bf16")
+    with pytest.raises(SystemExit):
+        parser.parse_args([*command, "--precision", "int8"])
+
+
+def test_train_takes_grad_accum_and_records_precision(capsys) -> None:
+    args = build_parser().parse_args(["train", "--output", "o", "--grad-accum", "2", "--device", "cpu"])
+    assert (args.grad_accum, args.device, args.precision) == (2, "cpu", None)  # None: the preset's "auto"
+
+
+def test_encode_on_the_cpu_in_bf16_and_a_missing_gpu_is_one_line(bert_path, tmp_path, capsys) -> None:
+    import json
+
+    (tmp_path / "in.txt").write_text("a dog barks\nthe river flows\n")
+    base = ["encode", "--model", str(bert_path), "--input", str(tmp_path / "in.txt")]
+    assert main([*base, "--output", str(tmp_path / "a.npy"), "--device", "cpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["device"], report["precision"], report["quantize"]) == ("cpu", "fp32", "float32")
+    assert main([*base, "--output", str(tmp_path / "b.npy"), "--device", "cpu", "--precision", "bf16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == "bf16"
+    full, low = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
+    assert low.dtype == np.float32 and not np.array_equal(full, low) and np.allclose(full, low, atol=0.1)
+    if not torch.cuda.is_available():
+        assert main([*base, "--output", str(tmp_path / "c.npy"), "--device", "cuda"]) == 1
+        assert "CUDA is not available" in capsys.readouterr().err
