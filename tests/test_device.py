@@ -165,3 +165,41 @@ def test_encode_on_the_cpu_in_bf16_and_a_missing_gpu_is_one_line(bert_path, tmp_
     if not torch.cuda.is_available():
         assert main([*base, "--output", str(tmp_path / "c.npy"), "--device", "cuda"]) == 1
         assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_two_cpu_processes_train_like_one(tmp_path) -> None:
+    """`torchrun --nproc_per_node 2 -m dictembed train` (DDP over gloo, global batch 4 = 2 processes x 2)
+    ends at the weights of a single-process run with batch 4, within 1e-4; only the main process writes the
+    model, the log and the report. The attention key biases are compared to 1e-2: their true gradient is
+    zero (softmax ignores a constant shift), so they move only by rounding noise, which AdamW scales to steps
+    of up to the learning rate (1e-3) each."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import TOY_WORDS, tiny_bert
+    from safetensors.torch import load_file
+
+    from dictembed.cli import main
+
+    model = tiny_bert(tmp_path / "bert", head=False, dropout=0.0)
+    toy = tmp_path / "toy.tsv"
+    toy.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, ds in TOY_WORDS.items() for d in ds))
+    flags = ["--model", str(model), "--dictionary", str(toy), "--batch-size", "4", "--epochs", "3", "--lr-grid", "1e-3"]
+    flags += ["--device", "cpu", "--precision", "fp32", "-q"]
+    assert main(["train", *flags, "--output", str(tmp_path / "one")]) == 0
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "dictembed", "train"]
+    done = subprocess.run(
+        [*launch, *flags, "--output", str(tmp_path / "two"), "--json"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["output"].endswith("two")  # one report, from the main process
+    metrics = list((tmp_path / "two-runs").rglob("metrics.jsonl"))
+    assert len(metrics) == 1 and len(metrics[0].read_text().splitlines()) == 1  # written once, not twice
+    one, two = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    for name, value in one.items():
+        if not name.startswith("pooler"):  # BERT's pooler: unused by mean pooling, drawn anew at each load
+            tolerance = 1e-2 if name.endswith("key.bias") else 1e-4
+            assert torch.allclose(value, two[name], atol=tolerance), name

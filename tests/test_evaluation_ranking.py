@@ -42,7 +42,7 @@ def test_metrics_hand_computed():
     assert metrics["top1"] == pytest.approx(20.0)
     assert metrics["top3"] == pytest.approx(40.0)
     assert metrics["top10"] == pytest.approx(60.0)
-    assert set(metrics) == {"mrr", "top1", "top3", "top10"}
+    assert set(metrics) == {"mrr", "top1", "top3", "top10", "median_rank", "acc1", "acc10", "acc100"}
 
 
 def test_metrics_reject_zero_based_ranks():

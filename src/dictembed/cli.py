@@ -512,6 +512,8 @@ def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> Report:
     from dictembed.evaluation.ranking import reverse_dictionary_metrics
     from dictembed.reverse_dictionary import ReverseDictionary
 
+    if args.queries or args.leave_one_out or args.baseline:
+        return _eval_reverse_dictionary_leak_free(args)
     config = RunRecord.load(args.model, required=True).config
     reverse_dictionary = ReverseDictionary.load(args.model, device=args.device, precision=args.precision)
     dictionary = load_dictionary(
@@ -523,6 +525,57 @@ def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> Report:
     ranks = reverse_dictionary.ranks(split, limit=args.limit)
     result = {**reverse_dictionary_metrics(ranks), "n": int(len(ranks))}
     return Report(result, _table(result, f"reverse dictionary on the {args.split} headwords"))
+
+
+def _eval_reverse_dictionary_leak_free(args: argparse.Namespace) -> Report:
+    """--queries (another dictionary's definitions), --leave-one-out (the split's own definitions, each
+    left out of its gold entry), --baseline tfidf (TF-IDF instead of the model); see evaluation/leak_free."""
+    from dictembed.dictionary import load_dictionary, split_by_headword
+    from dictembed.entry_space import DefinitionSpace, EntrySpace
+    from dictembed.evaluation import leak_free
+    from dictembed.loading import resolve_model
+
+    if bool(args.queries) == bool(args.leave_one_out):
+        raise UsageError("give either --queries oxford|chang|FILE or --leave-one-out")
+    folder = resolve_model(args.model)
+    record = RunRecord.load(folder, required=True)
+    config = record.config
+    space = EntrySpace.load(folder)
+    dictionary = None
+    if args.leave_one_out or args.baseline:
+        dictionary = load_dictionary(
+            args.dictionary or config.get("dictionary", "wordnet"),
+            wordnet_dir=args.wordnet_dir or config.get("wordnet_dir"),
+            encoding=args.encoding or config.get("encoding") or "utf-8",
+        )
+    if args.queries:
+        queries = leak_free.cross_dictionary_queries(
+            space.words, load_dictionary(args.queries, encoding=args.encoding or "utf-8"), limit=args.limit
+        )
+        title = f"reverse dictionary: {args.queries} definitions against the model's entries"
+    else:
+        if not isinstance(space, DefinitionSpace):
+            raise DictEmbedError(f"--leave-one-out needs a DefSent+ definition space, not {space.kind!r}")
+        split = split_by_headword(dictionary, seed=config.get("split_seed", 0))[args.split]
+        queries = leak_free.leave_one_out_queries(space, split, limit=args.limit)
+        title = f"reverse dictionary, leave-one-out, on the {args.split} headwords"
+    if not queries.definitions:
+        raise DictEmbedError(f"no queries to score ({queries.kept} kept, {queries.dropped} dropped)")
+    if args.baseline == "tfidf":
+        ranks = leak_free.TfidfBaseline(space.words, dictionary).ranks(queries, leave_one_out=args.leave_one_out)
+        title += " (TF-IDF baseline)"
+    else:
+        from dictembed.devices import loader_device
+        from dictembed.encoder import Encoder
+
+        encoder = Encoder.load(str(folder), device=loader_device(args.device)).set_precision(args.precision)
+        if args.leave_one_out:
+            entry_encoder = leak_free.load_entry_encoder(folder, record, args.device, args.precision)
+            ranks = leak_free.leave_one_out_ranks(encoder, space, entry_encoder, queries)
+        else:
+            ranks = leak_free.model_ranks(encoder, space, queries)
+    result = leak_free.summary(ranks, queries)
+    return Report(result, _table(result, title))
 
 
 def cmd_eval_lexsub(args: argparse.Namespace) -> Report:
@@ -696,6 +749,20 @@ def build_parser() -> argparse.ArgumentParser:
     _wordnet_dir_arg(p)
     p.add_argument("--split", choices=["train", "dev", "test"], default="test", help="which headwords")
     _limit_arg(p, "rank the first N definitions")
+    p.add_argument(
+        "--queries",
+        default=None,
+        metavar="oxford|chang|FILE",
+        help="score ANOTHER dictionary's definitions against the model's entries (default: none)",
+    )
+    p.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="the split's own definitions, each left out of its gold entry (default: off)",
+    )
+    p.add_argument(
+        "--baseline", choices=["tfidf"], default=None, help="TF-IDF of definitions instead of the model (default: none)"
+    )
     _device_args(p)
     p = _command(ev, "lexsub", cmd_eval_lexsub, "lexical substitution: LS07 (all) or the CoInCo trial split")
     _model_arg(p)
@@ -787,7 +854,10 @@ def main(argv: list[str] | None = None) -> int:
     except (DictEmbedError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
         print(f"dictembed: error: {_error_message(err)}", file=sys.stderr)
         return 1
-    _emit(report, args.json)
+    from dictembed.devices import is_main_process
+
+    if is_main_process():  # a distributed launch reports once
+        _emit(report, args.json)
     return 0
 
 

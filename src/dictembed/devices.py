@@ -76,3 +76,19 @@ def autocast(device: str | torch.device | None, precision: str | None) -> contex
     if resolved == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type(device), dtype=DTYPES[resolved])
+
+
+def is_main_process() -> bool:
+    """Whether this process writes shared files: always in a single process; rank 0 under a distributed
+    launcher (`torchrun`, `accelerate launch`), which sets RANK."""
+    import os
+
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def wait_for_everyone() -> None:
+    """A barrier across the processes of a distributed run; nothing in a single process."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()

@@ -72,11 +72,16 @@ class EntrySpace(nn.Module):
     def _tensors(self) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def _saved_tensors(self) -> dict[str, torch.Tensor]:
+        """What `save` writes: the scoring tensors (`_tensors`, which the run fingerprint hashes) and any
+        bookkeeping beside them (a DefinitionSpace's per-entry definition counts)."""
+        return self._tensors()
+
     def save(self, model_dir: str | Path) -> Path:
         folder = Path(model_dir) / SPACE_DIR
         folder.mkdir(parents=True, exist_ok=True)
         save_file(
-            {k: v.detach().cpu().clone().contiguous() for k, v in self._tensors().items()},
+            {k: v.detach().cpu().clone().contiguous() for k, v in self._saved_tensors().items()},
             folder / "tensors.safetensors",
         )
         (folder / "space.json").write_text(json.dumps(self._meta()))
@@ -103,8 +108,14 @@ class EntrySpace(nn.Module):
             if kind == "MLMHeadSpace":
                 return MLMHeadSpace.from_saved(meta, tensors)
             cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[kind]
+            extra = {"counts": tensors.get("counts")} if cls is DefinitionSpace else {}
             return cls(
-                words, tensors["matrix"], meta.get("similarity", "dot"), meta.get("temperature", 0.05), meta.get("kind")
+                words,
+                tensors["matrix"],
+                meta.get("similarity", "dot"),
+                meta.get("temperature", 0.05),
+                meta.get("kind"),
+                **extra,
             )
         except (DictEmbedError, KeyError, TypeError, ValueError, RuntimeError) as err:
             detail = " ".join(str(err).split()) or type(err).__name__
@@ -240,9 +251,55 @@ class WordEmbeddingSpace(MatrixSpace):
 
 
 class DefinitionSpace(MatrixSpace):
-    """DefSent+: each entry is the average embedding of its definitions (AC: [CLS], AMP: mean-pooling)."""
+    """DefSent+: each entry is the average embedding of its definitions (AC: [CLS], AMP: mean-pooling).
+
+    `counts` (or None, for spaces saved before it was kept) is the number of definitions behind each entry,
+    saved beside the matrix: with it, the mean of an entry without one of its definitions is exact
+    (`leave_one_out`)."""
 
     kind = "definitions"
+
+    def __init__(
+        self,
+        words: list[str],
+        matrix: torch.Tensor | np.ndarray,
+        similarity: Literal["dot", "cosine"] = "dot",
+        temperature: float = 0.05,
+        kind: str | None = None,
+        counts: torch.Tensor | np.ndarray | None = None,
+    ) -> None:
+        super().__init__(words, matrix, similarity, temperature, kind)
+        self.counts: torch.Tensor | None = None
+        if counts is not None:
+            counts = torch.as_tensor(np.asarray(counts), dtype=torch.long).clone()
+            if counts.shape != (len(self.words),) or (counts < 1).any():
+                raise DictEmbedError(f"{len(self.words)} entries need as many positive counts, got {counts.shape}")
+            self.counts = counts
+
+    def _saved_tensors(self) -> dict[str, torch.Tensor]:
+        return {**self._tensors(), **({"counts": self.counts} if self.counts is not None else {})}
+
+    def check_leave_one_out(self) -> np.ndarray:
+        """The per-entry counts, or a one-line DictEmbedError when leave-one-out is impossible (ICA, no counts)."""
+        if self.kind.endswith("-ica"):
+            raise DictEmbedError("leave-one-out needs a plain definition space; an ICA-transformed one has no means")
+        if self.counts is None:
+            raise DictEmbedError(
+                "this entry space was saved without its per-entry definition counts (an older save); "
+                "rebuild it to use leave-one-out"
+            )
+        return self.counts.numpy()
+
+    def leave_one_out(self, entries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """The vectors of `entries[i]` without the definition whose entry-encoder vector is `vectors[i]`:
+        (mean * count - v) / (count - 1). Needs the counts, a plain (non-ICA) space and count > 1."""
+        counts_all = self.check_leave_one_out()
+        entries = np.asarray(entries, dtype=np.int64)
+        counts = counts_all[entries].astype(np.float64)[:, None]
+        if (counts < 2).any():
+            raise DictEmbedError("leave-one-out of an entry with a single definition leaves no vector")
+        means = self.matrix.cpu().numpy()[entries].astype(np.float64)
+        return ((means * counts - np.asarray(vectors, dtype=np.float64)) / (counts - 1)).astype(np.float32)
 
     @classmethod
     def build(
@@ -261,13 +318,15 @@ class DefinitionSpace(MatrixSpace):
         if entries not in ("ac", "amp"):
             raise DictEmbedError(f"unknown entry type {entries!r}; choose ac or amp")
         kind = f"definitions-{entries}" + ("-ica" if ica else "")
+        counts = np.array([len(e.senses) for e in dictionary])
         path = None
         if cache_dir is not None:
             key = cache_key(encoder, dictionary, entries, ica)
             path = Path(cache_dir) / f"definitions-{key}.safetensors"
             if path.exists():
                 log.info("entry space loaded from cache %s", path)
-                return cls(dictionary.headwords, load_file(str(path))["matrix"], similarity, temperature, kind)
+                matrix = load_file(str(path))["matrix"]
+                return cls(dictionary.headwords, matrix, similarity, temperature, kind, None if ica else counts)
         if ica:  # the ICA space transforms the plain one, which is itself cached
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())
@@ -276,12 +335,13 @@ class DefinitionSpace(MatrixSpace):
             with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
                 definitions = [d for _, d in dictionary.pairs()]
                 vectors = pooled.encode(definitions, batch_size=batch_size, show_progress_bar=True)
-            counts = np.array([len(e.senses) for e in dictionary])
             owner = np.repeat(np.arange(len(counts)), counts)
             matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
             np.add.at(matrix, owner, vectors)
             matrix /= counts[:, None]
-        space = cls(dictionary.headwords, matrix.astype(np.float32), similarity, temperature, kind)
+        space = cls(
+            dictionary.headwords, matrix.astype(np.float32), similarity, temperature, kind, None if ica else counts
+        )
         if path is not None:
             atomic_write(path, save({"matrix": space.matrix.contiguous()}))
         return space

@@ -44,10 +44,11 @@ def staged_dir(target: str | Path) -> Iterator[Path]:
 
 
 def atomic_write(path: str | Path, data: bytes | str, encoding: str = "utf-8") -> Path:
-    """Write `data` to `path` through a temporary file renamed into place."""
+    """Write `data` to `path` through a temporary file renamed into place (the temporary name holds the
+    process id, so two processes writing the same file never write into one temporary file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + STAGING_SUFFIX)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}{STAGING_SUFFIX}")
     tmp.write_bytes(data.encode(encoding) if isinstance(data, str) else data)
     os.replace(tmp, path)
     return path

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, DistributedDataParallelKwargs
 from torch import nn
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
@@ -108,7 +108,9 @@ def make_accelerator(device: str | torch.device | None = None, precision: str = 
     else:
         cpu = device_type(device) == "cpu"
     mixed = MIXED_PRECISION[resolve_precision(precision, device)]
-    return Accelerator(cpu=cpu, mixed_precision=mixed)
+    # A backbone's unused parts (BERT's pooler under mean pooling) get no gradient: DDP must allow that.
+    handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if distributed else []
+    return Accelerator(cpu=cpu, mixed_precision=mixed, kwargs_handlers=handlers)
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:

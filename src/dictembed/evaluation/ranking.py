@@ -4,7 +4,9 @@ Conventions:
 - ranks are 1-based; ties are counted pessimistically (the gold entry ranks after every entry scored at
   least as high), so a constant scorer never looks good;
 - a gold word absent from a prediction list has rank `inf` (reciprocal rank 0, never in any top-k);
-- `mrr` is in [0, 1]; `top1`, `top3`, `top10` are percentages (0-100).
+- `mrr` is in [0, 1]; `top1`, `top3`, `top10` and `acc1`, `acc10`, `acc100` are percentages (0-100)
+  (`acc1` equals `top1`; the `acc` keys are the reverse-dictionary literature's accuracy@k);
+- `median_rank` is the median of the ranks (`inf` when over half the gold words are not found).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from dictembed.errors import DictEmbedError
 
 TOP_K = (1, 3, 10)
+ACC_K = (1, 10, 100)
 
 
 def ranks_from_scores(scores: np.ndarray, gold: np.ndarray) -> np.ndarray:
@@ -51,7 +54,8 @@ def ranks_from_predictions(predictions: Sequence[Sequence[str]], gold: Sequence[
 
 
 def reverse_dictionary_metrics(ranks: np.ndarray) -> dict[str, float]:
-    """MRR (in [0, 1]) and top-1/3/10 accuracy (percentages) from 1-based ranks (`inf` = not found)."""
+    """MRR (in [0, 1]), top-1/3/10 and accuracy@1/10/100 (percentages) and the median rank, from 1-based
+    ranks (`inf` = not found)."""
     ranks = np.asarray(ranks, dtype=np.float64)
     if ranks.ndim != 1:
         raise DictEmbedError(f"ranks must be a 1-D array, got shape {ranks.shape}")
@@ -62,4 +66,7 @@ def reverse_dictionary_metrics(ranks: np.ndarray) -> dict[str, float]:
     metrics = {"mrr": float(np.mean(1.0 / ranks))}
     for k in TOP_K:
         metrics[f"top{k}"] = float(np.mean(ranks <= k) * 100)
+    metrics["median_rank"] = float(np.median(ranks))
+    for k in ACC_K:
+        metrics[f"acc{k}"] = float(np.mean(ranks <= k) * 100)
     return metrics

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 from torch import nn
 
+from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace
 from dictembed.errors import DictEmbedError
@@ -182,7 +183,9 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
         details=built.details,
         **stage.record,
     )
-    recipe.save(stage, built, encoder, run_dir / "model", record)
+    if is_main_process():  # under a distributed launch every process holds the same weights
+        recipe.save(stage, built, encoder, run_dir / "model", record)
+    wait_for_everyone()
     log.info("lr=%g seed=%d dev=%s", lr, seed, dev)
     return RunResult(run_dir / "model", lr, seed, dev, trainer.throughput)
 
@@ -249,6 +252,8 @@ def output_lock(output: str | Path) -> Iterator[None]:
 
 def train(config: RunConfig) -> Path:
     """Train `config.method` over its stages and its lr x seed grid, select and publish; returns the output."""
+    if not is_main_process():  # a distributed launch's other processes train; the main one guards and writes
+        return _train(config)
     check_output(config.output, config.overwrite)  # before anything is written
     with output_lock(config.output):
         check_output(config.output, config.overwrite)  # again: another run may have published meanwhile
@@ -268,4 +273,7 @@ def _train(config: RunConfig) -> Path:
     assert best is not None
     if recipe.publishes_history:
         summary = {**summary, "pst": history}
-    return publish(best, summary, config.output)
+    if is_main_process():
+        publish(best, summary, config.output)
+    wait_for_everyone()
+    return Path(config.output)

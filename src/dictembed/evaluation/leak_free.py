@@ -1,0 +1,247 @@
+"""Reverse-dictionary evaluation that cannot leak the query into its gold entry.
+
+A DefSent+ entry is the mean of its own definitions' vectors, so scoring a model's own definitions against
+its own entries puts the query inside the gold vector. Two ways out, and a baseline:
+
+- cross-dictionary queries (`cross_dictionary_queries`): definitions written by ANOTHER dictionary (Oxford,
+  Chang, a table) scored against the model's entries; a query counts when its headword is an entry (exactly,
+  else up to case, whitespace and underscores), the others are dropped and counted;
+- leave-one-out (`leave_one_out_ranks`): the model's own held-out definitions, with the gold entry's vector
+  recomputed without the query, (mean * count - v) / (count - 1), v being the query's vector under the
+  ENTRY encoder (the model that built the space); an entry with a single definition vanishes, so those
+  queries are counted (`QuerySet.single`), never scored;
+- `TfidfBaseline`: TF-IDF cosine of the query against each entry's concatenated definitions (no neural
+  model), with an exact leave-one-out of the query's term counts (the IDF stays that of all entries).
+
+Every rank is that of the gold entry among ALL entries, ties pessimistic (`ranks_from_scores`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.merge import normalize_key
+from dictembed.dictionary.split import seeded_sample
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace
+from dictembed.errors import DictEmbedError
+from dictembed.evaluation.ranking import ranks_from_scores
+
+log = logging.getLogger(__name__)
+CHUNK = 256  # queries scored against every entry at a time
+
+
+@dataclass
+class QuerySet:
+    """Queries with the index of their gold entry: `kept` matched an entry, `dropped` did not, `single`
+    (leave-one-out) had a single-definition entry; `definitions`/`gold` are the scored ones (after a limit)."""
+
+    definitions: list[str]
+    gold: np.ndarray
+    kept: int
+    dropped: int
+    single: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"n": len(self.definitions), "kept": self.kept, "dropped": self.dropped, "single": self.single}
+
+
+def _key(word: str) -> str:
+    return normalize_key(word.replace("_", " "))
+
+
+def entry_index(words: list[str]) -> dict[str, int]:
+    """Headword -> entry index: every exact word, then its key up to case/whitespace/underscores (the first
+    entry of a key wins, a lower-case spelling first)."""
+    index = {w: i for i, w in enumerate(words)}
+    loose: dict[str, int] = {}
+    for i in sorted(range(len(words)), key=lambda i: (words[i] != words[i].lower(), i)):
+        loose.setdefault(_key(words[i]), i)
+    return {**{f"\0{k}": i for k, i in loose.items()}, **index}
+
+
+def lookup(index: dict[str, int], word: str) -> int | None:
+    found = index.get(word)
+    return found if found is not None else index.get(f"\0{_key(word)}")
+
+
+def cross_dictionary_queries(
+    words: list[str], queries: Dictionary, limit: int | None = None, seed: int = 0
+) -> QuerySet:
+    """The definitions of `queries` whose headword is one of `words` (the entries); the rest dropped."""
+    index = entry_index(words)
+    matched = [(lookup(index, w), d) for w, d in queries.pairs()]
+    kept = [(g, d) for g, d in matched if g is not None]
+    sample = seeded_sample(kept, limit, seed)
+    return QuerySet(
+        [d for _, d in sample], np.array([g for g, _ in sample], dtype=np.int64), len(kept), len(matched) - len(kept)
+    )
+
+
+def leave_one_out_queries(
+    space: DefinitionSpace, dictionary: Dictionary, limit: int | None = None, seed: int = 0
+) -> QuerySet:
+    """The definitions of `dictionary` (the model's own, e.g. its test split) whose headword is an entry of
+    `space` with at least two definitions; single-definition entries are counted in `single`."""
+    counts = space.check_leave_one_out()
+    pairs = [(space.index.get(w), d) for w, d in dictionary.pairs()]
+    kept = [(g, d) for g, d in pairs if g is not None]
+    scored = [(g, d) for g, d in kept if counts[g] > 1]
+    sample = seeded_sample(scored, limit, seed)
+    return QuerySet(
+        [d for _, d in sample],
+        np.array([g for g, _ in sample], dtype=np.int64),
+        len(kept),
+        len(pairs) - len(kept),
+        single=len(kept) - len(scored),
+    )
+
+
+def with_counts(space: DefinitionSpace, dictionary: Dictionary) -> DefinitionSpace:
+    """A space saved before counts were kept, with the counts of the dictionary that built it (its
+    headwords must be the space's words, in order); the matrix is shared, not checked."""
+    if space.words != dictionary.headwords:
+        raise DictEmbedError(f"the entries of the space are not the headwords of {dictionary.name!r}")
+    counts = np.array([len(e.senses) for e in dictionary])
+    return DefinitionSpace(space.words, space.matrix, space.similarity, space.temperature, space.kind, counts)
+
+
+@torch.no_grad()
+def _pooled(encoder: Encoder, texts: list[str], batch_size: int = 64) -> torch.Tensor:
+    encoder.eval()
+    out = []
+    for start in range(0, len(texts), batch_size):
+        with encoder.autocast():
+            out.append(encoder(encoder.tokenize(texts[start : start + batch_size])).float())
+    return torch.cat(out) if out else torch.zeros(0, encoder.dim)
+
+
+@torch.no_grad()
+def model_ranks(encoder: Encoder, space: Any, queries: QuerySet, batch_size: int = 64) -> np.ndarray:
+    """Ranks of the gold entries of `queries` encoded by `encoder`, scored by `space` (its own logits)."""
+    space = space.to(encoder.device)
+    ranks = [np.zeros(0)]
+    for start in range(0, len(queries.definitions), CHUNK):
+        h = _pooled(encoder, queries.definitions[start : start + CHUNK], batch_size)
+        scores = space(h).float().cpu().numpy()
+        ranks.append(ranks_from_scores(scores, queries.gold[start : start + CHUNK]))
+    return np.concatenate(ranks)
+
+
+def entry_pooling(space: DefinitionSpace) -> str:
+    """The pooling that built the space's vectors: [CLS] for AC, mean for AMP."""
+    if space.kind.endswith("-ica"):
+        raise DictEmbedError("leave-one-out needs a plain definition space; an ICA-transformed one has no means")
+    if space.kind.startswith("definitions-ac"):
+        return "cls"
+    if space.kind.startswith("definitions-amp"):
+        return "mean"
+    raise DictEmbedError(f"leave-one-out needs an AC or AMP definition space, not {space.kind!r}")
+
+
+@torch.no_grad()
+def leave_one_out_ranks(
+    encoder: Encoder, space: DefinitionSpace, entry_encoder: Encoder, queries: QuerySet, batch_size: int = 64
+) -> np.ndarray:
+    """Ranks with each gold entry rebuilt without its query: every other entry scored as usual, the gold by
+    the space's logits (dot, or cosine / temperature) against (mean * count - v) / (count - 1)."""
+    if not isinstance(space, DefinitionSpace):
+        raise DictEmbedError(f"leave-one-out needs a definition (DefSent+) entry space, not {space.kind!r}")
+    pooled_entry = entry_encoder.with_pooling(entry_pooling(space))
+    space = space.to(encoder.device)
+    ranks = [np.zeros(0)]
+    for start in range(0, len(queries.definitions), CHUNK):
+        texts, gold = queries.definitions[start : start + CHUNK], queries.gold[start : start + CHUNK]
+        with pooled_entry.autocast():
+            v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
+        loo = torch.from_numpy(space.leave_one_out(gold, v)).to(encoder.device)
+        h = _pooled(encoder, texts, batch_size)
+        scores = space(h).float()
+        if space.similarity == "cosine":
+            own = (F.normalize(h, dim=-1) * F.normalize(loo, dim=-1)).sum(-1) / space.temperature
+        else:
+            own = (h * loo).sum(-1)
+        scores[torch.arange(len(gold)), torch.from_numpy(gold).to(encoder.device)] = own
+        ranks.append(ranks_from_scores(scores.cpu().numpy(), gold))
+    return np.concatenate(ranks)
+
+
+def entry_encoder_name(record: Any) -> str:
+    """The model that built a DefSent+ space: the record's `entry_encoder`, or, for records saved before it
+    was kept, the base model of a first PST step."""
+    if record.entry_encoder:
+        return str(record.entry_encoder)
+    if record.pst_step in (None, 1) and record.config.get("model"):
+        return str(record.config["model"])
+    raise DictEmbedError("the model's record names no entry encoder (saved before it was kept, PST step > 1)")
+
+
+def load_entry_encoder(folder: str | Path, record: Any, device: Any = None, precision: str | None = "auto") -> Encoder:
+    """The entry encoder as the recipe loaded it (the run's pooling, pooler and max length)."""
+    from dictembed.devices import loader_device
+
+    config = record.config
+    return Encoder.load(
+        entry_encoder_name(record),
+        pooling=config.get("pooling"),
+        pooler=config.get("pooler"),
+        max_length=config.get("max_length"),
+        device=loader_device(device),
+    ).set_precision(precision)
+
+
+class TfidfBaseline:
+    """TF-IDF (scikit-learn's TfidfVectorizer, default settings) of each entry's concatenated definitions;
+    a query scores every entry by cosine. An entry without definitions scores 0."""
+
+    def __init__(self, words: list[str], dictionary: Dictionary) -> None:
+        from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+
+        self.words = list(words)
+        documents = [" \n ".join(dictionary[w].definitions) if w in dictionary else "" for w in self.words]
+        self.vectorizer = TfidfVectorizer(dtype=np.float64)
+        self.matrix = self.vectorizer.fit_transform(documents).tocsr()  # rows l2-normalised
+        self.counter = CountVectorizer(vocabulary=self.vectorizer.vocabulary_)
+        self.counts = self.counter.transform(documents).tocsr()
+        self.idf = self.vectorizer.idf_
+
+    def scores(self, texts: list[str]) -> np.ndarray:
+        """Cosine [n_texts, n_entries]."""
+        return (self.vectorizer.transform(texts) @ self.matrix.T).toarray()
+
+    def leave_one_out(self, texts: list[str], gold: np.ndarray) -> np.ndarray:
+        """The TF-IDF rows of `gold[i]` without the term counts of `texts[i]` (l2-normalised; zero if empty)."""
+        from sklearn.preprocessing import normalize
+
+        rest = self.counts[gold] - self.counter.transform(texts)
+        if rest.nnz and rest.data.min() < 0:
+            raise DictEmbedError("leave-one-out of a text that is not among the entry's definitions")
+        return normalize(rest.multiply(self.idf).tocsr())
+
+    def ranks(self, queries: QuerySet, leave_one_out: bool = False) -> np.ndarray:
+        ranks = [np.zeros(0)]
+        for start in range(0, len(queries.definitions), CHUNK):
+            texts, gold = queries.definitions[start : start + CHUNK], queries.gold[start : start + CHUNK]
+            scores = self.scores(texts)
+            if leave_one_out:
+                q = self.vectorizer.transform(texts)
+                scores[np.arange(len(gold)), gold] = np.asarray(q.multiply(self.leave_one_out(texts, gold)).sum(1))[
+                    :, 0
+                ]
+            ranks.append(ranks_from_scores(scores, gold))
+        return np.concatenate(ranks)
+
+
+def summary(ranks: np.ndarray, queries: QuerySet) -> dict[str, float]:
+    """The metrics of `ranks` with the query counts."""
+    from dictembed.evaluation.ranking import reverse_dictionary_metrics
+
+    return {**reverse_dictionary_metrics(ranks), **queries.counts()}
