@@ -212,7 +212,7 @@ class ReverseDictionary:
 
     @classmethod
     def load(
-        cls, path: str | Path, device: str | torch.device | None = None, precision: str | None = "auto"
+        cls, path: str | Path, device: str | torch.device | None = None, precision: str | None = "fp32"
     ) -> ReverseDictionary:
         """A saved model folder (or hub name); the dictionary named in its record is loaded on first use.
         `device` ("auto"/None: CUDA, else MPS, else CPU) and the compute `precision` (auto, fp32, bf16, fp16)
