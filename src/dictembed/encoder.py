@@ -95,6 +95,7 @@ class Encoder(nn.Module):
         self.record = record or RunRecord(version=0)
         self.prompts = dict(prompts or {})
         self.default_prompt_name = default_prompt_name
+        self._truncated = 0  # sentences `tokenize` cut at max_length since `reset_truncated`
 
     # ----------------------------------------------------------------- settings
     @property
@@ -286,7 +287,7 @@ class Encoder(nn.Module):
             else:
                 ids = self.tokenizer([texts[i] for i in full], truncation=False)["input_ids"]
                 cut = sum(len(row) > self.max_length for row in ids)
-            self._truncated = getattr(self, "_truncated", 0) + cut
+            self._truncated += cut
         batch = dict(encoded)
         if prompt and not self.pooling_module.include_prompt:
             batch["prompt_length"] = torch.tensor(len(self.tokenizer(prompt)["input_ids"]) - 1)
@@ -371,7 +372,7 @@ class Encoder(nn.Module):
         order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
         show = len(texts) > 10 * batch_size if show is None else show
         chunks = [torch.zeros(0, self.dim)]
-        self._truncated = 0
+        self.reset_truncated()
         with self.autocast():
             for start in tqdm(range(0, len(order), batch_size), desc="encode", disable=not show, leave=False):
                 chunk = [texts[i] for i in order[start : start + batch_size]]
@@ -391,16 +392,20 @@ class Encoder(nn.Module):
             result = torch.from_numpy(np.asarray(result))
         return result[0] if single else result
 
+    def reset_truncated(self) -> None:
+        """Start counting the sentences `tokenize` cuts (training tokenizes too; a report covers one call)."""
+        self._truncated = 0
+
     def report_truncated(self, total: int) -> None:
-        """Warn once, with the count, when `tokenize` cut sentences at max_length since the last report."""
-        if getattr(self, "_truncated", 0):
+        """Warn once, with the count, when `tokenize` cut some of `total` sentences since `reset_truncated`."""
+        if self._truncated:
             log.warning(
                 "%d of %d sentences were longer than %d tokens and were truncated",
                 self._truncated,
                 total,
                 self.max_length,
             )
-        self._truncated = 0
+        self.reset_truncated()
 
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
         """Cosine similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`."""

@@ -236,7 +236,7 @@ class ReverseDictionary:
     def _pooled(self, texts: list[str], batch_size: int) -> Iterator[torch.Tensor]:
         """The pooled vectors of `texts`, one batch at a time."""
         self.encoder.eval()
-        self.encoder.report_truncated(0)  # start counting afresh
+        self.encoder.reset_truncated()
         for start in range(0, len(texts), batch_size):
             with self.encoder.autocast():  # the compute precision; the scores are taken in float32
                 pooled = self.encoder(self.encoder.tokenize(texts[start : start + batch_size]))
