@@ -34,6 +34,18 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def entry_space_cache(tmp_path_factory: pytest.TempPathFactory):
+    """$DICTEMBED_CACHE in a temporary folder for the whole suite: no test reads or writes the user's cache."""
+    before = os.environ.get("DICTEMBED_CACHE")
+    os.environ["DICTEMBED_CACHE"] = str(tmp_path_factory.mktemp("dictembed-cache"))
+    yield Path(os.environ["DICTEMBED_CACHE"])
+    if before is None:
+        os.environ.pop("DICTEMBED_CACHE", None)
+    else:
+        os.environ["DICTEMBED_CACHE"] = before
+
+
 def tiny_bert(path: Path, head: bool = True, dropout: float = 0.1) -> Path:
     """A random 2-layer BERT (hidden 32) with the standard uncased vocabulary; with or without an MLM head."""
     import torch

@@ -156,3 +156,36 @@ def test_load_dictionary(tmp_path, caplog):
         load_dictionary(str(tmp_path / "absent.jsonl"))
     with pytest.raises(DictEmbedError, match="no dictionary named"):
         load_dictionary(" , ")
+
+
+def test_headerless_table_with_named_columns(tmp_path):
+    path = tmp_path / "cwn.txt"
+    path.write_text("使出\t他 使出 绝技\t为 特定 目的 而 使用\nbank\tthe bank\tland beside a river\n", encoding="utf-8")
+    d = load_dictionary(str(path), columns="word,-,definition")
+    assert d.headwords == ["使出", "bank"]
+    assert d["使出"].senses[0].definition == "为 特定 目的 而 使用"
+    assert d["使出"].senses[0].examples == []
+    with_examples = load_dictionary(str(path), columns="word,example,definition")
+    assert with_examples["bank"].senses[0].examples == ["the bank"]
+    with pytest.raises(DictEmbedError, match="unknown dictionary"):
+        load_dictionary(str(path))  # a .txt file needs --columns
+    with pytest.raises(DataFormatError, match="3 fields where the header has 2"):
+        load_dictionary(str(path), columns="word,definition")
+    for bad, message in (
+        ("word,x,definition", "unknown column 'x'"),
+        ("word,-", "must name word and definition"),
+        ("word,word,definition", "named twice"),
+    ):
+        with pytest.raises(DictEmbedError, match=message):
+            load_dictionary(str(path), columns=bad)
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text('{"word": "a", "definition": "b"}\n', encoding="utf-8")
+    with pytest.raises(DictEmbedError, match="JSONL file names its columns"):
+        load_dictionary(str(jsonl), columns="word,definition")
+
+
+def test_columns_option_reaches_training_config():
+    from dictembed.recipes.config import RunConfig
+
+    config = RunConfig.create("defsent-plus", columns="word,-,definition")
+    assert config.columns == "word,-,definition"

@@ -6,6 +6,7 @@ import pytest
 
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation.senteval import (
+    cv_selected_accuracy,
     dev_selected_accuracy,
     evaluate_senteval,
     load_binary,
@@ -152,3 +153,17 @@ def test_malformed_files_name_file_and_line(toy_root: Path):
     mrpc.write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tonly one string\n")
     with pytest.raises(DataFormatError, match=r"msr_paraphrase_test\.txt:2: expected 5"):
         load_mrpc("test", toy_root)
+
+
+def test_parallel_folds_give_the_same_result() -> None:
+    """--jobs only spreads the folds over processes: accuracies and chosen C are those of one process."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 6))
+    y = (x[:, 0] + 0.5 * rng.normal(size=120) > 0).astype(int)
+    one = nested_cv_accuracy(x, y, seed=3, folds=4, inner_folds=3)
+    two = nested_cv_accuracy(x, y, seed=3, folds=4, inner_folds=3, jobs=2)
+    assert (one.accuracy, one.chosen_c) == (two.accuracy, two.chosen_c)
+    assert 60 < one.accuracy <= 100
+    parallel = cv_selected_accuracy((x, y), (x[:30], y[:30]), seed=3, folds=3, jobs=2)
+    serial = cv_selected_accuracy((x, y), (x[:30], y[:30]), seed=3, folds=3)
+    assert parallel.chosen_c == serial.chosen_c and np.array_equal(parallel.predictions, serial.predictions)

@@ -97,7 +97,7 @@ def test_counts_are_saved_and_old_or_ica_spaces_refuse_leave_one_out(encoder, to
     space.save(tmp_path / "new")
     loaded = EntrySpace.load(tmp_path / "new")
     assert loaded.counts.tolist() == space.counts.tolist()
-    DefinitionSpace(space.words, space.matrix, "cosine", 0.05, space.kind).save(tmp_path / "old")
+    DefinitionSpace(space.words, space.matrix, "cosine", 0.05, space.kind).save(tmp_path / "old", dtype="fp32")
     old = EntrySpace.load(tmp_path / "old")
     assert old.counts is None and torch.equal(old.matrix, space.matrix)
     with pytest.raises(DictEmbedError, match="without its per-entry definition counts"):

@@ -13,11 +13,11 @@ from transformers import AutoModelForMaskedLM
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace, ica_transform
 from dictembed.errors import DictEmbedError
-from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
+from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples, token_lengths
 from dictembed.recipes.config import RunConfig
 from dictembed.recipes.run import train
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.training import Trainer, TrainSettings
+from dictembed.training import Trainer, TrainSettings, epoch_order, length_grouped_order, make_optimizer
 
 
 def _train(encoder, space, dictionary, run_dir, epochs=25, lr=3e-3, **kw):
@@ -83,14 +83,21 @@ def test_missing_head_falls_back_with_warning(bert_path, toy_dictionary, tmp_pat
         )
 
 
-def test_kill_and_resume_gives_identical_weights(bert_path, toy_dictionary, tmp_path) -> None:
+@pytest.mark.parametrize("group", [False, True], ids=["shuffled", "grouped-by-length"])
+def test_kill_and_resume_gives_identical_weights(bert_path, toy_dictionary, tmp_path, group) -> None:
+    def trainer_for(encoder, space, run_dir):
+        examples = entry_examples(toy_dictionary, space)
+        settings = TrainSettings(lr=1e-3, batch_size=4, epochs=2, seed=7, checkpoint_every=3, group_by_length=group)
+        lengths = token_lengths(encoder, [text for text, _ in examples])
+        return Trainer(
+            EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir, lengths=lengths
+        )
+
     def run(run_dir, stop_at=None):
         torch.manual_seed(123)  # dropout is on: resume must restore the RNG state too
         encoder = Encoder.load(str(bert_path), pooling="mean")
         space = WordEmbeddingSpace.from_encoder(Encoder.load(str(bert_path)), toy_dictionary.headwords)
-        examples = entry_examples(toy_dictionary, space)
-        settings = TrainSettings(lr=1e-3, batch_size=4, epochs=2, seed=7, checkpoint_every=3)
-        trainer = Trainer(EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir)
+        trainer = trainer_for(encoder, space, run_dir)
         trainer.fit(max_steps=stop_at)
         return trainer, encoder
 
@@ -104,11 +111,7 @@ def test_kill_and_resume_gives_identical_weights(bert_path, toy_dictionary, tmp_
         torch.manual_seed(999)  # a different process state: everything must come from the checkpoint
         encoder = Encoder.load(str(bert_path), pooling="mean")
         space = WordEmbeddingSpace.from_encoder(Encoder.load(str(bert_path)), toy_dictionary.headwords)
-        examples = entry_examples(toy_dictionary, space)
-        settings = TrainSettings(lr=1e-3, batch_size=4, epochs=2, seed=7, checkpoint_every=3)
-        resumed_trainer = Trainer(
-            EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, tmp_path / "killed"
-        )
+        resumed_trainer = trainer_for(encoder, space, tmp_path / "killed")
         resumed_trainer.fit(resume=True)
         return encoder
 
@@ -253,3 +256,47 @@ def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_
     assert saved["seed"] in (0, 1) and saved["lr"] == saved["selection"]["best_lr"]
     assert set(saved["selection"]["by_lr"]) == {"0.003", "0.0001"}
     assert isinstance(EntrySpace.load(out), MLMHeadSpace)
+
+
+def test_length_grouped_order_is_a_seeded_permutation_of_homogeneous_batches() -> None:
+    lengths = np.random.default_rng(1).integers(3, 60, size=1003).tolist()
+    order = length_grouped_order(lengths, batch_size=16, seed=5, epoch=0)
+    assert sorted(order) == list(range(1003))
+    assert order == length_grouped_order(lengths, 16, 5, 0)  # resume replays it
+    assert order != length_grouped_order(lengths, 16, 5, 1) != length_grouped_order(lengths, 16, 6, 0)
+
+    def padded(o: list[int]) -> int:  # tokens a dynamically padded batch computes
+        return sum(max(lengths[i] for i in o[k : k + 16]) * len(o[k : k + 16]) for k in range(0, len(o), 16))
+
+    shuffled = epoch_order(1003, 5, 0)
+    assert padded(order) < 0.75 * padded(shuffled)
+    assert padded(order) < 1.1 * sum(lengths)
+    assert len(order) % 16 == 11 and set(order[-11:]) <= set(range(1003))  # the one short batch comes last
+    # batches are shuffled, not sorted from longest to shortest
+    maxima = [max(lengths[i] for i in order[k : k + 16]) for k in range(0, 1003 - 11, 16)]
+    assert maxima != sorted(maxima, reverse=True)
+
+
+def test_group_by_length_needs_the_lengths(bert_path, toy_dictionary, tmp_path) -> None:
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    space = WordEmbeddingSpace.from_encoder(encoder, toy_dictionary.headwords)
+    examples = entry_examples(toy_dictionary, space)
+    settings = TrainSettings(batch_size=4, group_by_length=True)
+    with pytest.raises(ValueError, match="one length per training example"):
+        Trainer(EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, tmp_path)
+
+
+def test_optimizer_is_fused_adamw_with_the_same_update() -> None:
+    torch.manual_seed(0)
+    a = [torch.nn.Parameter(torch.randn(50, 8)) for _ in range(2)]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    fused, plain = make_optimizer(a, 1e-2, 0.01), torch.optim.AdamW(b, lr=1e-2, weight_decay=0.01)
+    assert fused.defaults["fused"] is True
+    for _ in range(3):
+        grads = [torch.randn(50, 8) for _ in a]
+        for p, q, g in zip(a, b, grads, strict=True):
+            p.grad, q.grad = g.clone(), g.clone()
+        fused.step()
+        plain.step()
+    for p, q in zip(a, b, strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6)

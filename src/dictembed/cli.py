@@ -1,4 +1,4 @@
-"""`dictembed` command line: train | encode | predict | evaluate | finetune | data | plot | push | serve.
+"""`dictembed` command line: train | encode | predict | evaluate | finetune | data | plot | push | serve | cache.
 
 Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
 --json stdout is exactly one JSON document and the human-readable text goes to stderr. Logging always goes
@@ -175,13 +175,19 @@ def _encoder_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_encoder(args: argparse.Namespace) -> Any:
-    """The encoder on --device with --precision as its compute precision (`Encoder.autocast`)."""
+    """The encoder on --device with --precision as its compute precision (`Encoder.autocast`); --backend onnx
+    (where the command has it) runs the backbone with ONNX Runtime on the CPU."""
     from dictembed.devices import loader_device
     from dictembed.encoder import Encoder
     from dictembed.paths import default_model
 
     device = loader_device(getattr(args, "device", "auto"))
-    encoder = Encoder.load(args.model or default_model(), pooling=getattr(args, "pooling", None), device=device)
+    encoder = Encoder.load(
+        args.model or default_model(),
+        pooling=getattr(args, "pooling", None),
+        device=device,
+        backend=getattr(args, "backend", None),
+    )
     return encoder.set_precision(getattr(args, "precision", "auto"))
 
 
@@ -271,6 +277,8 @@ def _option_type(f: Any) -> dict[str, Any]:
     if f.metadata.get("parse"):
         return {"type": f.metadata["parse"]}
     kind = str(f.type)
+    if kind == "bool":
+        return {"action": argparse.BooleanOptionalAction}
     positive = f.metadata.get("positive", True)
     number = {
         "int": _positive_int if positive else _natural,
@@ -411,9 +419,44 @@ def save_array(path: Path, array: Any) -> None:
             np.save(f, array)
 
 
+def _encode_streamed(args: argparse.Namespace) -> Report:
+    """`encode` to .npy: chunk by chunk into a memory map, resumable after a kill (`dictembed.streaming`)."""
+    from dictembed.streaming import encode_to_npy
+
+    encoder = _load_encoder(args)
+    quantize = args.quantize or "float32"
+    done = encode_to_npy(
+        encoder,
+        Path(args.input),
+        args.output,
+        encoding=args.encoding,
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        normalize=args.normalize,
+        quantize=quantize,
+        show_progress=args.log_level < logging.WARNING,
+    )
+    rows, dim = done["rows"], done["dim"]
+    data = {
+        "output": str(args.output),
+        "rows": rows,
+        "dim": dim,
+        "dtype": done["dtype"],
+        "quantize": quantize,
+        "precision": encoder.compute_precision,
+        "device": str(encoder.device),
+        "resumed_from": done["resumed_from"],
+    }
+    return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
+
+
 def cmd_encode(args: argparse.Namespace) -> Report:
+    from dictembed.streaming import STREAMABLE
+
     if args.output.exists() and not args.overwrite:
         raise DictEmbedError(f"--output {args.output} already exists; pass --overwrite to replace it")
+    if args.output.suffix == ".npy" and (args.quantize or "float32") in STREAMABLE:
+        return _encode_streamed(args)  # int8/uint8 calibrate over every row: encoded in memory below
     sentences = read_sentences(Path(args.input), args.encoding)
     encoder = _load_encoder(args)
     quantize = args.quantize or "float32"
@@ -435,8 +478,23 @@ def cmd_encode(args: argparse.Namespace) -> Report:
         "quantize": quantize,
         "precision": encoder.compute_precision,
         "device": str(encoder.device),
+        "backend": "onnx" if encoder.onnx_backbone is not None else "torch",
     }
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
+
+
+def cmd_export(args: argparse.Namespace) -> Report:
+    from dictembed.onnx_backend import export
+    from dictembed.paths import default_model
+
+    output = Path(args.output)
+    if output.exists() and not args.overwrite:
+        raise DictEmbedError(f"--output {output} already exists; pass --overwrite to replace it")
+    path = export(args.model or default_model(), output, quantize=args.quantize, optimize=not args.no_optimize)
+    manifest = json.loads((path / "onnx" / "export.json").read_text(encoding="utf-8"))
+    data = {"output": str(path), "format": args.format, **manifest, "file": f"onnx/{manifest['file']}"}
+    size = (path / data["file"]).stat().st_size / 1e6
+    return Report(data, f"wrote {path} ({data['file']}, {size:.1f} MB, {args.quantize or 'fp32'})")
 
 
 # --------------------------------------------------------------------------- predict
@@ -503,7 +561,7 @@ def cmd_eval_senteval(args: argparse.Namespace) -> Report:
     _known(args.tasks, SENTEVAL_TASKS, "--tasks")
     encoder = _load_encoder(args)
     with encoder.autocast():
-        result = evaluate_senteval(encoder, tasks=args.tasks)
+        result = evaluate_senteval(encoder, tasks=args.tasks, jobs=args.jobs)
     return Report(result, _table(result, "SentEval transfer (accuracy %)"))
 
 
@@ -520,6 +578,7 @@ def cmd_eval_reverse_dictionary(args: argparse.Namespace) -> Report:
         args.dictionary or config.get("dictionary", "wordnet"),
         wordnet_dir=args.wordnet_dir or config.get("wordnet_dir"),
         encoding=args.encoding or config.get("encoding") or "utf-8",
+        columns=None if args.dictionary else config.get("columns"),
     )
     split = split_by_headword(dictionary, seed=config.get("split_seed", 0))[args.split]
     ranks = reverse_dictionary.ranks(split, limit=args.limit)
@@ -547,6 +606,7 @@ def _eval_reverse_dictionary_leak_free(args: argparse.Namespace) -> Report:
             args.dictionary or config.get("dictionary", "wordnet"),
             wordnet_dir=args.wordnet_dir or config.get("wordnet_dir"),
             encoding=args.encoding or config.get("encoding") or "utf-8",
+            columns=None if args.dictionary else config.get("columns"),
         )
     if args.queries:
         queries = leak_free.cross_dictionary_queries(
@@ -679,6 +739,45 @@ def cmd_push(args: argparse.Namespace) -> Report:
     return Report(data, "\n".join([f"{verb} {len(files)} file(s) to {args.repo}", *(f"  {f}" for f in files)]))
 
 
+# ----------------------------------------------------------------------------- cache
+CACHE_HELP = "$DICTEMBED_CACHE, else ~/.cache/dictembed"
+
+
+def cmd_cache_list(args: argparse.Namespace) -> Report:
+    from dictembed.cache import default_cache_dir, human_size, list_cache
+
+    folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    spaces = list_cache(folder)
+    lines = [f"{len(spaces)} cached entry space(s) in {folder}, {human_size(sum(s.size for s in spaces))}"]
+    for space in spaces:
+        row = space.to_dict()
+        src = space.source
+        built = ", ".join(
+            f"{key} {src[key]}" for key in ("model", "dictionary", "entries", "ica", "entry_count") if key in src
+        )
+        lines.append(f"  {space.path.name}  {human_size(space.size):>9}  {row['modified']}  {built or '(no sidecar)'}")
+    data = {"cache_dir": str(folder), "spaces": [s.to_dict() for s in spaces]}
+    return Report(data, "\n".join(lines))
+
+
+def cmd_cache_clear(args: argparse.Namespace) -> Report:
+    from dictembed.cache import clear_cache, default_cache_dir, human_size, own_files
+
+    folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    files = own_files(folder)
+    total = sum(p.stat().st_size for p in files if p.exists())
+    if files and not args.yes:
+        what = f"{len(files)} file(s), {human_size(total)}, from {folder}"
+        if not sys.stdin.isatty():
+            raise UsageError(f"this removes {what}: pass --yes to confirm")
+        print(f"remove {what}? [y/N] ", end="", file=sys.stderr, flush=True)
+        if input().strip().lower() not in ("y", "yes"):
+            return Report({"cache_dir": str(folder), "removed": [], "freed": 0}, "nothing removed")
+    removed, freed = clear_cache(folder)
+    data = {"cache_dir": str(folder), "removed": [str(p) for p in removed], "freed": freed}
+    return Report(data, f"removed {len(removed)} file(s) from {folder}, freed {human_size(freed)}")
+
+
 # ------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -700,6 +799,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=_array_path, required=True, help="the .npy or .npz file to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--batch-size", type=_positive_int, default=32, help="sentences per forward pass")
+    p.add_argument(
+        "--chunk-size",
+        type=_positive_int,
+        default=10_000,
+        help="lines read, encoded and saved at a time to a .npy (float32, binary, ubinary): a run killed "
+        "midway continues after its last saved chunk when run again",
+    )
     p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
     p.add_argument(
         "--quantize",
@@ -707,6 +813,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="quantise the embeddings (sentence-transformers' quantize_embeddings; default: none, float32)",
     )
+    p.add_argument(
+        "--backend",
+        choices=["torch", "onnx"],
+        default=None,
+        help="run the backbone with torch or ONNX Runtime (CPU) (default: onnx for an exported folder, else torch)",
+    )
+
+    p = _command(sub, "export", cmd_export, "export a model for ONNX Runtime inference (optionally int8)")
+    _model_arg(p)
+    p.add_argument("--output", required=True, help="folder to write (the model's save plus onnx/)")
+    p.add_argument("--format", choices=["onnx"], default="onnx", help="export format")
+    p.add_argument("--quantize", choices=["int8"], default=None, help="dynamic int8 quantisation (default: fp32)")
+    p.add_argument("--no-optimize", action="store_true", help="skip onnxruntime's attention/LayerNorm fusions")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
 
     p = _command(sub, "predict", cmd_predict, "reverse dictionary: the words for a definition (or a file of them)")
     _model_arg(p, required=True)
@@ -740,6 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(ev, "senteval", cmd_eval_senteval, "SentEval transfer tasks")
     _encoder_args(p)
     p.add_argument("--tasks", type=_names, default=None, help="comma list (default: all seven)")
+    p.add_argument("--jobs", type=int, default=1, help="processes fitting the classifiers' folds (-1: all cores)")
     p = _command(ev, "reverse-dictionary", cmd_eval_reverse_dictionary, "MRR and top-1/3/10 on held-out headwords")
     _model_arg(p, required=True)
     p.add_argument("--dictionary", default=None, help="default: the dictionary the model was trained on")
@@ -813,6 +934,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", type=_repo_id, required=True, help="Hub repository id, user/name")
     p.add_argument("--private", action="store_true", help="create the repository private")
     p.add_argument("--dry-run", action="store_true", help="list the files that would be uploaded, upload nothing")
+
+    cache = _group(sub, "cache", f"the entry-space cache ({CACHE_HELP})")
+    for name, func, help_text in [
+        ("list", cmd_cache_list, "the cached entry spaces: file, size, date and what built them"),
+        ("clear", cmd_cache_clear, "remove the cached entry spaces (only files dictembed wrote)"),
+    ]:
+        p = _command(cache, name, func, help_text)
+        p.add_argument("--cache-dir", default=None, help=f"the cache folder (default: {CACHE_HELP})")
+    p.add_argument("--yes", action="store_true", help="remove without asking")
     return parser
 
 
@@ -848,7 +978,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.parser.prog}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        hint = " (train again with --resume to continue)" if args.command == "train" else ""
+        hints = {"train": " (train again with --resume to continue)", "encode": " (a .npy continues when run again)"}
+        hint = hints.get(args.command, "")
         print(f"dictembed: interrupted{hint}", file=sys.stderr)
         return 130
     except (DictEmbedError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:

@@ -65,6 +65,8 @@ class Encoder(nn.Module):
 
     similarity_fn_name = "cosine"
     compute_precision = "fp32"  # inference autocast: fp32 (none), bf16 or fp16; see `set_precision`
+    onnx_backbone: Any = None  # an ONNX Runtime session run in place of `backbone` (dictembed.onnx_backend)
+    onnx_manifest: dict[str, Any] | None = None  # what that ONNX graph is (the export's onnx/export.json)
 
     def __init__(
         self,
@@ -168,6 +170,7 @@ class Encoder(nn.Module):
             default_prompt_name=self.default_prompt_name,
         )
         encoder.compute_precision = self.compute_precision
+        encoder.onnx_backbone, encoder.onnx_manifest = self.onnx_backbone, self.onnx_manifest
         return encoder
 
     def set_precision(self, precision: str | None = "auto") -> Encoder:
@@ -199,6 +202,7 @@ class Encoder(nn.Module):
         max_length: int | None = None,
         normalize: bool | None = None,
         device: str | torch.device | None = None,
+        backend: str | None = None,
     ) -> Encoder:
         """Load a hub name or local folder: a dictembed save, a sentence-transformers folder or a plain HF model.
 
@@ -206,8 +210,12 @@ class Encoder(nn.Module):
         Normalize and other standard modules are honoured. `pooling` overrides the saved pooling; `pooler`
         "model" appends the model's own dense pooler (BERT: `pooler.dense` + tanh; RoBERTa: `lm_head.dense` +
         GELU) as a Dense module; `normalize` True/False adds or removes a Normalize module. `device`
-        defaults to CUDA, else MPS, else the CPU.
+        defaults to CUDA, else MPS, else the CPU. `backend` "onnx" runs the backbone with ONNX Runtime on the
+        CPU (an export's graph, else one exported now; inference only), "torch" with torch; default: "onnx"
+        for a folder written by `dictembed export --format onnx`, else "torch".
         """
+        if backend not in (None, "torch", "onnx"):
+            raise DictEmbedError(f"unknown backend {backend!r}; choose from torch, onnx")
         folder = resolve_model(name_or_path)
         record = RunRecord.load(folder)
         saved = record.encoder
@@ -253,6 +261,10 @@ class Encoder(nn.Module):
         if normalize is False:
             encoder.post = nn.ModuleList(m for m in encoder.post if not isinstance(m, _st_modules().Normalize))
         record.base_model = record.base_model or str(name_or_path)
+        if backend == "onnx" or (backend is None and (folder / "onnx" / "export.json").is_file()):
+            from dictembed.onnx_backend import attach
+
+            return attach(encoder.to("cpu"), folder)
         return encoder.to(device or best_device())
 
     # ----------------------------------------------------------------- forward
@@ -298,7 +310,9 @@ class Encoder(nn.Module):
         batch = {k: v.to(self.device) for k, v in batch.items()}
         prompt_length = batch.pop("prompt_length", None)
         needs_all = self.pooling == "first_last_avg"
-        out = self.backbone(**batch, output_hidden_states=needs_all, return_dict=True)
+        if self.onnx_backbone is not None and torch.is_grad_enabled():
+            raise DictEmbedError("an ONNX encoder is for inference only; load the model with backend='torch' to train")
+        out = (self.onnx_backbone or self.backbone)(**batch, output_hidden_states=needs_all, return_dict=True)
         if self.pooling in CUSTOM_POOLINGS:
             states = out.hidden_states if needs_all else (out.last_hidden_state,)
             mask_positions = None

@@ -21,20 +21,24 @@ from typing import Literal
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save, save_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
+from dictembed.cache import cached_matrix, space_path
 from dictembed.dictionary.core import Dictionary
+from dictembed.distributed import encode_across_processes
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
-from dictembed.io import atomic_write
 from dictembed.loading import load_masked_lm_info
 from dictembed.vocab import word_token_ids
 
 log = logging.getLogger(__name__)
 SPACE_DIR = "entry_space"
+# How a saved matrix space stores its matrix (`EntrySpace.save`); loading always upcasts to float32.
+SAVE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+SAVE_DTYPE: Literal["fp32", "fp16"] = "fp16"
 
 
 class EntrySpace(nn.Module):
@@ -77,14 +81,22 @@ class EntrySpace(nn.Module):
         bookkeeping beside them (a DefinitionSpace's per-entry definition counts)."""
         return self._tensors()
 
-    def save(self, model_dir: str | Path) -> Path:
+    def _store(self, tensors: dict[str, torch.Tensor], dtype: str) -> str:
+        """Cast `tensors` (in place) to the saved `dtype` where this space allows it; the dtype stored."""
+        return "fp32"  # e.g. an MLM head: saved as it is
+
+    def save(self, model_dir: str | Path, dtype: Literal["fp32", "fp16"] = SAVE_DTYPE) -> Path:
+        """Write `model_dir/entry_space/` (tensors.safetensors, space.json). With `dtype="fp16"` a matrix space
+        stores its matrix in half precision (half the file); `load` upcasts it to float32. space.json records
+        the stored dtype. The space in memory is unchanged."""
+        if dtype not in SAVE_DTYPES:
+            raise DictEmbedError(f"unknown entry-space dtype {dtype!r}; choose {' or '.join(SAVE_DTYPES)}")
         folder = Path(model_dir) / SPACE_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        save_file(
-            {k: v.detach().cpu().clone().contiguous() for k, v in self._saved_tensors().items()},
-            folder / "tensors.safetensors",
-        )
-        (folder / "space.json").write_text(json.dumps(self._meta()))
+        tensors = {k: v.detach().cpu().clone().contiguous() for k, v in self._saved_tensors().items()}
+        stored = self._store(tensors, dtype)
+        save_file(tensors, folder / "tensors.safetensors")
+        (folder / "space.json").write_text(json.dumps({**self._meta(), "dtype": stored}))
         return folder
 
     @staticmethod
@@ -97,6 +109,8 @@ class EntrySpace(nn.Module):
         try:
             meta = json.loads((folder / "space.json").read_text(encoding="utf-8"))
             kind, words = meta["type"], list(meta["words"])
+            if meta.get("dtype", "fp32") not in SAVE_DTYPES:  # older saves have no dtype: float32
+                raise ValueError(f"unknown dtype {meta['dtype']!r}")
         except (OSError, ValueError, TypeError, KeyError) as err:
             detail = f"{type(err).__name__}: {err}"
             raise DictEmbedError(f"{folder / 'space.json'}: corrupt entry space ({detail})") from None
@@ -234,6 +248,17 @@ class MatrixSpace(EntrySpace):
     def vectors(self) -> np.ndarray:
         return self.matrix.cpu().numpy()
 
+    def _store(self, tensors: dict[str, torch.Tensor], dtype: str) -> str:
+        """The matrix in `dtype`; float32 (logged) when it does not fit float16's range."""
+        if dtype == "fp32":
+            return "fp32"
+        half = tensors["matrix"].to(SAVE_DTYPES[dtype])
+        if not torch.isfinite(half).all():
+            log.warning("the entry matrix exceeds the range of %s; saved in float32", dtype)
+            return "fp32"
+        tensors["matrix"] = half
+        return dtype
+
     def _tensors(self) -> dict[str, torch.Tensor]:
         return {"matrix": self.matrix}
 
@@ -313,20 +338,45 @@ class DefinitionSpace(MatrixSpace):
         similarity: Literal["dot", "cosine"] = "dot",
         temperature: float = 0.05,
     ) -> DefinitionSpace:
-        """Encode every definition (no grad, length-sorted batches) and average per headword; cached on disk.
-        `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors."""
+        """Encode every definition (no grad, length-sorted batches) and average per headword.
+        `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors.
+
+        With `cache_dir` (recipes pass `dictembed.cache.default_cache_dir()`, i.e. $DICTEMBED_CACHE) the matrix
+        is cached there, keyed by `cache_key`; concurrent builds of one space are serialised by a file lock."""
         if entries not in ("ac", "amp"):
             raise DictEmbedError(f"unknown entry type {entries!r}; choose ac or amp")
         kind = f"definitions-{entries}" + ("-ica" if ica else "")
         counts = np.array([len(e.senses) for e in dictionary])
-        path = None
-        if cache_dir is not None:
-            key = cache_key(encoder, dictionary, entries, ica)
-            path = Path(cache_dir) / f"definitions-{key}.safetensors"
-            if path.exists():
-                log.info("entry space loaded from cache %s", path)
-                matrix = load_file(str(path))["matrix"]
-                return cls(dictionary.headwords, matrix, similarity, temperature, kind, None if ica else counts)
+        if cache_dir is None:
+            matrix = cls._matrix(encoder, dictionary, entries, ica, None, batch_size)
+        else:
+            source = {
+                "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
+                "base_model": encoder.base_model,
+                "dictionary": dictionary.name,
+                "entries": entries,
+                "ica": ica,
+                "entry_count": len(dictionary),
+                "definitions": int(counts.sum()),
+                "precision": encoder.compute_precision,
+            }
+            path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
+            build = lambda: cls._matrix(encoder, dictionary, entries, ica, cache_dir, batch_size)  # noqa: E731
+            matrix = cached_matrix(path, build, source)
+        return cls(dictionary.headwords, matrix, similarity, temperature, kind, None if ica else counts)
+
+    @classmethod
+    def _matrix(
+        cls,
+        encoder: Encoder,
+        dictionary: Dictionary,
+        entries: Literal["ac", "amp"],
+        ica: bool,
+        cache_dir: str | Path | None,
+        batch_size: int,
+    ) -> torch.Tensor:
+        """The float32 entry matrix of `build`, computed (no cache lookup of its own)."""
+        counts = np.array([len(e.senses) for e in dictionary])
         if ica:  # the ICA space transforms the plain one, which is itself cached
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())
@@ -334,17 +384,13 @@ class DefinitionSpace(MatrixSpace):
             pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
             with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
                 definitions = [d for _, d in dictionary.pairs()]
-                vectors = pooled.encode(definitions, batch_size=batch_size, show_progress_bar=True)
+                # Under a distributed launch each process encodes a share; all end with every vector, in order.
+                vectors = encode_across_processes(pooled, definitions, batch_size=batch_size, show_progress_bar=True)
             owner = np.repeat(np.arange(len(counts)), counts)
             matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
             np.add.at(matrix, owner, vectors)
             matrix /= counts[:, None]
-        space = cls(
-            dictionary.headwords, matrix.astype(np.float32), similarity, temperature, kind, None if ica else counts
-        )
-        if path is not None:
-            atomic_write(path, save({"matrix": space.matrix.contiguous()}))
-        return space
+        return torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))
 
 
 def ica_transform(matrix: np.ndarray, seed: int = 42, scale: float = 100.0) -> np.ndarray:
@@ -360,9 +406,12 @@ def ica_transform(matrix: np.ndarray, seed: int = 42, scale: float = 100.0) -> n
 
 
 def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool) -> str:
-    """A hash of the encoder's weights and modules, the dictionary's pairs, the entry type and ICA."""
+    """A hash of the encoder's weights (but the backbone's unused pooler) and modules, the dictionary's pairs,
+    the entry type and ICA."""
     digest = hashlib.sha1()
-    for tensor in encoder.state_dict().values():
+    for name, tensor in encoder.state_dict().items():
+        if name.startswith("backbone.pooler."):  # never enters the vectors; a checkpoint without one gets a
+            continue  # fresh random one on every load, which would make every run miss the cache
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     for headword, definition in dictionary.pairs():
         digest.update(f"{headword}\t{definition}\n".encode())
@@ -370,4 +419,6 @@ def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool)
     digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
     if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
         digest.update(f"|{encoder.compute_precision}".encode())
+    if encoder.onnx_manifest is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights
+        digest.update(f"|onnx|{json.dumps(encoder.onnx_manifest, sort_keys=True)}".encode())
     return digest.hexdigest()[:16]

@@ -170,15 +170,14 @@ def load_description_pairs(path: str | Path) -> list[tuple[str, list[str]]]:
 
 def top_indices(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
     """The indices of the k highest `scores` among the `allowed`, best first (ties by index)."""
-    candidates = np.flatnonzero(allowed) if allowed is not None else np.arange(len(scores))
-    k = min(k, len(candidates))
+    values = scores[allowed] if allowed is not None else scores  # no copy of every score when unfiltered
+    n = len(values)
+    k = min(k, n)
     if k <= 0:
-        return candidates[:0]
-    values = scores[candidates]
-    if k < len(candidates):
-        keep = np.argpartition(-values, k - 1)[:k]
-        candidates, values = candidates[keep], values[keep]
-    return candidates[np.lexsort((candidates, -values))]
+        return np.zeros(0, dtype=np.int64)
+    keep = np.argpartition(values, n - k)[n - k :] if k < n else np.arange(n)
+    candidates = np.flatnonzero(allowed)[keep] if allowed is not None else keep
+    return candidates[np.lexsort((candidates, -values[keep]))]
 
 
 class ReverseDictionary:
@@ -195,6 +194,7 @@ class ReverseDictionary:
         wordnet_dir: str | Path | None = None,
         name: str | None = None,
         encoding: str = "utf-8",
+        columns: str | None = None,
     ) -> None:
         self.encoder = encoder
         self.space = space.freeze()
@@ -203,6 +203,7 @@ class ReverseDictionary:
         self.dictionary_spec = dictionary.name if isinstance(dictionary, Dictionary) else dictionary
         self._wordnet_dir = wordnet_dir
         self._encoding = encoding
+        self._columns = columns
         self.dictionary_error: str | None = None if dictionary is not None else "the model names no dictionary"
         self._dictionary_tried = dictionary is None or self._dictionary is not None
         self._lock = threading.RLock()
@@ -228,6 +229,7 @@ class ReverseDictionary:
             dictionary=config.get("dictionary"),
             wordnet_dir=config.get("wordnet_dir"),
             encoding=config.get("encoding") or "utf-8",
+            columns=config.get("columns"),
             name=name,
         )
 
@@ -298,7 +300,10 @@ class ReverseDictionary:
 
                 try:
                     self._dictionary = load_dictionary(
-                        str(self.dictionary_spec), wordnet_dir=self._wordnet_dir, encoding=self._encoding
+                        str(self.dictionary_spec),
+                        wordnet_dir=self._wordnet_dir,
+                        encoding=self._encoding,
+                        columns=self._columns,
                     )
                 except Exception as err:  # best effort: results simply come without definitions
                     self.dictionary_error = f"cannot load dictionary {self.dictionary_spec!r}: {err}"

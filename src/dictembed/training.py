@@ -51,6 +51,7 @@ class TrainSettings:
     checkpoint_every: int = 500
     log_every: int = 50
     grad_accum: int = 1  # micro-batches per optimizer step; batch_size stays the global batch of one step
+    group_by_length: bool = False  # batches of similar lengths (seeded), see `length_grouped_order`
 
 
 def set_seed(seed: int) -> None:
@@ -118,6 +119,29 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     return np.random.default_rng([seed, epoch]).permutation(n).tolist()
 
 
+def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int, pool: int = 50) -> list[int]:
+    """An epoch order whose consecutive `batch_size` blocks hold examples of similar length, so little of a
+    dynamically padded batch is padding: the shuffled order (`epoch_order`) is cut into pools of `pool`
+    batches, each pool sorted by length (longest first) and cut into batches, and the full batches are
+    shuffled (the one short batch, if any, stays last). A pure function of its arguments, so resume replays it."""
+    order = epoch_order(len(lengths), seed, epoch)
+    batches: list[list[int]] = []
+    for start in range(0, len(order), batch_size * pool):
+        chunk = sorted(order[start : start + batch_size * pool], key=lambda i: -lengths[i])
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    short = [b for b in batches if len(b) < batch_size]
+    full = [b for b in batches if len(b) == batch_size]
+    shuffled = np.random.default_rng([seed, epoch, 1]).permutation(len(full))
+    return [i for j in shuffled for i in full[j]] + [i for b in short for i in b]
+
+
+def make_optimizer(params: list[nn.Parameter], lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW, fused into one kernel per step where torch has one for these parameters (float32 or lower on the
+    CPU or CUDA; 4-5x faster than the per-tensor loop on the CPU, the same update to the last bit or two)."""
+    fusable = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fusable or None)
+
+
 class Trainer:
     """Trains the requires_grad parameters of an objective module: `model(batch)` returns a dict with "loss".
 
@@ -135,11 +159,13 @@ class Trainer:
         accelerator: Accelerator | None = None,
         device: str | torch.device | None = None,
         precision: str = "fp32",
+        lengths: Sequence[int] | None = None,
     ) -> None:
         """`identity` is the configuration the run belongs to: a checkpoint is resumed only under the same.
         Without an `accelerator`, one is made on `device` ("auto"/None: the best one) with `precision`
         (`make_accelerator`). `settings.batch_size` is the global batch of one optimizer step: each process
-        takes batch_size / (grad_accum x processes) examples a forward pass."""
+        takes batch_size / (grad_accum x processes) examples a forward pass. `lengths` (one per example, e.g.
+        token counts) is what `settings.group_by_length` groups batches by."""
         if not examples:
             raise ValueError("no training examples")
         self.settings = settings
@@ -151,6 +177,9 @@ class Trainer:
         self.accelerator.gradient_accumulation_steps = settings.grad_accum
         self.examples = list(examples)
         self.collate = collate
+        if settings.group_by_length and (lengths is None or len(lengths) != len(self.examples)):
+            raise ValueError("group_by_length needs one length per training example")
+        self.lengths = list(lengths) if settings.group_by_length and lengths is not None else None
         passes = settings.grad_accum * self.accelerator.num_processes
         if settings.grad_accum < 1 or settings.batch_size % passes:
             raise ValueError(
@@ -162,7 +191,7 @@ class Trainer:
         self.steps_per_epoch = -(-len(self.examples) // settings.batch_size)
         self.total_steps = self.steps_per_epoch * settings.epochs
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+        optimizer = make_optimizer(params, settings.lr, settings.weight_decay)
         scheduler = get_linear_schedule_with_warmup(
             optimizer, int(settings.warmup_ratio * self.total_steps), self.total_steps
         )
@@ -181,7 +210,11 @@ class Trainer:
         return self.run_dir / "checkpoint"
 
     def _loader(self, epoch: int) -> DataLoader:
-        order = epoch_order(len(self.examples), self.settings.seed, epoch)
+        s = self.settings
+        if self.lengths is not None:
+            order = length_grouped_order(self.lengths, s.batch_size, s.seed, epoch)
+        else:
+            order = epoch_order(len(self.examples), s.seed, epoch)
         data = [self.examples[i] for i in order]
         # Its own generator: creating an iterator must not draw from the global RNG that dropout uses.
         generator = torch.Generator().manual_seed(self.settings.seed)
@@ -208,6 +241,11 @@ class Trainer:
         return None
 
     def _discard_checkpoints(self) -> None:
+        """Remove this run's checkpoints: by the main process, once every process is here (under DDP the
+        main one may still be writing the checkpoint of the last step when another process gets here)."""
+        self.accelerator.wait_for_everyone()
+        if not self.accelerator.is_main_process:
+            return
         for name in ("", STAGING_SUFFIX, ".old"):
             shutil.rmtree(self.checkpoint_dir.with_name(self.checkpoint_dir.name + name), ignore_errors=True)
 

@@ -16,7 +16,7 @@ from dictembed.dictionary.sources import (
     load_wordnet,
     load_wordnet_examples,
 )
-from dictembed.dictionary.sources.table import FORMATS, read_columns
+from dictembed.dictionary.sources.table import FORMATS, parse_columns, read_columns
 from dictembed.errors import DictEmbedError
 
 SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
@@ -30,40 +30,50 @@ SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
 TABLE_COLUMNS = ("word", "definition", "example", "pos")
 
 
-def load_user_table(path: str | Path, encoding: str = "utf-8") -> Dictionary:
-    """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present."""
-    columns = read_columns(path, encoding=encoding)
-    optional = {c: c if c in columns else None for c in TABLE_COLUMNS[2:]}
-    return load_table(path, headword="word", definition="definition", encoding=encoding, **optional)
+def load_user_table(path: str | Path, encoding: str = "utf-8", columns: str | None = None) -> Dictionary:
+    """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present.
+    `columns` (e.g. "word,-,definition", see `parse_columns`) names the columns of a file without a header
+    line; such a file may also be a .txt file, read as TSV."""
+    header = parse_columns(columns) if columns else None
+    fmt = FORMATS.get(Path(path).suffix.lower(), "tsv") if header else None
+    names = header or read_columns(path, encoding=encoding)
+    optional = {c: c if c in names else None for c in TABLE_COLUMNS[2:]}
+    return load_table(
+        path, headword="word", definition="definition", encoding=encoding, fmt=fmt, header=header, **optional
+    )
 
 
-def load_source(item: str, wordnet_dir: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
+def load_source(
+    item: str, wordnet_dir: str | Path | None = None, encoding: str = "utf-8", columns: str | None = None
+) -> Dictionary:
     """One source: a known name (see SOURCES) or the path of a .tsv/.csv/.jsonl table read as `encoding`
-    (the named sources have their own, known encodings)."""
+    (the named sources have their own, known encodings); `columns`: see `load_user_table`."""
     name = item.strip().lower()
     if name in SOURCES:
         return SOURCES[name](wordnet_dir)
     path = Path(item.strip()).expanduser()
-    if path.suffix.lower() in FORMATS:
-        return load_user_table(path, encoding)
+    if path.suffix.lower() in FORMATS or columns and path.suffix.lower() == ".txt":
+        return load_user_table(path, encoding, columns)
     raise DictEmbedError(
         f"unknown dictionary {item.strip()!r}: use one of {', '.join(SOURCES)} "
         f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(TABLE_COLUMNS)}"
     )
 
 
-def load_dictionary(spec: str, wordnet_dir: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
+def load_dictionary(
+    spec: str, wordnet_dir: str | Path | None = None, encoding: str = "utf-8", columns: str | None = None
+) -> Dictionary:
     """Load the comma-separated sources of `spec` (e.g. "wordnet,gcide,my_words.tsv").
 
     Several sources are merged with `merge_dictionaries` (its report is logged); one is returned as
     loaded. `wordnet_dir` overrides the WordNet database folder; `encoding` is that of the table files
     (the command line's --encoding), bytes that do not decode raising DataFormatError with the file,
-    line and byte.
+    line and byte; `columns` (the command line's --columns) names the columns of headerless table files.
     """
     items = [item for item in spec.split(",") if item.strip()]
     if not items:
         raise DictEmbedError(f"no dictionary named in {spec!r}: use one or more of {', '.join(SOURCES)}")
-    dictionaries = [load_source(item, wordnet_dir, encoding) for item in items]
+    dictionaries = [load_source(item, wordnet_dir, encoding, columns) for item in items]
     if len(dictionaries) == 1:
         return dictionaries[0]
     merged, _ = merge_dictionaries(dictionaries)

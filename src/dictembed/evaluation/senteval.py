@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.metrics import f1_score
@@ -166,8 +167,11 @@ def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> LogisticRegressio
     return LogisticRegression(C=c, max_iter=MAX_ITER, random_state=seed).fit(x, y)
 
 
-def _fit_cv(x: np.ndarray, y: np.ndarray, grid: Sequence[float], folds: int, seed: int) -> LogisticRegressionCV:
-    """LogisticRegression with C chosen by stratified k-fold accuracy (first best C on ties), refit on all."""
+def _fit_cv(
+    x: np.ndarray, y: np.ndarray, grid: Sequence[float], folds: int, seed: int, jobs: int = 1
+) -> LogisticRegressionCV:
+    """LogisticRegression with C chosen by stratified k-fold accuracy (first best C on ties), refit on all;
+    `jobs` processes fit the folds (the same result for any number)."""
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     model = LogisticRegressionCV(
         Cs=list(grid),
@@ -177,6 +181,7 @@ def _fit_cv(x: np.ndarray, y: np.ndarray, grid: Sequence[float], folds: int, see
         max_iter=MAX_ITER,
         random_state=seed,
         use_legacy_attributes=False,
+        n_jobs=jobs,
     )
     return model.fit(x, y)
 
@@ -188,16 +193,25 @@ def nested_cv_accuracy(
     folds: int = N_FOLDS,
     inner_folds: int = N_FOLDS,
     grid: Sequence[float] = C_GRID,
+    jobs: int = 1,
 ) -> ClassifierResult:
-    """Mean held-out accuracy over `folds` stratified folds; C chosen by inner CV within each training fold."""
+    """Mean held-out accuracy over `folds` stratified folds; C chosen by inner CV within each training fold.
+    `jobs` processes run the outer folds (each on one BLAS thread; the same result for any number)."""
     outer = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    accuracies, chosen = [], []
+    fits = Parallel(n_jobs=jobs)(
+        delayed(_outer_fold)(x[train], y[train], x[test], y[test], grid, inner_folds, seed)
+        for train, test in outer.split(x, y)
+    )
+    return ClassifierResult(float(np.mean([a for a, _ in fits]) * 100), [c for _, c in fits])
+
+
+def _outer_fold(
+    x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, grid: Sequence[float], folds: int, seed: int
+) -> tuple[float, float]:
+    """Held-out accuracy and the chosen C of one outer fold."""
     with _one_blas_thread():
-        for train, test in outer.split(x, y):
-            model = _fit_cv(x[train], y[train], grid, inner_folds, seed)
-            accuracies.append(model.score(x[test], y[test]))
-            chosen.append(float(model.C_))
-    return ClassifierResult(float(np.mean(accuracies) * 100), chosen)
+        model = _fit_cv(x, y, grid, folds, seed)
+        return float(model.score(x_test, y_test)), float(model.C_)
 
 
 def dev_selected_accuracy(
@@ -221,21 +235,28 @@ def cv_selected_accuracy(
     seed: int = 1111,
     folds: int = N_FOLDS,
     grid: Sequence[float] = C_GRID_KFOLD,
+    jobs: int = 1,
 ) -> ClassifierResult:
     """C chosen by stratified k-fold CV on train, refit on all of train, test accuracy reported."""
     with _one_blas_thread():
-        model = _fit_cv(*train, grid, folds, seed)
+        model = _fit_cv(*train, grid, folds, seed, jobs)
         predictions = model.predict(test[0])
     return ClassifierResult(float(np.mean(predictions == test[1]) * 100), [float(model.C_)], predictions)
 
 
 def _run_task(
-    model: SentenceEncoder, task: str, seed: int, data_dir: str | Path | None, folds: int, inner_folds: int
+    model: SentenceEncoder,
+    task: str,
+    seed: int,
+    data_dir: str | Path | None,
+    folds: int,
+    inner_folds: int,
+    jobs: int = 1,
 ) -> dict[str, float]:
     if task in BINARY_FILES:
         data = load_binary(task, data_dir)
         (x,) = encode_unique(model, data.sentences)
-        return {task: nested_cv_accuracy(x, data.labels, seed, folds, inner_folds).accuracy}
+        return {task: nested_cv_accuracy(x, data.labels, seed, folds, inner_folds, jobs=jobs).accuracy}
     if task == "SST2":
         splits = [load_sst2(s, data_dir) for s in ("train", "dev", "test")]
         xs = encode_unique(model, *(s.sentences for s in splits))
@@ -245,12 +266,12 @@ def _run_task(
         splits = [load_trec(s, data_dir) for s in ("train", "test")]
         xs = encode_unique(model, *(s.sentences for s in splits))
         train, test = ((x, s.labels) for x, s in zip(xs, splits, strict=True))
-        return {task: cv_selected_accuracy(train, test, seed, folds).accuracy}
+        return {task: cv_selected_accuracy(train, test, seed, folds, jobs=jobs).accuracy}
     if task == "MRPC":
         tr, te = load_mrpc("train", data_dir), load_mrpc("test", data_dir)
         a, b, c, d = encode_unique(model, tr.sentences1, tr.sentences2, te.sentences1, te.sentences2)
         train, test = (pair_features(a, b), tr.labels), (pair_features(c, d), te.labels)
-        result = cv_selected_accuracy(train, test, seed, folds)
+        result = cv_selected_accuracy(train, test, seed, folds, jobs=jobs)
         return {task: result.accuracy, "MRPC/F1": float(f1_score(te.labels, result.predictions) * 100)}
     raise DictEmbedError(f"unknown SentEval task {task!r}; expected one of {', '.join(SENTEVAL_TASKS)}")
 
@@ -263,11 +284,13 @@ def evaluate_senteval(
     *,
     folds: int = N_FOLDS,
     inner_folds: int = N_FOLDS,
+    jobs: int = 1,
 ) -> dict[str, float]:
     """Accuracy (percent) on each SentEval task, `avg` over the tasks run, and "MRPC/F1" when MRPC runs.
 
     `folds` is the number of (outer) CV folds, `inner_folds` that of the C search inside each training fold
     of MR/CR/SUBJ/MPQA; SentEval's protocol is 10 and 10 (the defaults). SST2 selects C on its dev split.
+    `jobs` processes fit the classifiers' folds (-1: one per core); the results do not depend on it.
     """
     tasks = list(SENTEVAL_TASKS) if tasks is None else list(tasks)
     unknown = [t for t in tasks if t not in SENTEVAL_TASKS]
@@ -277,7 +300,7 @@ def evaluate_senteval(
     for task in tqdm(tasks, desc="SentEval", unit="task"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            results.update(_run_task(model, task, seed, data_dir, folds, inner_folds))
+            results.update(_run_task(model, task, seed, data_dir, folds, inner_folds, jobs))
         failures = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
         for w in caught:  # let every other warning through unchanged
             if not issubclass(w.category, ConvergenceWarning):

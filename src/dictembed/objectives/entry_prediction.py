@@ -48,6 +48,12 @@ def entry_examples(dictionary: Dictionary, space: EntrySpace) -> list[Example]:
     return examples
 
 
+def token_lengths(encoder: Encoder, texts: list[str]) -> list[int]:
+    """The token count of each text under the encoder's truncation (what `group_by_length` groups by)."""
+    ids = encoder.tokenizer(texts, truncation=True, max_length=encoder.max_length)["input_ids"]
+    return [len(row) for row in ids]
+
+
 def entry_collate(
     encoder: Encoder,
 ) -> Callable[[list[Example]], tuple[dict[str, torch.Tensor], torch.Tensor]]:

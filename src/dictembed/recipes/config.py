@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from dictembed.dictionary.sources.table import table_columns
 from dictembed.errors import DictEmbedError
 from dictembed.io import text_encoding
 from dictembed.paths import default_model
@@ -67,6 +68,12 @@ class RunConfig:
     dictionary: str | None = option(None, "comma list: wordnet,gcide,oxford,chang,... or files")
     wordnet_dir: str | None = option(None, "WordNet database folder (default: the system's WordNet)")
     encoding: str = option("utf-8", "encoding of dictionary table files (.tsv, .csv, .jsonl)", parse=text_encoding)
+    columns: str | None = option(
+        None,
+        "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos or - "
+        "(skip), e.g. word,-,definition (default: the file's header line)",
+        parse=table_columns,
+    )
     split_seed: int = option(0, "seed of the 8:1:1 split by headword", positive=False)
     seeds: list[int] = option(
         help="comma list of seeds, each trained", run=False, positive=False, default_factory=lambda: [0]
@@ -75,6 +82,9 @@ class RunConfig:
     batch_size: int = option(16, "training batch size (global: over every process and accumulated micro-batch)")
     grad_accum: int = option(1, "gradient accumulation: optimizer steps take batch_size/(N x processes) per pass")
     epochs: int = option(1, "training epochs")
+    group_by_length: bool = option(
+        False, "batches of definitions of similar length (seeded; less padding, faster, other batches)"
+    )
     warmup_ratio: float = option(0.1, "fraction of the steps with a linear warm-up", positive=False)
     max_length: int = option(128, "tokens per definition, longer ones are truncated")
     limit: int | None = option(None, "train on a seeded sample of N examples (default: all)")
@@ -83,7 +93,9 @@ class RunConfig:
     output: str = option("outputs/model", "folder of the selected model", run=False, cli=False)
     checkpoint_every: int = option(500, "steps between checkpoints", run=False)
     resume: bool = option(False, "continue interrupted runs from their checkpoints", run=False, cli=False)
-    cache_dir: str | None = option(None, "entry-space cache folder (default: OUTPUT-runs/cache)", run=False)
+    cache_dir: str | None = option(
+        None, "entry-space cache folder (default: $DICTEMBED_CACHE, else ~/.cache/dictembed)", run=False
+    )
     preset: str | None = option(None, "the preset the settings were resolved from", run=False, cli=False)
     overwrite: bool = option(False, "replace a model already in the output folder", run=False, cli=False)
     device: str = option("auto", "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps", run=False)
@@ -185,4 +197,5 @@ class RunConfig:
             seed=seed,
             checkpoint_every=self.checkpoint_every,
             grad_accum=self.grad_accum,
+            group_by_length=self.group_by_length,
         )

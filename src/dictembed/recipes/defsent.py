@@ -13,7 +13,7 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
 from dictembed.errors import MissingHeadError
-from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
+from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples, token_lengths
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.config import MethodOptions, RunConfig, option
 from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root, space_fingerprint
@@ -35,7 +35,9 @@ class DefSentOptions(MethodOptions):
 
 def config_dictionary(config: RunConfig) -> Dictionary:
     """The configured dictionary (or merged dictionaries)."""
-    return load_dictionary(config.dictionary, wordnet_dir=config.wordnet_dir, encoding=config.encoding)
+    return load_dictionary(
+        config.dictionary, wordnet_dir=config.wordnet_dir, encoding=config.encoding, columns=config.columns
+    )
 
 
 def load_splits(config: RunConfig) -> dict[str, Dictionary]:
@@ -88,7 +90,8 @@ class EntryRecipe(Recipe):
     def build(self, config: RunConfig, stage: Stage, seed: int) -> Built:
         encoder = base_encoder(config)
         examples = seeded_sample(entry_examples(stage.data["splits"]["train"], stage.space), config.limit, seed)
-        return Built(EntryPrediction(encoder, stage.space), examples, entry_collate(encoder))
+        lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
+        return Built(EntryPrediction(encoder, stage.space), examples, entry_collate(encoder), lengths=lengths)
 
     def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
         return objective.encoder

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from dictembed.cache import default_cache_dir
 from dictembed.dictionary import split_by_headword
 from dictembed.entry_space import DefinitionSpace
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
@@ -58,7 +59,7 @@ class DefSentPlus(EntryRecipe):
             data["dictionary"],
             config.entries,
             ica=ica,
-            cache_dir=config.cache_dir or str(runs_root(config.output) / "cache"),
+            cache_dir=config.cache_dir or str(default_cache_dir()),  # one cache for every run
             similarity=config.similarity,
             temperature=config.entry_temperature,
         )

@@ -64,6 +64,7 @@ class Built:
     collate: Callable[[list[Any]], Any]
     state: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)  # counts recorded in the RunRecord
+    lengths: list[int] | None = None  # one per example, for batches grouped by length
 
 
 @dataclass
@@ -164,7 +165,12 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     built = recipe.build(config, stage, seed)
     settings = config.settings(lr, seed)
     place = {"device": config.device, "precision": config.precision}
-    trainer = Trainer(built.objective, built.examples, built.collate, settings, run_dir, identity, **place)
+    if settings.group_by_length and built.lengths is None:
+        log.warning("%s does not group batches by length; --group-by-length is ignored", config.method)
+        settings.group_by_length = False
+    trainer = Trainer(
+        built.objective, built.examples, built.collate, settings, run_dir, identity, lengths=built.lengths, **place
+    )
     losses = trainer.fit(resume=config.resume)
     encoder = recipe.extract(config, built, trainer.unwrapped)
     dev = recipe.dev_metrics(config, stage, built, encoder)

@@ -20,6 +20,7 @@ nothing and are ignored. Rows repeating a headword's definition become one sense
 
 from __future__ import annotations
 
+import argparse
 import csv
 import itertools
 import json
@@ -34,6 +35,8 @@ from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.io import read_lines
 
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
+COLUMN_NAMES = ("word", "definition", "example", "pos")
+SKIP = "-"
 
 Row = dict[str, object]
 Record = tuple[int, list[str]]
@@ -98,9 +101,34 @@ def _csv_records(path: Path, lines: list[str]) -> Iterator[Record]:
         yield last, fields
 
 
-def _delimited_table(path: Path, records: Iterator[Record]) -> Table:
-    """The header of a TSV/CSV file, its line number, and (line number, row) for each non-blank record."""
-    first = next(records, None)
+def parse_columns(spec: str) -> list[str]:
+    """The column names of a headerless table, in order (`word,-,definition`): each one of COLUMN_NAMES or
+    `-` (a column to skip, named `-2` for the second column...); `word` and `definition` are required."""
+    names = [name.strip().lower() for name in spec.split(",")]
+    unknown = [n for n in names if n not in (*COLUMN_NAMES, SKIP)]
+    if unknown:
+        raise DictEmbedError(f"unknown column {unknown[0]!r} in {spec!r}: use {', '.join(COLUMN_NAMES)} or - (skip)")
+    repeated = [n for n, count in Counter(names).items() if count > 1 and n != SKIP]
+    if repeated:
+        raise DictEmbedError(f"column {repeated[0]!r} named twice in {spec!r}")
+    if "word" not in names or "definition" not in names:
+        raise DictEmbedError(f"the columns {spec!r} must name word and definition")
+    return [f"{SKIP}{i}" if n == SKIP else n for i, n in enumerate(names, start=1)]
+
+
+def table_columns(spec: str) -> str:
+    """`spec` if `parse_columns` takes it (an argparse `type`), else ArgumentTypeError with the reason."""
+    try:
+        parse_columns(spec)
+    except DictEmbedError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return spec
+
+
+def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | None = None) -> Table:
+    """The header of a TSV/CSV file, its line number, and (line number, row) for each non-blank record.
+    With `header` given, the file has none: every line is a row."""
+    first = (0, header) if header is not None else next(records, None)
     if first is None:
         raise DataFormatError(path, "empty file (expected a header line)", line=1)
     header = [name.strip() for name in first[1]]
@@ -138,15 +166,20 @@ def _jsonl_table(path: Path, lines: list[str]) -> Table:
     return list(first[1]), first[0], itertools.chain([first], records)
 
 
-def read_table(path: str | Path, fmt: str | None = None, encoding: str = "utf-8") -> Table:
+def read_table(
+    path: str | Path, fmt: str | None = None, encoding: str = "utf-8", header: list[str] | None = None
+) -> Table:
     """A table file's columns (its header, or the keys of a JSONL file's first record), the line they are
-    on, and (line number, row) for every non-blank data row."""
+    on, and (line number, row) for every non-blank data row. `header`: the column names of a TSV/CSV file
+    without a header line (see `parse_columns`)."""
     path = Path(path)
     fmt = table_format(path, fmt)
+    if header is not None and fmt == "jsonl":
+        raise DictEmbedError(f"{path}: a JSONL file names its columns itself; column names are for TSV/CSV files")
     lines = read_lines(path, encoding)
     if fmt == "jsonl":
         return _jsonl_table(path, lines)
-    return _delimited_table(path, _tsv_records(lines) if fmt == "tsv" else _csv_records(path, lines))
+    return _delimited_table(path, _tsv_records(lines) if fmt == "tsv" else _csv_records(path, lines), header)
 
 
 def _is_text(value: object) -> bool:
@@ -193,14 +226,16 @@ def load_table(
     fmt: str | None = None,
     name: str | None = None,
     encoding: str = "utf-8",
+    header: list[str] | None = None,
 ) -> Dictionary:
     """Read a dictionary table; `headword`, `definition`, `example`, `pos` name its columns (keys).
 
-    TSV/CSV files need a header line; a JSONL file's first record must hold every named key (later
-    records may lack them). A JSONL example value may be a string or a list of strings.
+    TSV/CSV files need a header line, unless `header` gives the column names (every line is then a row);
+    a JSONL file's first record must hold every named key (later records may lack them). A JSONL example
+    value may be a string or a list of strings.
     """
     path = Path(path)
-    columns, line, rows = read_table(path, fmt, encoding)
+    columns, line, rows = read_table(path, fmt, encoding, header)
     _check_columns(path, columns, [c for c in (headword, definition, example, pos) if c is not None], line)
     builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, row in rows:

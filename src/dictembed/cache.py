@@ -1,0 +1,201 @@
+"""The one entry-space cache shared by every run: `$DICTEMBED_CACHE`, else the user cache folder
+(`$XDG_CACHE_HOME/dictembed`, else `~/.cache/dictembed`), like Hugging Face's own cache.
+
+A cached space is `definitions-<key>.safetensors` (its float32 matrix, keyed by `entry_space.cache_key`) with a
+small JSON sidecar `definitions-<key>.json` saying what it was built from. Building one is serialised by a file
+lock in `.locks/` (a second process building the same space waits, then loads the finished file), and the
+matrix is written to a temporary name and renamed into place, so the cache never holds a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from filelock import FileLock, Timeout
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save
+
+from dictembed.devices import is_main_process, wait_for_everyone
+from dictembed.errors import DictEmbedError
+from dictembed.io import STAGING_SUFFIX, atomic_write
+
+log = logging.getLogger(__name__)
+
+CACHE_ENV = "DICTEMBED_CACHE"
+LOCK_DIR = ".locks"
+PREFIX = "definitions-"
+# Names this project writes in the cache folder (and nothing else is ever listed or removed): the matrix,
+# its sidecar, a temporary file of an interrupted write (`NAME.<pid>.partial`) and the lock files.
+OWN_FILE = re.compile(rf"{PREFIX}[0-9a-f]{{16}}\.(safetensors|json)(\.\d+{re.escape(STAGING_SUFFIX)})?")
+OWN_LOCK = re.compile(rf"{PREFIX}[0-9a-f]{{16}}\.lock")
+
+
+def default_cache_dir() -> Path:
+    """The entry-space cache: $DICTEMBED_CACHE, else $XDG_CACHE_HOME/dictembed, else ~/.cache/dictembed."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "dictembed"
+
+
+def space_path(key: str, cache_dir: str | Path | None = None) -> Path:
+    """The cache file of the space keyed `key` in `cache_dir` (default: `default_cache_dir()`)."""
+    return Path(cache_dir if cache_dir is not None else default_cache_dir()) / f"{PREFIX}{key}.safetensors"
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+def _lock(path: Path) -> FileLock:
+    """The lock of one cache file, kept in `.locks/` so the cache folder itself holds only finished files."""
+    folder = path.parent / LOCK_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"{path.stem}.lock"))
+
+
+def _read(path: Path) -> torch.Tensor | None:
+    """The cached matrix, or None (logged) when the file is missing or unreadable."""
+    if not path.exists():
+        return None
+    try:
+        return load_file(str(path))["matrix"]
+    except (OSError, SafetensorError, KeyError) as err:
+        log.warning("entry-space cache %s is unreadable (%s); rebuilding it", path, " ".join(str(err).split()))
+        return None
+
+
+def cached_matrix(path: Path, build: Callable[[], torch.Tensor], source: dict[str, Any] | None = None) -> torch.Tensor:
+    """The matrix cached at `path`, else `build()` written there (with `source` in a JSON sidecar).
+
+    Holds the file's lock while checking, building and writing: two processes asking for the same space
+    build it once; the second waits and loads the first one's file."""
+    group = _distributed()
+    if not group and (matrix := _read(path)) is not None:
+        log.info("entry space loaded from cache %s", path)
+        return matrix
+    # In a distributed run the processes build together (an encode may be shared among them): the main
+    # process holds the lock for all of them and writes; the barriers make every process see one cache state.
+    main = is_main_process()
+    with _lock(path) if main else contextlib.nullcontext():
+        wait_for_everyone()
+        matrix = _read(path)  # built by another process while this one waited
+        if matrix is not None:
+            log.info("entry space loaded from cache %s", path)
+        else:
+            matrix = build()
+            if main:
+                atomic_write(path, save({"matrix": matrix.detach().cpu().contiguous()}))
+                info = {**(source or {}), "shape": list(matrix.shape), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                atomic_write(_sidecar(path), json.dumps(info, indent=1))
+                log.info("entry space cached in %s", path)
+        wait_for_everyone()
+    return matrix
+
+
+def _distributed() -> bool:
+    """Whether this process is one of several in an initialised torch.distributed group."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+@dataclass
+class CachedSpace:
+    """One cached entry space: its file, size in bytes (sidecar included), modification time and source."""
+
+    path: Path
+    size: int
+    modified: float
+    source: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": str(self.path),
+            "size": self.size,
+            "modified": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.modified)),
+            "source": self.source,
+        }
+
+
+def list_cache(cache_dir: str | Path | None = None) -> list[CachedSpace]:
+    """The cached spaces in `cache_dir` (default: `default_cache_dir()`), newest first; a missing folder is empty."""
+    folder = Path(cache_dir if cache_dir is not None else default_cache_dir())
+    if folder.exists() and not folder.is_dir():
+        raise DictEmbedError(f"{folder}: the entry-space cache is not a folder")
+    spaces = []
+    for path in sorted(folder.glob(f"{PREFIX}*.safetensors")):
+        if not OWN_FILE.fullmatch(path.name):
+            continue
+        sidecar = _sidecar(path)
+        try:
+            source = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
+        except (OSError, ValueError):
+            source = {}
+        stat = path.stat()
+        size = stat.st_size + (sidecar.stat().st_size if sidecar.exists() else 0)
+        spaces.append(CachedSpace(path, size, stat.st_mtime, source if isinstance(source, dict) else {}))
+    return sorted(spaces, key=lambda s: -s.modified)
+
+
+def own_files(cache_dir: str | Path | None = None) -> list[Path]:
+    """Every file this project wrote in the cache folder: spaces, sidecars, leftover temporary files, locks."""
+    folder = Path(cache_dir if cache_dir is not None else default_cache_dir())
+    if not folder.is_dir():
+        return []
+    files = [p for p in folder.iterdir() if p.is_file() and OWN_FILE.fullmatch(p.name)]
+    locks = folder / LOCK_DIR
+    if locks.is_dir():
+        files += [p for p in locks.iterdir() if p.is_file() and OWN_LOCK.fullmatch(p.name)]
+    return sorted(files)
+
+
+def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
+    """Remove the files `own_files` lists (nothing else); returns them and the bytes freed. A space that
+    another process is building (its lock is held) is left in place."""
+    folder = Path(cache_dir if cache_dir is not None else default_cache_dir())
+    by_key: dict[str, list[Path]] = {}
+    for path in own_files(folder):
+        by_key.setdefault(path.name.split(".")[0], []).append(path)
+    removed, freed = [], 0
+    for key, paths in by_key.items():
+        lock = _lock(folder / f"{key}.safetensors")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            log.warning("%s is being built by another process; left in place", folder / f"{key}.safetensors")
+            continue
+        try:
+            for path in paths:
+                with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                    size = path.stat().st_size
+                    path.unlink()
+                    removed.append(path)
+                    freed += size
+            Path(lock.lock_file).unlink(missing_ok=True)
+        finally:
+            lock.release()
+    locks = folder / LOCK_DIR
+    if locks.is_dir() and not any(locks.iterdir()):
+        locks.rmdir()
+    return removed, freed
+
+
+def human_size(size: int) -> str:
+    """Bytes as a short human-readable size (1.2 MB)."""
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"

@@ -1,0 +1,251 @@
+"""`dictembed encode` of a file larger than memory, to a memory-mapped `.npy`, resumable after a kill.
+
+The input is read in chunks of `chunk_size` lines (split on "\\n" only, one trailing "\\r" and a leading
+byte order mark removed, as `dictembed.io.read_lines` does). Each chunk is encoded and written into
+`OUTPUT.partial`, a `.npy` file of the final shape opened with `numpy.lib.format.open_memmap`; then the
+sidecar `OUTPUT.progress.json` is replaced atomically with the rows done. The sidecar is written only after
+the rows are flushed, so it never claims a row the file does not hold. Run again with the same input and
+model (same size, modification time and first bytes; same vectors for probe sentences, pooling, modules,
+precision and options), it continues after the rows done; anything else starts over. When every row is written the
+partial file is renamed to OUTPUT and the sidecar removed: OUTPUT only ever appears complete.
+
+Under a distributed launch (`torchrun`), every process reads each chunk and encodes a share of it
+(`dictembed.distributed.encode_across_processes`); only the main process writes.
+
+Quantisation: float32, binary and ubinary are per row and stream; int8 and uint8 calibrate their ranges
+over every row, so they are not streamed (`STREAMABLE`; the command line encodes them in memory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from dictembed.devices import is_main_process, wait_for_everyone
+from dictembed.distributed import broadcast_int, encode_across_processes
+from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.io import ENCODING_HINT, STAGING_SUFFIX, atomic_write
+
+log = logging.getLogger(__name__)
+
+PROGRESS_SUFFIX = ".progress.json"
+STREAMABLE = ("float32", "binary", "ubinary")
+FORMAT = 1
+HEAD_BYTES = 1 << 16  # the input's first bytes hashed into its identity
+PROBES = ["a dog barks at the postman", "water that falls from the clouds", "x"]  # model_identity's sentences
+LOG_EVERY_S = 10.0  # at most one progress line in the log per this many seconds (and one at the end)
+
+
+def partial_path(output: Path) -> Path:
+    """Where the rows are written before the rename to `output`."""
+    return output.with_name(output.name + STAGING_SUFFIX)
+
+
+def progress_path(output: Path) -> Path:
+    """The JSON sidecar that records the rows done."""
+    return output.with_name(output.name + PROGRESS_SUFFIX)
+
+
+def iter_lines(path: Path, encoding: str = "utf-8", skip: int = 0) -> Iterator[str]:
+    """The lines of `path` after the first `skip`, read lazily (see the module docstring for the splitting);
+    bytes that are not `encoding` raise DataFormatError naming the line."""
+    number = 0
+    try:
+        with open(path, encoding=encoding, newline="\n") as f:
+            for number, line in enumerate(f, start=1):
+                if number <= skip:
+                    continue
+                if number == 1:
+                    line = line.removeprefix("\ufeff")
+                line = line.removesuffix("\n")
+                yield line.removesuffix("\r")
+    except UnicodeDecodeError as err:
+        line = _undecodable_line(path, encoding) or number + 1
+        message = f"not valid {err.encoding} ({err.reason}); {ENCODING_HINT}"
+        raise DataFormatError(path, message, line=line) from None
+    except LookupError:
+        raise DictEmbedError(f"{path}: unknown encoding {encoding!r}") from None
+    except IsADirectoryError:
+        raise DataFormatError(path, "cannot read file (it is a folder)") from None
+
+
+def _undecodable_line(path: Path, encoding: str) -> int | None:
+    """The number of the first line whose bytes are not `encoding` (None when lines cannot be told apart
+    by their bytes, as in UTF-16): text decoding reads ahead in blocks, so its error does not say."""
+    import codecs
+
+    if "\n".encode(encoding) != b"\n":
+        return None
+    decoder = codecs.getincrementaldecoder(encoding)()
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                decoder.decode(raw)
+            except UnicodeDecodeError:
+                return number
+    return None
+
+
+def count_lines(path: Path, encoding: str = "utf-8") -> int:
+    """How many lines `iter_lines` gives (one pass over the file, checking that it decodes)."""
+    return sum(1 for _ in iter_lines(path, encoding))
+
+
+def input_identity(path: Path) -> dict[str, Any]:
+    """The input file as the resume check sees it: its path, size, modification time and first bytes' hash."""
+    stat = path.stat()
+    with open(path, "rb") as f:
+        head = hashlib.sha1(f.read(HEAD_BYTES)).hexdigest()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "head_sha1": head}
+
+
+def model_identity(encoder: Any) -> dict[str, Any]:
+    """The encoder as the resume check sees it: its settings, compute precision, backend, and a hash of its
+    vectors for fixed probe sentences (not of its weights: parts it never uses, such as a BERT pooler that a
+    masked-LM checkpoint lacks, are drawn anew at each load). Any doubt only makes a run start over."""
+    probes = encoder.encode(PROBES, batch_size=len(PROBES), show_progress_bar=False)
+    backend = "onnx" if getattr(encoder, "onnx_backbone", None) is not None else "torch"
+    return {
+        "name": str(getattr(encoder.backbone, "name_or_path", "") or ""),
+        "probe_sha1": hashlib.sha1(np.ascontiguousarray(probes, dtype=np.float32).tobytes()).hexdigest(),
+        **encoder.config,
+        "precision": encoder.compute_precision,
+        "backend": backend,
+    }
+
+
+def _read_progress(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _held_rows(output: Path, identity: dict[str, Any]) -> tuple[int, str | None]:
+    """The rows an earlier run of the same job wrote, or 0 and why they cannot be used (None: no earlier run)."""
+    partial, progress = partial_path(output), _read_progress(progress_path(output))
+    if progress is None:
+        return 0, "no readable progress file" if partial.exists() else None
+    if {k: progress.get(k) for k in identity} != identity:
+        return 0, "the input, the model or the options changed"
+    done = progress.get("rows_done")
+    if not isinstance(done, int) or not 0 <= done <= identity["rows"]:
+        return 0, "a malformed progress file"
+    try:
+        held = np.load(partial, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        return 0, f"unreadable partial file ({' '.join(str(err).split())})"
+    if held.shape != (identity["rows"], progress.get("dim")) or str(held.dtype) != progress.get("dtype"):
+        return 0, "the partial file does not match its progress file"
+    return done, None
+
+
+def _resume_point(output: Path, identity: dict[str, Any]) -> int:
+    """The row to start at: after the rows an earlier run of the same job wrote, else 0, removing whatever
+    an unusable earlier attempt left (and saying why)."""
+    done, reason = _held_rows(output, identity)
+    if done:
+        log.info("resuming %s at row %d of %d", partial_path(output), done, identity["rows"])
+        return done
+    if reason is not None:
+        log.warning("starting %s over: %s", output, reason)
+    partial_path(output).unlink(missing_ok=True)
+    progress_path(output).unlink(missing_ok=True)
+    return 0
+
+
+def _chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def encode_to_npy(
+    encoder: Any,
+    input_path: str | Path,
+    output: str | Path,
+    *,
+    encoding: str = "utf-8",
+    batch_size: int = 32,
+    chunk_size: int = 10_000,
+    normalize: bool = False,
+    quantize: str = "float32",
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Encode one sentence per line of `input_path` into the `.npy` file `output`, `chunk_size` lines at a
+    time, resuming an interrupted run of the same job. Returns rows, dim, dtype and the row resumed from.
+    The caller decides whether an existing `output` may be replaced."""
+    input_path, output = Path(input_path), Path(output)
+    if quantize not in STREAMABLE:
+        raise DictEmbedError(f"quantisation {quantize!r} needs every row at once; streaming takes {STREAMABLE}")
+    if chunk_size < 1:
+        raise DictEmbedError(f"chunk_size must be at least 1, got {chunk_size}")
+    if not input_path.exists():
+        raise DataFormatError(input_path, "cannot read file (not found)")
+    main, cpu = is_main_process(), encoder.device.type == "cpu"
+    rows = count_lines(input_path, encoding)
+    identity = {
+        "format": FORMAT,
+        "input": input_identity(input_path),
+        "encoding": encoding,
+        "rows": rows,
+        "model": model_identity(encoder),
+        "normalize": normalize,
+        "quantize": quantize,
+    }
+    partial, sidecar = partial_path(output), progress_path(output)
+    start = broadcast_int(_resume_point(output, identity) if main else 0, cpu=cpu)
+    matrix = np.load(partial, mmap_mode="r+") if main and start else None
+    dim, dtype = (matrix.shape[1], str(matrix.dtype)) if matrix is not None else (None, None)
+    bar = tqdm(total=rows, initial=start, unit="rows", desc="encode", disable=not (show_progress and main))
+    done, last_log = start, time.monotonic()
+    for chunk in _chunks(iter_lines(input_path, encoding, skip=start), chunk_size):
+        vectors = encode_across_processes(encoder, chunk, batch_size, False, normalize, quantize)
+        if main:
+            if matrix is None:
+                dim, dtype = int(vectors.shape[1]), str(vectors.dtype)
+                output.parent.mkdir(parents=True, exist_ok=True)
+                matrix = np.lib.format.open_memmap(partial, mode="w+", dtype=vectors.dtype, shape=(rows, dim))
+            matrix[done : done + len(chunk)] = vectors
+            matrix.flush()  # the rows reach the file before the progress file says so
+            progress = {**identity, "dim": dim, "dtype": dtype, "rows_done": done + len(chunk)}
+            atomic_write(sidecar, json.dumps(progress))
+        done += len(chunk)
+        bar.update(len(chunk))
+        if time.monotonic() - last_log >= LOG_EVERY_S or done == rows:
+            log.info("encoded %d of %d rows (%.1f%%) into %s", done, rows, 100 * done / max(rows, 1), partial)
+            last_log = time.monotonic()
+    bar.close()
+    if main:
+        if matrix is None:  # an empty input: nothing was encoded
+            empty = encoder.encode([], precision=quantize)
+            dim, dtype = int(empty.shape[1]), str(empty.dtype)
+            atomic_write(partial, _npy_bytes(empty))
+        del matrix  # closes the memory map before the rename
+        os.replace(partial, output)
+        sidecar.unlink(missing_ok=True)
+    wait_for_everyone()
+    return {"rows": rows, "dim": dim, "dtype": dtype, "resumed_from": start}  # dim, dtype: on the main process
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()

@@ -1,0 +1,267 @@
+"""The ONNX Runtime backend (dictembed.onnx_backend): export, int8 quantisation, loading, the CLI and errors,
+on a tiny random BERT sentence-transformers model (conftest's tiny_bert + Pooling(mean) + Normalize)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+from dictembed.cli import main  # noqa: E402
+from dictembed.encoder import Encoder  # noqa: E402
+from dictembed.errors import DictEmbedError, ModelLoadError  # noqa: E402
+from dictembed.onnx_backend import FP32_FILE, INT8_FILE, export, is_exported  # noqa: E402
+
+SENTENCES = [
+    "a domesticated animal that barks",
+    "water that falls from clouds",
+    "the male ruler of a kingdom",
+    "pages bound together for reading, a written work you read at home or in a library",
+    "food",
+    "a vehicle with four wheels and an engine that you drive on roads to work every day",
+]
+
+
+@pytest.fixture(autouse=True)
+def restore_log_level():
+    """`main` sets the root logger's level; keep it from leaking into later tests."""
+    level = logging.getLogger().level
+    yield
+    logging.getLogger().setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def st_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sentence-transformers folder: the tiny BERT, mean pooling, Normalize."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as st
+
+    transformer = st.Transformer(str(bert_path), max_seq_length=64)
+    folder = tmp_path_factory.mktemp("tiny-st") / "model"
+    modules = [transformer, st.Pooling(transformer.get_embedding_dimension(), "mean"), st.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def exports(st_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("onnx-exports")
+    return {
+        "fp32": export(st_model, root / "fp32"),
+        "int8": export(st_model, root / "int8", quantize="int8"),
+    }
+
+
+def _torch_vectors(model: Path) -> np.ndarray:
+    return Encoder.load(model, device="cpu", backend="torch").encode(SENTENCES, batch_size=4)
+
+
+def test_fp32_export_round_trips(st_model: Path, exports: dict[str, Path]) -> None:
+    folder = exports["fp32"]
+    assert is_exported(folder) and (folder / "onnx" / FP32_FILE).is_file()
+    for kept in ("tokenizer.json", "modules.json", "1_Pooling/config.json", "dictembed.json"):
+        assert (folder / kept).is_file(), kept
+    assert not list(folder.rglob("*.bin")) and not list(folder.rglob("*.pkl"))  # no pickles
+    encoder = Encoder.load(folder)  # detected as an export
+    assert encoder.onnx_backbone is not None and encoder.normalize and encoder.pooling == "mean"
+    vectors = encoder.encode(SENTENCES, batch_size=4)
+    reference = _torch_vectors(st_model)
+    assert vectors.shape == reference.shape
+    np.testing.assert_allclose(vectors, reference, atol=1e-3)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)  # Normalize kept
+    single = encoder.encode(SENTENCES[3])  # a batch of one, another sequence length
+    np.testing.assert_allclose(single, reference[3], atol=1e-3)
+
+
+def test_backend_onnx_on_a_plain_model(st_model: Path) -> None:
+    """`backend="onnx"` on a model that was never exported exports a fp32 graph on the fly."""
+    encoder = Encoder.load(st_model, backend="onnx")
+    assert encoder.onnx_backbone is not None
+    np.testing.assert_allclose(encoder.encode(SENTENCES, batch_size=3), _torch_vectors(st_model), atol=1e-3)
+
+
+def test_torch_backend_still_loads_an_export(st_model: Path, exports: dict[str, Path]) -> None:
+    encoder = Encoder.load(exports["int8"], backend="torch")
+    assert encoder.onnx_backbone is None
+    np.testing.assert_allclose(encoder.encode(SENTENCES), _torch_vectors(st_model), atol=1e-5)
+
+
+def test_int8_is_close_to_fp32(st_model: Path, exports: dict[str, Path]) -> None:
+    folder = exports["int8"]
+    assert (folder / "onnx" / INT8_FILE).is_file() and not (folder / "onnx" / FP32_FILE).exists()
+    manifest = json.loads((folder / "onnx" / "export.json").read_text())
+    assert manifest["quantize"] == "int8" and manifest["settings"]["per_channel"] is True
+    vectors = Encoder.load(folder).encode(SENTENCES, batch_size=4)
+    reference = _torch_vectors(st_model)
+    cosine = (vectors * reference).sum(1)  # both normalised
+    # measured: min 0.9998 on this tiny model, mean 0.993 / min 0.978 on MiniLM's WordNet definitions
+    assert cosine.min() >= 0.99, cosine
+    assert not np.allclose(vectors, reference, atol=1e-6)  # it really is another graph
+
+
+def test_with_pooling_and_definition_space(exports: dict[str, Path], toy_dictionary) -> None:
+    from dictembed.entry_space import DefinitionSpace
+
+    encoder = Encoder.load(exports["int8"])
+    cls = encoder.with_pooling("cls")
+    assert cls.onnx_backbone is encoder.onnx_backbone
+    assert cls.encode(SENTENCES[:2]).shape == (2, encoder.dim)
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+    torch_space = DefinitionSpace.build(Encoder.load(exports["int8"], backend="torch"), toy_dictionary, "amp")
+    assert len(space) == len(toy_dictionary)
+    a, b = space.vectors(), torch_space.vectors()
+    assert a.shape == b.shape and np.isfinite(a).all()
+    cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cosine.min() >= 0.95
+
+
+def test_training_is_refused(exports: dict[str, Path]) -> None:
+    encoder = Encoder.load(exports["fp32"])
+    batch = encoder.tokenize(SENTENCES[:2])
+    with pytest.raises(DictEmbedError, match="inference only.*backend='torch'"):
+        encoder(batch)  # a forward with gradients: training
+    with torch.no_grad():
+        assert encoder(batch).shape == (2, encoder.dim)
+
+
+def test_first_last_avg_is_refused(exports: dict[str, Path]) -> None:
+    with pytest.raises(DictEmbedError, match="first_last_avg"):
+        Encoder.load(exports["fp32"], pooling="first_last_avg")
+
+
+def test_unknown_backend(st_model: Path) -> None:
+    with pytest.raises(DictEmbedError, match="unknown backend 'tf'"):
+        Encoder.load(st_model, backend="tf")
+
+
+def test_already_exported_is_refused(exports: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(DictEmbedError, match="already an ONNX export"):
+        export(Encoder.load(exports["fp32"]), tmp_path / "again")
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(folder, tmp_path / folder.name))
+
+
+def test_missing_onnx_file_is_one_line_error(exports: dict[str, Path], tmp_path: Path) -> None:
+    folder = _copy(exports["int8"], tmp_path)
+    (folder / "onnx" / INT8_FILE).unlink()
+    with pytest.raises(ModelLoadError) as caught:
+        Encoder.load(folder)
+    message = str(caught.value)
+    assert INT8_FILE in message and "missing" in message and "\n" not in message
+
+
+def test_corrupt_onnx_file_is_one_line_error(exports: dict[str, Path], tmp_path: Path) -> None:
+    folder = _copy(exports["fp32"], tmp_path)
+    path = folder / "onnx" / FP32_FILE
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(ModelLoadError) as caught:
+        Encoder.load(folder)
+    message = str(caught.value)
+    assert str(path) in message and "corrupt" in message and "\n" not in message
+
+
+def test_corrupt_manifest_is_one_line_error(exports: dict[str, Path], tmp_path: Path) -> None:
+    folder = _copy(exports["fp32"], tmp_path)
+    (folder / "onnx" / "export.json").write_text('{"file": "../../model.safetensors"}')
+    with pytest.raises(ModelLoadError, match="not a file name in the onnx folder"):
+        Encoder.load(folder)
+    (folder / "onnx" / "export.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match=r"export\.json is corrupt"):
+        Encoder.load(folder)
+
+
+def test_missing_extra_is_the_one_line_install_hint(st_model: Path, tmp_path: Path, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime -> ImportError
+    with pytest.raises(DictEmbedError, match=r'pip install "dictembed\[onnx\]"'):
+        export(st_model, tmp_path / "x")
+
+
+# --------------------------------------------------------------------------------------------------- CLI
+def _one_line_error(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith("dictembed: error: "), captured.err
+    return lines[0]
+
+
+def test_cli_export_and_encode(st_model: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "exported"
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(st_model),
+                "--output",
+                str(out),
+                "--format",
+                "onnx",
+                "--quantize",
+                "int8",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["file"] == f"onnx/{INT8_FILE}" and report["quantize"] == "int8"
+    assert main(["export", "--model", str(st_model), "--output", str(out)]) == 1
+    assert "already exists" in _one_line_error(capsys)
+
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(SENTENCES) + "\n")
+    reference = _torch_vectors(st_model)
+    for model, backend in [(out, None), (st_model, "onnx")]:
+        target = tmp_path / f"{backend}.npz"  # .npz: the in-memory path (.npy streams, without "backend")
+        args = ["encode", "--model", str(model), "--input", str(text), "--output", str(target), "--json"]
+        assert main(args + (["--backend", backend] if backend else [])) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["backend"] == "onnx" and report["device"] == "cpu"
+        vectors = np.load(target)["embeddings"]
+        assert vectors.shape == reference.shape
+        assert ((vectors * reference).sum(1) >= 0.95).all()
+
+    # .npy (the streamed path): --backend torch on the export gives the torch vectors, the default its int8 ones
+    for backend in ["torch", None]:
+        target = tmp_path / f"streamed-{backend}.npy"
+        args = ["encode", "--model", str(out), "--input", str(text), "--output", str(target)]
+        assert main(args + (["--backend", backend] if backend else [])) == 0
+        vectors = np.load(target)
+        close = np.allclose(vectors, reference, atol=1e-5)
+        assert close if backend == "torch" else not close and ((vectors * reference).sum(1) >= 0.95).all()
+
+
+def test_cli_encode_missing_onnx_file(exports: dict[str, Path], tmp_path: Path, capsys) -> None:
+    folder = _copy(exports["fp32"], tmp_path)
+    (folder / "onnx" / FP32_FILE).unlink()
+    text = tmp_path / "in.txt"
+    text.write_text("a sentence\n")
+    args = ["encode", "--model", str(folder), "--input", str(text), "--output", str(tmp_path / "x.npy")]
+    assert main(args) == 1
+    assert FP32_FILE in _one_line_error(capsys)
+
+
+def test_onnx_and_torch_spaces_have_their_own_cache_entries(exports: dict[str, Path], toy_dictionary, tmp_path) -> None:
+    """The same folder loaded on ONNX int8 and on torch builds other vectors: neither may reuse the other's."""
+    from dictembed.entry_space import DefinitionSpace, cache_key
+
+    onnx = Encoder.load(exports["int8"])
+    torch_encoder = Encoder.load(exports["int8"], backend="torch")
+    assert cache_key(onnx, toy_dictionary, "amp", False) != cache_key(torch_encoder, toy_dictionary, "amp", False)
+    first = DefinitionSpace.build(onnx, toy_dictionary, "amp", cache_dir=tmp_path)
+    second = DefinitionSpace.build(torch_encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("definitions-*.safetensors"))) == 2
+    assert not np.allclose(first.vectors(), second.vectors(), atol=1e-6)
