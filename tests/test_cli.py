@@ -19,8 +19,22 @@ from dictembed import __version__
 from dictembed.cli import build_parser, main, train_options
 from dictembed.recipes import presets
 
-BEST_PLUS = {"pooling": "mean", "pooler": "none", "entries": "amp", "similarity": "cosine", "lrs": [1e-4]}
-PAPER_PLUS = {"pooling": "cls", "pooler": "model", "entries": "ac", "similarity": "dot", "lrs": [2e-5]}
+BEST_PLUS = {
+    "pooling": "mean",
+    "pooler": "none",
+    "entries": "amp",
+    "similarity": "cosine",
+    "lrs": [1e-4],
+    "group_by_length": True,
+}
+PAPER_PLUS = {
+    "pooling": "cls",
+    "pooler": "model",
+    "entries": "ac",
+    "similarity": "dot",
+    "lrs": [2e-5],
+    "group_by_length": False,
+}
 
 
 def _flat(config: dict) -> dict:

@@ -258,3 +258,42 @@ def test_serve_without_the_extra_is_a_one_line_install_hint(monkeypatch, tmp_pat
 def test_serve_checks_the_port(capsys) -> None:
     assert main(["serve", "--model", "m", "--port", "70000"]) == 2
     assert "--port" in capsys.readouterr().err
+
+
+def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model_dir) -> None:
+    """Queries that arrive while the model is busy are searched together, each getting exactly what it would
+    get alone; a query with other options stays out of their batch; a bad query fails alone."""
+    import threading
+
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.serve import QueryBatcher
+
+    rd = ReverseDictionary.load(model_dir).prepare()
+    lock = threading.Lock()
+    batcher = QueryBatcher(rd, lock)
+    queries = ["a domesticated animal that barks", "a small pet that purrs", "water falling from clouds", "x"]
+    alone = {q: [r.to_dict() for r in rd.search(q, k=3)] for q in queries}
+    answers: dict[str, object] = {}
+
+    def ask(query: str, **options) -> None:
+        try:
+            answers[query] = [r.to_dict() for r in batcher.search(query, k=3, **options)]
+        except Exception as err:  # noqa: BLE001 - recorded for the assertion
+            answers[query] = err
+
+    lock.acquire()  # the model is busy: every request queues
+    threads = [threading.Thread(target=ask, args=(q,)) for q in queries]
+    threads.append(threading.Thread(target=ask, args=(" ",)))  # blank: an error, for this query alone
+    threads.append(threading.Thread(target=ask, args=("a feline",), kwargs={"words": "single"}))
+    for t in threads:
+        t.start()
+    while len(batcher.pending) < len(threads):
+        time.sleep(0.01)
+    lock.release()
+    for t in threads:
+        t.join(timeout=60)
+    assert all(answers[q] == alone[q] for q in queries)
+    assert isinstance(answers[" "], Exception) and "empty query" in str(answers[" "])
+    assert isinstance(answers["a feline"], list)
+    assert max(batcher.batches) == 5  # the five with the same options in one search_many (then retried)
+    assert batcher.search("a small pet that purrs", k=3) and batcher.batches[-1] == 1  # alone: at once

@@ -387,7 +387,9 @@ class Encoder(nn.Module):
         show = len(texts) > 10 * batch_size if show is None else show
         chunks = [torch.zeros(0, self.dim)]
         self.reset_truncated()
-        with self.autocast():
+        # inference_mode (as sentence-transformers does): no autograd bookkeeping at all, a few % faster than
+        # no_grad on the CPU; the chunks are copied into an ordinary tensor below.
+        with torch.inference_mode(), self.autocast():
             for start in tqdm(range(0, len(order), batch_size), desc="encode", disable=not show, leave=False):
                 chunk = [texts[i] for i in order[start : start + batch_size]]
                 chunks.append(self(self.tokenize(chunk, prefix)).float().cpu())

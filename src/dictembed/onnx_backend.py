@@ -239,6 +239,9 @@ def session_options(threads: int | None = None) -> Any:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
+    # Idle threads sleep instead of spinning between runs: +6 % int8 sentences/s on 2 cores (each batch's
+    # tokenisation and pooling run on the Python thread in between), and no CPU burnt while idle.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 

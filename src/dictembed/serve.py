@@ -63,6 +63,52 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+class QueryBatcher:
+    """Concurrent searches share the model: each request queues its query, and whoever holds the model next
+    searches every queued query with the same options in one `search_many` (one encoder pass, one product
+    with the entry matrix, which is read from memory once instead of once per query). A lone request runs at
+    once, without waiting for company."""
+
+    def __init__(self, rd: ReverseDictionary, lock: threading.Lock) -> None:
+        self.rd, self.model_lock = rd, lock
+        self.queue_lock = threading.Lock()
+        self.pending: list[dict[str, Any]] = []
+        self.batches: list[int] = []  # the size of each batch run (for tests and benchmarks)
+
+    def search(self, query: str, **options: Any) -> list[Any]:
+        item: dict[str, Any] = {"query": query, "options": options, "done": False}
+        with self.queue_lock:
+            self.pending.append(item)
+        with self.model_lock:
+            if not item["done"]:  # not yet answered by another request's batch
+                with self.queue_lock:
+                    batch = [p for p in self.pending if p["options"] == options]
+                    self.pending = [p for p in self.pending if p["options"] != options]
+                self._run(batch, options)
+        if "error" in item:
+            raise item["error"]
+        return item["results"]
+
+    def _run(self, batch: list[dict[str, Any]], options: dict[str, Any]) -> None:
+        """Answer every item of `batch`; a failing batch is retried query by query, so an error stays with the
+        query that caused it."""
+        self.batches.append(len(batch))
+        try:
+            for item, results in zip(batch, self.rd.search_many([p["query"] for p in batch], **options), strict=True):
+                item["results"] = results
+        except Exception:
+            if len(batch) == 1:
+                raise
+            for item in batch:
+                try:
+                    item["results"] = self.rd.search(item["query"], **options)
+                except Exception as err:
+                    item["error"] = err
+        finally:
+            for item in batch:
+                item["done"] = True
+
+
 def create_app(
     model_path: str | Path | None = None,
     reverse_dictionary: ReverseDictionary | None = None,
@@ -82,6 +128,7 @@ def create_app(
         reverse_dictionary = ReverseDictionary.load(model_path, device=device, precision=precision)
     rd = reverse_dictionary.prepare()
     lock = threading.Lock()  # one model call at a time: a CPU gains nothing from concurrent forward passes
+    batcher = QueryBatcher(rd, lock)
     page = page_html()
 
     def error(status: int, message: str) -> Any:
@@ -95,6 +142,7 @@ def create_app(
         normalize: bool = False
 
     app = fastapi.FastAPI(title="dictembed reverse dictionary", docs_url=None, redoc_url=None)
+    app.state.batcher = batcher
 
     @app.exception_handler(starlette_exceptions.HTTPException)
     async def http_error(request: fastapi.Request, exc: Any) -> Any:
@@ -147,8 +195,7 @@ def create_app(
         query = q.strip()
         if not query:
             return error(422, "q: the query is empty")
-        with lock:
-            results = rd.search(query, k=k, pos=pos, pattern=pattern, words=words)
+        results = batcher.search(query, k=k, pos=pos, pattern=pattern, words=words)
         return {
             "query": query,
             "model": rd.name,

@@ -36,7 +36,12 @@ class DefSentPlus(EntryRecipe):
 
     name = "defsent-plus"
     options = DefSentPlusOptions
-    defaults: ClassVar[dict[str, Any]] = {"dictionary": "wordnet", "lrs": [2e-5], "select_on": "stsb_dev"}
+    defaults: ClassVar[dict[str, Any]] = {
+        "dictionary": "wordnet",
+        "lrs": [2e-5],
+        "select_on": "stsb_dev",
+        "group_by_length": False,  # the paper's shuffled batches (the `best` preset groups them)
+    }
     publishes_history = True
 
     def steps(self, config: RunConfig) -> int:

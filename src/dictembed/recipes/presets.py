@@ -23,7 +23,8 @@ DEFAULT_PRESET = "best"
 # fallback stays below MiniLM). GR-BERT: GR-MT on MiniLM left STS and lexical substitution unchanged within
 # noise. DefSent+: on MiniLM, 3,000 WordNet definitions, mean pooling, AMP entries and cosine logits (tau
 # 0.05) at lr 1e-4 raised STS avg from 78.87 to 80.63; the paper's dot logits gained at most 0.23 over four
-# learning rates, and AC entries fell below the untouched model.
+# learning rates, and AC entries fell below the untouched model. Batches grouped by length train 1.5x faster
+# on the CPU with the same STS avg over seeds 0-2 (80.80 against 80.83, within the seed spread).
 BEST: dict[str, dict[str, Any]] = {
     "defsent": {},
     "defsent-plus": {
@@ -33,6 +34,7 @@ BEST: dict[str, dict[str, Any]] = {
         "similarity": "cosine",
         "entry_temperature": 0.05,
         "lrs": [1e-4],
+        "group_by_length": True,
     },
     "gr-bert": {},
 }
