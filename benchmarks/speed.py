@@ -214,6 +214,29 @@ class Phases:
 PHASES = ["tokenise", "encoder forward", "entry logits + loss", "backward", "clipping", "optimizer"]
 
 
+def step_summary(
+    part: str,
+    phases: Phases,
+    seconds: float,
+    encoder: Encoder,
+    examples: list[tuple[str, int]],
+    space: DefinitionSpace,
+    args: argparse.Namespace,
+    peak: float,
+) -> dict[str, Any]:
+    """Examples/s, % of the peak and the per-step breakdown of `--train-steps` timed steps (after the warm-up
+    ones) of a training loop; prints the part's JSON line."""
+    breakdown = phases.per_step(seconds, args.train_steps, PHASES)
+    timed_texts = [text for text, _ in examples[16 * args.warmup_steps :]]
+    flops = train_step_flops(encoder.backbone.config, token_counts(encoder, timed_texts), len(space), 16)
+    print(json.dumps({"part": part, "steps": args.train_steps, "seconds": seconds, "breakdown_ms": breakdown}))
+    return {
+        f"{part}_examples_per_s": round(16 * args.train_steps / seconds, 1),
+        f"{part}_pct_of_peak": round(100 * flops * args.train_steps / seconds / 1e9 / peak, 1),
+        f"{part}_breakdown_ms": breakdown,
+    }
+
+
 def trainer_run(model: str, dictionary, space: DefinitionSpace, args: argparse.Namespace, peak: float) -> dict:
     """The project's Trainer on `--train-steps` steps after `--warmup-steps`; examples/s and the breakdown."""
     encoder = Encoder.load(model, device=args.device)
@@ -247,17 +270,7 @@ def trainer_run(model: str, dictionary, space: DefinitionSpace, args: argparse.N
         seconds = timed(trainer.fit, args.device)
     phases.seconds["entry logits + loss"] = phases.seconds.pop("objective") - phases.seconds["encoder forward"]
     phases.seconds["optimizer"] += phases.seconds.pop("zero_grad")
-    breakdown = phases.per_step(seconds, args.train_steps, PHASES)
-    rate = 16 * args.train_steps / seconds
-    timed_texts = [text for text, _ in examples[16 * args.warmup_steps :]]
-    flops = train_step_flops(encoder.backbone.config, token_counts(encoder, timed_texts), len(space), 16)
-    print(json.dumps({"part": "train", "steps": args.train_steps, "seconds": seconds, "breakdown_ms": breakdown}))
-    return {
-        "train_entries": len(space),
-        "train_examples_per_s": round(rate, 1),
-        "train_pct_of_peak": round(100 * flops * args.train_steps / seconds / 1e9 / peak, 1),
-        "train_breakdown_ms": breakdown,
-    }
+    return {"train_entries": len(space), **step_summary("train", phases, seconds, encoder, examples, space, args, peak)}
 
 
 def reference_run(model: str, dictionary, space: DefinitionSpace, args: argparse.Namespace, peak: float) -> dict:
@@ -300,16 +313,7 @@ def reference_run(model: str, dictionary, space: DefinitionSpace, args: argparse
         step(batch)
     phases.seconds.clear()
     seconds = timed(lambda: [step(batch) for batch in batches[args.warmup_steps :]], args.device)
-    breakdown = phases.per_step(seconds, args.train_steps, PHASES)
-    rate = 16 * args.train_steps / seconds
-    timed_texts = [text for text, _ in examples[16 * args.warmup_steps :]]
-    flops = train_step_flops(encoder.backbone.config, token_counts(encoder, timed_texts), len(space), 16)
-    print(json.dumps({"part": "reference", "steps": args.train_steps, "seconds": seconds, "breakdown_ms": breakdown}))
-    return {
-        "reference_examples_per_s": round(rate, 1),
-        "reference_pct_of_peak": round(100 * flops * args.train_steps / seconds / 1e9 / peak, 1),
-        "reference_breakdown_ms": breakdown,
-    }
+    return step_summary("reference", phases, seconds, encoder, examples, space, args, peak)
 
 
 def main() -> None:

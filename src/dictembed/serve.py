@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -73,7 +74,7 @@ class QueryBatcher:
         self.rd, self.model_lock = rd, lock
         self.queue_lock = threading.Lock()
         self.pending: list[dict[str, Any]] = []
-        self.batches: list[int] = []  # the size of each batch run (for tests and benchmarks)
+        self.batches: deque[int] = deque(maxlen=1000)  # the sizes of the last batches run (tests, benchmarks)
 
     def search(self, query: str, **options: Any) -> list[Any]:
         item: dict[str, Any] = {"query": query, "options": options, "done": False}
