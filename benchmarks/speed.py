@@ -10,7 +10,9 @@ device, in one process.
 - peak: a 2048 x 2048 matmul in the compute dtype, repeated: the machine's measured matmul limit (GFLOP/s).
 - encode: `Encoder.encode` against `SentenceTransformer.encode` on the same model and sentences (a seeded
   5,000-definition WordNet sample, and the STS-B test sentences), same device and batch size, interleaved
-  repeats; median sentences/s, the ratio, and the useful FLOP/s (real token counts) as % of the peak.
+  repeats; median sentences/s, the ratio, and the useful FLOP/s (real token counts) as % of the peak. Under
+  `--precision bf16`/`fp16`, sentence-transformers runs with its weights in that dtype and, a third
+  contestant, in fp32 (`ratio_to_fp32`: e.g. bf16 autocast on a CPU with AMX against the fp32 default).
 - build: the AMP `DefinitionSpace` over every WordNet definition (no cache): sentences/s and minutes.
 - train: DefSent+ (mean pooling, cosine logits over the 148,730-entry AMP space, batch 16, lr 1e-4) through
   the project's Trainer; examples/s and where a step's time goes (tokenise, encoder forward, entry logits and
@@ -122,15 +124,17 @@ def encode(model: str, sentence_sets: dict[str, list[str]], args: argparse.Names
     from sentence_transformers import SentenceTransformer
 
     ours = Encoder.load(model, device=args.device).set_precision(args.precision)
-    theirs = SentenceTransformer(model, device=args.device)
-    if args.precision != "fp32":  # sentence-transformers' own way: the weights in that dtype
-        theirs = theirs.to(DTYPES[args.precision])
+    theirs = {"sentence-transformers": SentenceTransformer(model, device=args.device)}
+    if args.precision != "fp32":  # sentence-transformers' own way: the weights in that dtype; and its fp32
+        theirs["sentence-transformers-fp32"] = SentenceTransformer(model, device=args.device)
+        theirs["sentence-transformers"] = theirs["sentence-transformers"].to(DTYPES[args.precision])
     summary: dict[str, Any] = {"encode_batch_size": args.batch_size}
     for label, sentences in sentence_sets.items():
-        contestants = {
-            "dictembed": lambda s=sentences: ours.encode(s, batch_size=args.batch_size),
-            "sentence-transformers": lambda s=sentences: theirs.encode(s, batch_size=args.batch_size),
+        contestants: dict[str, Callable[[], object]] = {
+            "dictembed": lambda s=sentences: ours.encode(s, batch_size=args.batch_size)
         }
+        for name, st_model in theirs.items():
+            contestants[name] = lambda s=sentences, m=st_model: m.encode(s, batch_size=args.batch_size)
         for run in contestants.values():  # warm-up: kernels, allocator, tokenizer caches
             run()
         rates: dict[str, list[float]] = {name: [] for name in contestants}
@@ -151,6 +155,9 @@ def encode(model: str, sentence_sets: dict[str, list[str]], args: argparse.Names
             summary[f"encode_{label}_{name}_per_s"] = round(rate, 1)
             summary[f"encode_{label}_{name}_pct_of_peak"] = round(100 * rate * per_sentence / 1e9 / peak, 1)
         summary[f"encode_{label}_ratio"] = round(medians["dictembed"] / medians["sentence-transformers"], 3)
+        if "sentence-transformers-fp32" in medians:
+            fp32 = medians["sentence-transformers-fp32"]
+            summary[f"encode_{label}_ratio_to_fp32"] = round(medians["dictembed"] / fp32, 3)
     return summary
 
 

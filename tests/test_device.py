@@ -44,6 +44,22 @@ def test_device_and_precision_resolution() -> None:
         assert not torch.is_autocast_enabled("cpu")
 
 
+def test_an_amx_cpu_keeps_fp32_and_hints_bf16_once(monkeypatch, caplog) -> None:
+    from dictembed import devices
+
+    devices._hint_bf16_on_amx.cache_clear()
+    monkeypatch.setattr(devices, "cpu_has_amx", lambda: True)
+    with caplog.at_level("INFO", logger="dictembed.devices"):
+        assert resolve_precision("auto", "cpu") == resolve_precision(None, "cpu") == "fp32"
+    assert [r.getMessage().count("--precision bf16") for r in caplog.records] == [1]  # said once, not per call
+    devices._hint_bf16_on_amx.cache_clear()
+    monkeypatch.setattr(devices, "cpu_has_amx", lambda: False)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="dictembed.devices"):
+        assert resolve_precision("auto", "cpu") == "fp32"
+    assert not caplog.records
+
+
 def test_run_config_records_the_resolved_precision_and_grad_accum() -> None:
     config = RunConfig.create("defsent-plus", device="cpu", grad_accum=2)
     assert config.precision == "fp32"  # "auto" on the CPU

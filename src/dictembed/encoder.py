@@ -388,8 +388,11 @@ class Encoder(nn.Module):
         chunks = [torch.zeros(0, self.dim)]
         self.reset_truncated()
         # inference_mode (as sentence-transformers does): no autograd bookkeeping at all, a few % faster than
-        # no_grad on the CPU; the chunks are copied into an ordinary tensor below.
-        with torch.inference_mode(), self.autocast():
+        # no_grad on the CPU; the chunks are copied into an ordinary tensor below. Under autocast no_grad: in
+        # inference mode autocast re-casts every weight for every batch (its cast cache is off there), 13 %
+        # slower in bf16 on the CPU.
+        grad_off = torch.inference_mode() if self.compute_precision == "fp32" else torch.no_grad()
+        with grad_off, self.autocast():
             for start in tqdm(range(0, len(order), batch_size), desc="encode", disable=not show, leave=False):
                 chunk = [texts[i] for i in order[start : start + batch_size]]
                 chunks.append(self(self.tokenize(chunk, prefix)).float().cpu())

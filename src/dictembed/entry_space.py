@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.cache import cached_matrix, space_path
+from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes
 from dictembed.encoder import Encoder
@@ -59,6 +60,11 @@ class EntrySpace(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.scores(h)
+
+    def loss(self, h: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cross-entropy of the logits toward `labels`, accuracy of their argmax): the training objective."""
+        logits = self.scores(h)
+        return F.cross_entropy(logits, labels), (logits.argmax(-1) == labels).float().mean()
 
     def vectors(self) -> np.ndarray:
         """One vector per entry, for geometry plots."""
@@ -233,14 +239,32 @@ class MatrixSpace(EntrySpace):
             raise DictEmbedError(f"unknown entry similarity {similarity!r}; choose dot or cosine")
         self.similarity, self.temperature = similarity, float(temperature)
         self.register_buffer("matrix", matrix, persistent=False)
-        self._unit: torch.Tensor | None = None  # the row-normalised matrix, computed once (the space is frozen)
+        # What the logits multiply by (the row-normalised matrix for cosine), on one device in one dtype,
+        # made once per device and dtype (the space is frozen)
+        self._weights: torch.Tensor | None = None
+
+    def weights(self, h: torch.Tensor) -> torch.Tensor:
+        """The matrix the logits of `h` multiply by, in the dtype the product runs in: under autocast its
+        dtype (a copy made once, not a 57M-element cast per call), else h's."""
+        kind = h.device.type
+        dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else h.dtype
+        cached = self._weights
+        if cached is None or cached.device != h.device or cached.dtype != dtype:
+            matrix = self.matrix.to(h.device)
+            cached = F.normalize(matrix, dim=-1) if self.similarity == "cosine" else matrix
+            self._weights = cached = cached.to(dtype)
+        return cached
+
+    def _query(self, h: torch.Tensor) -> torch.Tensor:
+        return F.normalize(h, dim=-1) / self.temperature if self.similarity == "cosine" else h
 
     def scores(self, h: torch.Tensor) -> torch.Tensor:
-        if self.similarity == "cosine":
-            if self._unit is None or self._unit.device != h.device or self._unit.dtype != h.dtype:
-                self._unit = F.normalize(self.matrix.to(h.dtype), dim=-1)
-            return F.normalize(h, dim=-1) @ self._unit.T / self.temperature
-        return h @ self.matrix.T.to(h.dtype)
+        weights = self.weights(h)
+        return self._query(h).to(weights.dtype) @ weights.T
+
+    def loss(self, h: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """As `EntrySpace.loss`, in one pass over the entry matrix (`chunked_cross_entropy`)."""
+        return chunked_cross_entropy(self._query(h), self.weights(h), labels)
 
     def _meta(self) -> dict:
         return {**super()._meta(), "similarity": self.similarity, "temperature": self.temperature}

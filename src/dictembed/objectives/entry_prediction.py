@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
@@ -29,9 +28,8 @@ class EntryPrediction(nn.Module):
         inputs, labels = batch
         h = self.encoder(inputs)
         space: EntrySpace = self.space.to(h.device)
-        logits = space(h)
-        labels = labels.to(h.device)
-        return {"loss": F.cross_entropy(logits, labels), "acc": (logits.argmax(-1) == labels).float().mean()}
+        loss, acc = space.loss(h, labels.to(h.device))
+        return {"loss": loss, "acc": acc}
 
 
 def entry_examples(dictionary: Dictionary, space: EntrySpace) -> list[Example]:
