@@ -3,6 +3,7 @@
     python benchmarks/onnx_int8.py                       # 3,000 WordNet definitions + STS-B test, STS avg
     python benchmarks/onnx_int8.py --sts-tasks STSB      # a quicker STS check
     python benchmarks/onnx_int8.py --variants            # also time other quantisation settings
+    python benchmarks/onnx_int8.py --profile             # where an int8 encode's time goes
 
 Contestants, all on the same sentences with the same batch size and threads: `Encoder` torch fp32,
 `SentenceTransformer` fp32, the ONNX fp32 export and the ONNX int8 export (both through `Encoder`, so the
@@ -68,6 +69,62 @@ def cosines(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     return {"mean": round(float(cos.mean()), 4), "min": round(float(cos.min()), 4)}
 
 
+def profile_int8(folder: Path, sentences: list[str], batch_size: int, threads: int) -> dict[str, Any]:
+    """Where one int8 encode of `sentences` goes: wall time split into tokenisation, ONNX Runtime's run and
+    the rest (batching, pooling, normalisation, Python), and the run's time per operator type from
+    onnxruntime's own profiler (its share of the summed node times)."""
+    import onnxruntime as ort
+
+    from dictembed.onnx_backend import session_options
+
+    encoder = onnx_encoder(folder, threads)
+    backbone = encoder.onnx_backbone
+    options = session_options(threads)
+    options.enable_profiling = True
+    options.profile_file_prefix = str(folder / "ort_profile")
+    backbone.session = ort.InferenceSession(
+        str(backbone.path), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    encoder.encode(sentences[:256], batch_size=batch_size, show_progress_bar=False)  # warm-up (in the op shares)
+    seconds: dict[str, float] = {"tokenise": 0.0, "onnxruntime run": 0.0}
+
+    def timed_call(name: str, function: Callable) -> Callable:
+        def call(*a: Any, **k: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*a, **k)
+            finally:
+                seconds[name] += time.perf_counter() - start
+
+        return call
+
+    encoder.tokenize = timed_call("tokenise", encoder.tokenize)
+    run = backbone.session.run
+    backbone.session.run = timed_call("onnxruntime run", run)  # type: ignore[method-assign]
+    start = time.perf_counter()
+    encoder.encode(sentences, batch_size=batch_size, show_progress_bar=False)
+    total = time.perf_counter() - start
+    trace = json.loads(Path(backbone.session.end_profiling()).read_text())
+    by_op: dict[str, float] = {}
+    for event in trace:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            op = event.get("args", {}).get("op_name", "?")
+            by_op[op] = by_op.get(op, 0.0) + event.get("dur", 0) / 1e6
+    node_total = sum(by_op.values()) or 1.0
+    return {
+        "sentences": len(sentences),
+        "per_s": round(len(sentences) / total, 1),
+        "wall_ms": round(1000 * total, 1),
+        "share_of_wall": {
+            **{name: round(value / total, 3) for name, value in seconds.items()},
+            "rest (batching, pooling, Python)": round(1 - sum(seconds.values()) / total, 3),
+        },
+        "operator_share_of_node_time": {
+            op: round(value / node_total, 3) for op, value in sorted(by_op.items(), key=lambda kv: -kv[1])
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="default: the embedded all-MiniLM-L6-v2")
@@ -78,6 +135,9 @@ def main() -> None:
     parser.add_argument("--sts-tasks", default="all", help="comma list for the STS avg, 'all' or 'none'")
     parser.add_argument("--variants", action="store_true", help="also time the quantisation settings in VARIANTS")
     parser.add_argument("--no-optimize", action="store_true", help="skip onnxruntime's transformer fusions")
+    parser.add_argument(
+        "--profile", action="store_true", help="only profile the int8 export on the WordNet sample (profile_int8)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     model = args.model or default_model()
@@ -91,6 +151,11 @@ def main() -> None:
         "stsb": stsb.sentences1 + stsb.sentences2,
     }
     scratch = tempfile.TemporaryDirectory()
+    if args.profile:
+        folder = export(model, Path(scratch.name) / "int8", quantize="int8", optimize=not args.no_optimize)
+        found = profile_int8(folder, sets["wordnet"], args.batch_size, args.threads)
+        print(json.dumps({"benchmark": "onnx_int8 --profile", **found, "load_average": [load_before, load_average()]}))
+        return
     exports: dict[str, tuple[str | None, QuantizeSettings | None]] = {
         "onnx_fp32": (None, None),
         "onnx_int8": ("int8", None),

@@ -55,11 +55,15 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
 
 
 def chunked_cross_entropy(
-    q: torch.Tensor, weights: torch.Tensor, labels: torch.Tensor, chunk: int = CHUNK_ROWS
+    q: torch.Tensor, weights: torch.Tensor, labels: torch.Tensor, chunk: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean cross-entropy of logits q @ weights.T toward `labels`, accuracy of their argmax), with the
-    gradient toward q only: `weights` is a frozen [N, d] matrix, read in blocks of `chunk` rows, in its own
-    dtype (float32, or a bfloat16 copy under autocast); sums and the softmax stay float32."""
+    gradient toward q only: `weights` is a frozen [N, d] matrix, read in blocks of `chunk` rows (default:
+    `CHUNK_ROWS` on the CPU; one block on a GPU, where the loop's kernel launches would cost more than the
+    cache saves), in its own dtype (float32, or a bfloat16 copy under autocast); sums and the softmax stay
+    float32."""
+    if chunk is None:
+        chunk = CHUNK_ROWS if q.device.type == "cpu" else max(1, weights.shape[0])
     if weights.requires_grad:
         raise ValueError("chunked_cross_entropy takes no gradient toward the weights: pass a frozen matrix")
     if labels.numel() and not 0 <= int(labels.min()) <= int(labels.max()) < weights.shape[0]:

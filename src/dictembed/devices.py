@@ -3,7 +3,9 @@
 `--device auto` (the default) is `dictembed.encoder.best_device()`: CUDA, else Apple MPS, else the CPU; any
 torch device name is accepted (cpu, cuda, cuda:1, mps). `--precision auto` is bf16 on a CUDA GPU that
 supports it and fp32 elsewhere; fp32 means no autocast. Training turns the precision into accelerate's
-`mixed_precision`; inference runs the model under `torch.autocast` (`autocast`).
+`mixed_precision`; inference runs the model under `torch.autocast` (`autocast`). On a CPU with Intel AMX,
+bf16 is the fast path at fp32's quality (benchmarks/RESULTS.md, session 6), but `auto` stays fp32 there so
+that results reproduce on CPUs without it; it says so once in the log.
 """
 
 from __future__ import annotations
