@@ -93,8 +93,8 @@ def _hint_bf16_on_amx() -> None:
     """Say once per process that `--precision bf16` is the fast path on this CPU (fp32 stays the default: the
     project's figures are fp32 and reproduce across CPUs with and without AMX)."""
     log.info(
-        "this CPU has AMX: --precision bf16 encodes about 2.4x and trains about 1.2x faster than fp32 here, "
-        "at the same STS (benchmarks/RESULTS.md); fp32 stays the default"
+        "this CPU has AMX: --precision bf16 encodes about 2x and trains about 1.2x faster than fp32 on such "
+        "CPUs, at the same STS (benchmarks/RESULTS.md); fp32 stays the default"
     )
 
 
