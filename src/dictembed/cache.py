@@ -48,9 +48,14 @@ def default_cache_dir() -> Path:
     return Path(base).expanduser() / "dictembed"
 
 
+def cache_folder(cache_dir: str | Path | None = None) -> Path:
+    """`cache_dir` as a path, or `default_cache_dir()` when it is None."""
+    return Path(cache_dir) if cache_dir is not None else default_cache_dir()
+
+
 def space_path(key: str, cache_dir: str | Path | None = None) -> Path:
     """The cache file of the space keyed `key` in `cache_dir` (default: `default_cache_dir()`)."""
-    return Path(cache_dir if cache_dir is not None else default_cache_dir()) / f"{PREFIX}{key}.safetensors"
+    return cache_folder(cache_dir) / f"{PREFIX}{key}.safetensors"
 
 
 def _sidecar(path: Path) -> Path:
@@ -130,7 +135,7 @@ class CachedSpace:
 
 def list_cache(cache_dir: str | Path | None = None) -> list[CachedSpace]:
     """The cached spaces in `cache_dir` (default: `default_cache_dir()`), newest first; a missing folder is empty."""
-    folder = Path(cache_dir if cache_dir is not None else default_cache_dir())
+    folder = cache_folder(cache_dir)
     if folder.exists() and not folder.is_dir():
         raise DictEmbedError(f"{folder}: the entry-space cache is not a folder")
     spaces = []
@@ -150,7 +155,7 @@ def list_cache(cache_dir: str | Path | None = None) -> list[CachedSpace]:
 
 def own_files(cache_dir: str | Path | None = None) -> list[Path]:
     """Every file this project wrote in the cache folder: spaces, sidecars, leftover temporary files, locks."""
-    folder = Path(cache_dir if cache_dir is not None else default_cache_dir())
+    folder = cache_folder(cache_dir)
     if not folder.is_dir():
         return []
     files = [p for p in folder.iterdir() if p.is_file() and OWN_FILE.fullmatch(p.name)]
@@ -163,7 +168,7 @@ def own_files(cache_dir: str | Path | None = None) -> list[Path]:
 def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
     """Remove the files `own_files` lists (nothing else); returns them and the bytes freed. A space that
     another process is building (its lock is held) is left in place."""
-    folder = Path(cache_dir if cache_dir is not None else default_cache_dir())
+    folder = cache_folder(cache_dir)
     by_key: dict[str, list[Path]] = {}
     for path in own_files(folder):
         by_key.setdefault(path.name.split(".")[0], []).append(path)

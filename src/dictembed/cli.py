@@ -484,16 +484,16 @@ def cmd_encode(args: argparse.Namespace) -> Report:
 
 
 def cmd_export(args: argparse.Namespace) -> Report:
-    from dictembed.onnx_backend import export
+    from dictembed.onnx_backend import export, exported_file
     from dictembed.paths import default_model
 
     output = Path(args.output)
     if output.exists() and not args.overwrite:
         raise DictEmbedError(f"--output {output} already exists; pass --overwrite to replace it")
     path = export(args.model or default_model(), output, quantize=args.quantize, optimize=not args.no_optimize)
-    manifest = json.loads((path / "onnx" / "export.json").read_text(encoding="utf-8"))
-    data = {"output": str(path), "format": args.format, **manifest, "file": f"onnx/{manifest['file']}"}
-    size = (path / data["file"]).stat().st_size / 1e6
+    file, manifest = exported_file(path)
+    data = {"output": str(path), "format": args.format, **manifest, "file": file.relative_to(path).as_posix()}
+    size = file.stat().st_size / 1e6
     return Report(data, f"wrote {path} ({data['file']}, {size:.1f} MB, {args.quantize or 'fp32'})")
 
 
@@ -744,9 +744,9 @@ CACHE_HELP = "$DICTEMBED_CACHE, else ~/.cache/dictembed"
 
 
 def cmd_cache_list(args: argparse.Namespace) -> Report:
-    from dictembed.cache import default_cache_dir, human_size, list_cache
+    from dictembed.cache import cache_folder, human_size, list_cache
 
-    folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    folder = cache_folder(args.cache_dir or None)
     spaces = list_cache(folder)
     lines = [f"{len(spaces)} cached entry space(s) in {folder}, {human_size(sum(s.size for s in spaces))}"]
     for space in spaces:
@@ -761,9 +761,9 @@ def cmd_cache_list(args: argparse.Namespace) -> Report:
 
 
 def cmd_cache_clear(args: argparse.Namespace) -> Report:
-    from dictembed.cache import clear_cache, default_cache_dir, human_size, own_files
+    from dictembed.cache import cache_folder, clear_cache, human_size, own_files
 
-    folder = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    folder = cache_folder(args.cache_dir or None)
     files = own_files(folder)
     total = sum(p.stat().st_size for p in files if p.exists())
     if files and not args.yes:

@@ -33,11 +33,16 @@ def _state(cpu: bool) -> Any:
     return PartialState(cpu=cpu)
 
 
+def _collective_device(state: Any) -> torch.device:
+    """Where tensors of a collective operation live: the GPU under nccl, the CPU under gloo."""
+    return state.device if state.backend == "nccl" else torch.device("cpu")
+
+
 def _gather_rows(state: Any, rows: torch.Tensor) -> torch.Tensor:
     """The row blocks of every process stacked in process order (the blocks may differ in length)."""
     import torch.distributed as dist
 
-    device = state.device if state.backend == "nccl" else torch.device("cpu")  # gloo gathers CPU tensors
+    device = _collective_device(state)
     count = torch.tensor([rows.shape[0]], dtype=torch.long, device=device)
     counts = [torch.zeros_like(count) for _ in range(state.num_processes)]
     dist.all_gather(counts, count)
@@ -99,8 +104,6 @@ def broadcast_int(value: int, cpu: bool = True) -> int:
         return value
     import torch.distributed as dist
 
-    state = _state(cpu=cpu)
-    device = state.device if state.backend == "nccl" else torch.device("cpu")
-    tensor = torch.tensor([value], dtype=torch.long, device=device)
+    tensor = torch.tensor([value], dtype=torch.long, device=_collective_device(_state(cpu=cpu)))
     dist.broadcast(tensor, src=0)
     return int(tensor.item())

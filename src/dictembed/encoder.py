@@ -261,9 +261,9 @@ class Encoder(nn.Module):
         if normalize is False:
             encoder.post = nn.ModuleList(m for m in encoder.post if not isinstance(m, _st_modules().Normalize))
         record.base_model = record.base_model or str(name_or_path)
-        if backend == "onnx" or (backend is None and (folder / "onnx" / "export.json").is_file()):
-            from dictembed.onnx_backend import attach
+        from dictembed.onnx_backend import attach, is_exported
 
+        if backend == "onnx" or (backend is None and is_exported(folder)):
             return attach(encoder.to("cpu"), folder)
         return encoder.to(device or best_device())
 

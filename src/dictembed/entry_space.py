@@ -372,7 +372,7 @@ class DefinitionSpace(MatrixSpace):
         kind = f"definitions-{entries}" + ("-ica" if ica else "")
         counts = np.array([len(e.senses) for e in dictionary])
         if cache_dir is None:
-            matrix = cls._matrix(encoder, dictionary, entries, ica, None, batch_size)
+            matrix = cls._matrix(encoder, dictionary, counts, entries, ica, None, batch_size)
         else:
             source = {
                 "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
@@ -385,7 +385,7 @@ class DefinitionSpace(MatrixSpace):
                 "precision": encoder.compute_precision,
             }
             path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
-            build = lambda: cls._matrix(encoder, dictionary, entries, ica, cache_dir, batch_size)  # noqa: E731
+            build = lambda: cls._matrix(encoder, dictionary, counts, entries, ica, cache_dir, batch_size)  # noqa: E731
             matrix = cached_matrix(path, build, source)
         return cls(dictionary.headwords, matrix, similarity, temperature, kind, None if ica else counts)
 
@@ -394,13 +394,14 @@ class DefinitionSpace(MatrixSpace):
         cls,
         encoder: Encoder,
         dictionary: Dictionary,
+        counts: np.ndarray,
         entries: Literal["ac", "amp"],
         ica: bool,
         cache_dir: str | Path | None,
         batch_size: int,
     ) -> torch.Tensor:
-        """The float32 entry matrix of `build`, computed (no cache lookup of its own)."""
-        counts = np.array([len(e.senses) for e in dictionary])
+        """The float32 entry matrix of `build`, computed (no cache lookup of its own); `counts`: the
+        definitions of each entry."""
         if ica:  # the ICA space transforms the plain one, which is itself cached
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())

@@ -286,7 +286,7 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
         encoder.to("cpu")
     folder = Path(folder)
     if is_exported(folder):
-        path, manifest = _exported_file(folder)
+        path, manifest = exported_file(folder)
         encoder.onnx_backbone = OnnxBackbone(path, threads)
     else:
         require("onnx")
@@ -300,7 +300,7 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
     return encoder.eval()
 
 
-def _exported_file(folder: Path) -> tuple[Path, dict[str, Any]]:
+def exported_file(folder: Path) -> tuple[Path, dict[str, Any]]:
     """The ONNX file an export's manifest names, and the manifest."""
     manifest_path = folder / ONNX_DIR / MANIFEST
     try:

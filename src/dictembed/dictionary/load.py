@@ -16,7 +16,7 @@ from dictembed.dictionary.sources import (
     load_wordnet,
     load_wordnet_examples,
 )
-from dictembed.dictionary.sources.table import FORMATS, parse_columns, read_columns
+from dictembed.dictionary.sources.table import COLUMN_NAMES, FORMATS, parse_columns, read_columns
 from dictembed.errors import DictEmbedError
 
 SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
@@ -27,7 +27,6 @@ SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
     "chang": lambda _: load_chang(),
     "wordnet-examples": lambda _: load_wordnet_examples(),
 }
-TABLE_COLUMNS = ("word", "definition", "example", "pos")
 
 
 def load_user_table(path: str | Path, encoding: str = "utf-8", columns: str | None = None) -> Dictionary:
@@ -37,7 +36,7 @@ def load_user_table(path: str | Path, encoding: str = "utf-8", columns: str | No
     header = parse_columns(columns) if columns else None
     fmt = FORMATS.get(Path(path).suffix.lower(), "tsv") if header else None
     names = header or read_columns(path, encoding=encoding)
-    optional = {c: c if c in names else None for c in TABLE_COLUMNS[2:]}
+    optional = {c: c if c in names else None for c in COLUMN_NAMES[2:]}
     return load_table(
         path, headword="word", definition="definition", encoding=encoding, fmt=fmt, header=header, **optional
     )
@@ -56,7 +55,7 @@ def load_source(
         return load_user_table(path, encoding, columns)
     raise DictEmbedError(
         f"unknown dictionary {item.strip()!r}: use one of {', '.join(SOURCES)} "
-        f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(TABLE_COLUMNS)}"
+        f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(COLUMN_NAMES)}"
     )
 
 
