@@ -237,7 +237,7 @@ def test_cli_export_and_encode(st_model: Path, tmp_path: Path, capsys) -> None:
     # .npy (the streamed path): --backend torch on the export gives the torch vectors, the default its int8 ones
     for backend in ["torch", None]:
         target = tmp_path / f"streamed-{backend}.npy"
-        args = ["encode", "--model", str(out), "--input", str(text), "--output", str(target)]
+        args = ["encode", "--model", str(out), "--input", str(text), "--output", str(target), "--device", "cpu"]
         assert main(args + (["--backend", backend] if backend else [])) == 0
         vectors = np.load(target)
         close = np.allclose(vectors, reference, atol=1e-5)

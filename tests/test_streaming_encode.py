@@ -153,7 +153,7 @@ def test_a_killed_command_leaves_a_resumable_partial_file(bert_path, tmp_path, c
     text = tmp_path / "big.txt"
     text.write_text("\n".join(sentences) + "\n")
     out = tmp_path / "v.npy"
-    command = ["encode", "--model", str(bert_path), "--input", str(text), "--output", str(out)]
+    command = ["encode", "--model", str(bert_path), "--input", str(text), "--output", str(out), "--device", "cpu"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     launch = [sys.executable, "-m", "dictembed", *command, "--chunk-size", "8", "-q"]
     child = subprocess.Popen(launch, env=env, stderr=subprocess.PIPE)

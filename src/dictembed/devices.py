@@ -115,8 +115,14 @@ def is_main_process() -> bool:
 
 
 def wait_for_everyone() -> None:
-    """A barrier across the processes of a distributed run; nothing in a single process."""
+    """A barrier across the processes of a distributed run; nothing in a single process. Unlike accelerate's
+    `wait_for_everyone`, which names the local rank as a CUDA device for every backend, a gloo (CPU) run names
+    none: two CPU processes on a machine with one GPU would otherwise ask for a second GPU."""
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if dist.get_backend() == "nccl":
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
         dist.barrier()

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
+from dictembed.devices import wait_for_everyone
 from dictembed.io import STAGING_SUFFIX, staged_dir
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         """Write the full training state to a staging folder, then swap it in (a kill never corrupts it)."""
-        self.accelerator.wait_for_everyone()
+        wait_for_everyone()
         if self.accelerator.is_main_process:
             run = {"step": self.progress.step, "identity": self.identity}
             with staged_dir(self.checkpoint_dir) as staging:
@@ -243,7 +244,7 @@ class Trainer:
     def _discard_checkpoints(self) -> None:
         """Remove this run's checkpoints: by the main process, once every process is here (under DDP the
         main one may still be writing the checkpoint of the last step when another process gets here)."""
-        self.accelerator.wait_for_everyone()
+        wait_for_everyone()
         if not self.accelerator.is_main_process:
             return
         for name in ("", STAGING_SUFFIX, ".old"):
