@@ -13,7 +13,8 @@ device, in one process.
   repeats; median sentences/s, the ratio, and the useful FLOP/s (real token counts) as % of the peak. Under
   `--precision bf16`/`fp16`, sentence-transformers runs with its weights in that dtype and, a third
   contestant, in fp32 (`ratio_to_fp32`: e.g. bf16 autocast on a CPU with AMX against the fp32 default).
-- build: the AMP `DefinitionSpace` over every WordNet definition (no cache): sentences/s and minutes.
+- build: the AMP `DefinitionSpace` over every WordNet definition (no cache): sentences/s and minutes
+  (`--build-model EXPORT`: with another model, e.g. `dictembed export --quantize int8`'s folder).
 - train: DefSent+ (mean pooling, cosine logits over the 148,730-entry AMP space, batch 16, lr 1e-4) through
   the project's Trainer; examples/s and where a step's time goes (tokenise, encoder forward, entry logits and
   loss, backward, clipping, optimizer, the rest: data loading and Python).
@@ -336,6 +337,7 @@ def main() -> None:
     parser.add_argument("--group-by-length", action="store_true", help="train: batches grouped by length")
     parser.add_argument("--space-cache", default=None, help="entry-space cache for train/reference (default: shared)")
     parser.add_argument("--precision", choices=list(DTYPES), default="fp32", help="compute precision")
+    parser.add_argument("--build-model", default=None, help="build: another model, e.g. an int8 ONNX export")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
 
@@ -358,7 +360,7 @@ def main() -> None:
             sets = {"wordnet": seeded_sample(definitions, args.n, 0), "stsb": stsb.sentences1 + stsb.sentences2}
             summary.update(encode(model, sets, args, peak))
         if "build" in parts:
-            summary.update(build(model, dictionary, args, peak))
+            summary.update(build(args.build_model or model, dictionary, args, peak))
         if parts & {"train", "reference"}:
             space = entry_space(model, dictionary, args)
             if "train" in parts:

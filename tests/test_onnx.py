@@ -17,7 +17,7 @@ pytest.importorskip("onnx")
 from dictembed.cli import main  # noqa: E402
 from dictembed.encoder import Encoder  # noqa: E402
 from dictembed.errors import DictEmbedError, ModelLoadError  # noqa: E402
-from dictembed.onnx_backend import FP32_FILE, INT8_FILE, export, is_exported  # noqa: E402
+from dictembed.onnx_backend import FP32_FILE, INT8_FILE, attach, export, is_exported  # noqa: E402
 
 SENTENCES = [
     "a domesticated animal that barks",
@@ -104,6 +104,40 @@ def test_int8_is_close_to_fp32(st_model: Path, exports: dict[str, Path]) -> None
     # measured: min 0.9998 on this tiny model, mean 0.993 / min 0.978 on MiniLM's WordNet definitions
     assert cosine.min() >= 0.99, cosine
     assert not np.allclose(vectors, reference, atol=1e-6)  # it really is another graph
+
+
+def test_batches_run_on_several_threads_with_the_results_of_one(exports: dict[str, Path], caplog) -> None:
+    """An ONNX encoder runs `threads` single-threaded batches at once: the vectors of one thread bit for bit
+    and in order, every sentence cut at max_length (64) counted once, a lone batch shared out over the
+    threads, and a worker's error raised to the caller."""
+    many = [f"{s}, number {i}" + " word" * (3 * (i % 30)) for i, s in enumerate(SENTENCES * 20)]
+    reports = []
+    for threads in (1, 3):
+        encoder = attach(Encoder.load(exports["int8"], backend="torch"), exports["int8"], threads=threads)
+        assert encoder.onnx_backbone.threads == threads
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="dictembed.encoder"):
+            reports.append((encoder.encode(many, batch_size=8), [r.getMessage() for r in caplog.records]))
+    (one, one_log), (three, three_log) = reports
+    np.testing.assert_array_equal(three, one)  # the same batches: int8's activation scales are per batch
+    too_long = sum(len(encoder.tokenizer(s)["input_ids"]) > 64 for s in many)
+    assert 0 < too_long < len(many) and three_log == one_log == [
+        f"{too_long} of 120 sentences were longer than 64 tokens and were truncated"
+    ]
+
+    fp32 = attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=3)
+    alone = Encoder.load(exports["fp32"]).encode(SENTENCES, batch_size=32)  # one batch of 6 on 2+ threads...
+    np.testing.assert_allclose(fp32.encode(SENTENCES, batch_size=32), alone, atol=1e-5)  # ...or 3 of 2 rows
+
+    class Broken:
+        def run(self, *args, **kwargs):
+            raise RuntimeError("the run failed on a worker")
+
+    fp32.onnx_backbone.session = Broken()
+    with pytest.raises(RuntimeError, match="failed on a worker"):
+        fp32.encode(many, batch_size=8)
+    with pytest.raises(DictEmbedError, match="threads must be at least 1"):
+        attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=0)
 
 
 def test_with_pooling_and_definition_space(exports: dict[str, Path], toy_dictionary) -> None:

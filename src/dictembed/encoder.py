@@ -10,12 +10,15 @@ which sentence-transformers has no module for, are this package's code (`dictemb
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import pickle
 import shutil
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -385,17 +388,17 @@ class Encoder(nn.Module):
         self.eval()
         order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
         show = len(texts) > 10 * batch_size if show is None else show
+        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        threads = self.onnx_backbone.threads if self.onnx_backbone is not None else 1
+        if 0 < len(batches) < threads:  # fewer batches than ONNX threads: the rows are shared out instead
+            batches = [part for part in np.array_split(order, threads) if len(part)]
+        threads = min(threads, len(batches))  # a lone batch runs here, without worker threads
         chunks = [torch.zeros(0, self.dim)]
         self.reset_truncated()
-        # inference_mode (as sentence-transformers does): no autograd bookkeeping at all, a few % faster than
-        # no_grad on the CPU; the chunks are copied into an ordinary tensor below. Under autocast no_grad: in
-        # inference mode autocast re-casts every weight for every batch (its cast cache is off there), 13 %
-        # slower in bf16 on the CPU.
-        grad_off = torch.inference_mode() if self.compute_precision == "fp32" else torch.no_grad()
-        with grad_off, self.autocast():
-            for start in tqdm(range(0, len(order), batch_size), desc="encode", disable=not show, leave=False):
-                chunk = [texts[i] for i in order[start : start + batch_size]]
-                chunks.append(self(self.tokenize(chunk, prefix)).float().cpu())
+        with self._grad_off(), self.autocast():
+            pooled = self._forward_batches([[texts[i] for i in rows] for rows in batches], prefix, threads)
+            for vectors in tqdm(pooled, total=len(batches), desc="encode", disable=not show, leave=False):
+                chunks.append(vectors)
         self.train(was_training)
         self.report_truncated(len(texts))
         vectors = torch.empty(len(texts), self.dim)
@@ -410,6 +413,35 @@ class Encoder(nn.Module):
         if convert_to_tensor or not convert_to_numpy:
             result = torch.from_numpy(np.asarray(result))
         return result[0] if single else result
+
+    def _grad_off(self) -> contextlib.AbstractContextManager:
+        """inference_mode (as sentence-transformers does): no autograd bookkeeping at all, a few % faster than
+        no_grad on the CPU. Under autocast no_grad: in inference mode autocast re-casts every weight for every
+        batch (its cast cache is off there), 13 % slower in bf16 on the CPU."""
+        return torch.inference_mode() if self.compute_precision == "fp32" else torch.no_grad()
+
+    def _forward_batches(self, batches: list[list[str]], prefix: str | None, threads: int) -> Iterator[torch.Tensor]:
+        """The pooled float32 CPU vectors of each batch, in order. With `threads` > 1 (the ONNX backend) up to
+        `threads` batches run at once on worker threads, each run single-threaded; batches are tokenised here,
+        in order, so the tokenizer and the truncation count stay on one thread."""
+        tokenized = (self.tokenize(batch, prefix) for batch in batches)
+        if threads <= 1:
+            for batch in tokenized:
+                yield self(batch).float().cpu()
+            return
+
+        def run(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            with self._grad_off():  # grad mode is per thread
+                return self(batch).float()
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="dictembed-encode") as pool:
+            pending: deque[Future] = deque()
+            for batch in tokenized:
+                pending.append(pool.submit(run, batch))
+                if len(pending) > 2 * threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
 
     def reset_truncated(self) -> None:
         """Start counting the sentences `tokenize` cuts (training tokenizes too; a report covers one call)."""
