@@ -14,6 +14,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _step_ms(step, device: torch.device, repeats: int, warmup: int) -> float:
+def _step_ms(step: Callable[[], None], device: torch.device, repeats: int, warmup: int) -> float:
     for _ in range(warmup):
         step()
     times = []

@@ -59,7 +59,8 @@ def load_average() -> list[float]:
 
 
 def onnx_encoder(folder: Path, threads: int) -> Encoder:
-    """The exported folder loaded like `Encoder.load(folder)`, with `threads` ONNX Runtime threads."""
+    """The exported folder loaded like `Encoder.load(folder)`, with `threads` ONNX Runtime threads (a lone
+    batch's intra-op threads, and how many single-threaded batches `encode` runs at once)."""
     return attach(Encoder.load(folder, device="cpu", backend="torch"), folder, threads=threads)
 
 
@@ -81,12 +82,10 @@ def profile_int8(folder: Path, sentences: list[str], batch_size: int, threads: i
 
     encoder = onnx_encoder(folder, threads)
     backbone = encoder.onnx_backbone
-    options = session_options()
+    options = session_options(1)  # the single-threaded session, which encode's worker threads run
     options.enable_profiling = True
     options.profile_file_prefix = str(folder / "ort_profile")
-    backbone.session = ort.InferenceSession(
-        str(backbone.path), sess_options=options, providers=["CPUExecutionProvider"]
-    )
+    backbone.single = ort.InferenceSession(str(backbone.path), sess_options=options, providers=["CPUExecutionProvider"])
     encoder.encode(sentences[:256], batch_size=batch_size, show_progress_bar=False)  # warm-up (in the op shares)
     seconds: dict[str, float] = {"tokenise": 0.0, "onnxruntime run": 0.0}
     lock = threading.Lock()  # the runs time themselves on several threads
@@ -103,12 +102,12 @@ def profile_int8(folder: Path, sentences: list[str], batch_size: int, threads: i
         return call
 
     encoder.tokenize = timed_call("tokenise", encoder.tokenize)
-    run = backbone.session.run
-    backbone.session.run = timed_call("onnxruntime run", run)  # type: ignore[method-assign]
+    run = backbone.single.run
+    backbone.single.run = timed_call("onnxruntime run", run)  # type: ignore[method-assign]
     start = time.perf_counter()
     encoder.encode(sentences, batch_size=batch_size, show_progress_bar=False)
     total = time.perf_counter() - start
-    trace = json.loads(Path(backbone.session.end_profiling()).read_text())
+    trace = json.loads(Path(backbone.single.end_profiling()).read_text())
     by_op: dict[str, float] = {}
     for event in trace:
         if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):

@@ -108,6 +108,18 @@ def test_encoder_is_an_mteb_encoder(mteb: Any, encoder: Encoder) -> None:
     assert np.allclose(np.asarray(pairwise), 0.5)
 
 
+def test_precision_and_onnx_are_separate_experiments(mteb: Any, bert_path: Path) -> None:
+    """bf16 and an ONNX graph make other vectors from the same weights: MTEB must file their results apart."""
+    from dictembed.onnx_backend import attach
+
+    encoder = Encoder.load(str(bert_path), pooling="mean", device="cpu")  # one load: the same weights
+    metas = [encoder.mteb_model_meta, encoder.set_precision("bf16").mteb_model_meta]
+    metas.append(attach(encoder.set_precision("fp32"), bert_path).mteb_model_meta)
+    assert metas[1].experiment_kwargs == {"pooling": "mean", "normalize": False, "precision": "bf16"}
+    assert metas[2].experiment_kwargs == {"pooling": "mean", "normalize": False, "backend": "onnx-fp32"}
+    assert len({m.experiment_name for m in metas}) == 3 and len({m.revision for m in metas}) == 1
+
+
 def test_mteb_evaluate_scores_the_encoder_directly(mteb: Any, encoder: Encoder, tmp_path: Path) -> None:
     result = mteb.evaluate(
         encoder,

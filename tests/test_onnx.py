@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -106,36 +108,64 @@ def test_int8_is_close_to_fp32(st_model: Path, exports: dict[str, Path]) -> None
     assert not np.allclose(vectors, reference, atol=1e-6)  # it really is another graph
 
 
+class SessionSpy:
+    """Wraps an onnxruntime session: records each run's session, thread, autocast and grad state and rows."""
+
+    def __init__(self, session: Any, name: str, calls: list[tuple], fail: bool = False) -> None:
+        self.session, self.name, self.calls, self.fail = session, name, calls, fail
+
+    def run(self, outputs: Any, feeds: dict[str, np.ndarray]) -> Any:
+        thread, autocast = threading.current_thread().name, torch.is_autocast_enabled("cpu")
+        self.calls.append((self.name, thread, autocast, torch.is_grad_enabled(), len(feeds["input_ids"])))
+        if self.fail:
+            raise RuntimeError("the run failed on a worker")
+        return self.session.run(outputs, feeds)
+
+
+def _spied(folder: Path, threads: int, calls: list[tuple], fail: bool = False) -> Encoder:
+    encoder = attach(Encoder.load(folder, backend="torch"), folder, threads=threads)
+    backbone = encoder.onnx_backbone
+    backbone.session = SessionSpy(backbone.session, "session", calls)
+    backbone.single = SessionSpy(backbone.single, "single", calls, fail)
+    return encoder
+
+
 def test_batches_run_on_several_threads_with_the_results_of_one(exports: dict[str, Path], caplog) -> None:
-    """An ONNX encoder runs `threads` single-threaded batches at once: the vectors of one thread bit for bit
-    and in order, every sentence cut at max_length (64) counted once, a lone batch shared out over the
-    threads, and a worker's error raised to the caller."""
+    """An ONNX encoder runs `threads` single-threaded batches at once on worker threads, with the caller's
+    autocast and no gradients: the vectors of one thread bit for bit (the same batches: int8's activation
+    scales are per batch) and in order, every sentence cut at max_length (64) counted once; a lone batch runs
+    on the caller's thread with every intra-op thread; a worker's error reaches the caller and the batches
+    not yet started are dropped."""
     many = [f"{s}, number {i}" + " word" * (3 * (i % 30)) for i, s in enumerate(SENTENCES * 20)]
-    reports = []
+    results, calls = {}, {1: [], 3: []}
     for threads in (1, 3):
-        encoder = attach(Encoder.load(exports["int8"], backend="torch"), exports["int8"], threads=threads)
-        assert encoder.onnx_backbone.threads == threads
+        encoder = _spied(exports["int8"], threads, calls[threads])
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="dictembed.encoder"):
-            reports.append((encoder.encode(many, batch_size=8), [r.getMessage() for r in caplog.records]))
-    (one, one_log), (three, three_log) = reports
-    np.testing.assert_array_equal(three, one)  # the same batches: int8's activation scales are per batch
+            results[threads] = encoder.encode(many, batch_size=8), [r.getMessage() for r in caplog.records]
+    np.testing.assert_array_equal(results[3][0], results[1][0])
     too_long = sum(len(encoder.tokenizer(s)["input_ids"]) > 64 for s in many)
-    assert 0 < too_long < len(many) and three_log == one_log == [
+    assert 0 < too_long < len(many) and results[3][1] == results[1][1] == [
         f"{too_long} of 120 sentences were longer than 64 tokens and were truncated"
     ]
+    assert [c[0] for c in calls[1]] == ["session"] * 15 and {c[1] for c in calls[1]} == {"MainThread"}
+    assert [c[0] for c in calls[3]] == ["single"] * 15 and [c[4] for c in calls[3]] == [8] * 15
+    workers = {c[1] for c in calls[3]}
+    assert len(workers) > 1 and all(name.startswith("dictembed-encode") for name in workers)
+    assert not any(c[2] or c[3] for c in calls[3])  # fp32: no autocast, no gradients
 
-    fp32 = attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=3)
-    alone = Encoder.load(exports["fp32"]).encode(SENTENCES, batch_size=32)  # one batch of 6 on 2+ threads...
-    np.testing.assert_allclose(fp32.encode(SENTENCES, batch_size=32), alone, atol=1e-5)  # ...or 3 of 2 rows
+    calls[3].clear()
+    encoder.encode(SENTENCES, batch_size=32)  # a lone batch
+    assert calls[3] == [("session", "MainThread", False, False, len(SENTENCES))]
+    calls[3].clear()
+    encoder.set_precision("bf16").encode(many, batch_size=8)
+    assert len(calls[3]) == 15 and all(c[0] == "single" and c[2] and not c[3] for c in calls[3])
 
-    class Broken:
-        def run(self, *args, **kwargs):
-            raise RuntimeError("the run failed on a worker")
-
-    fp32.onnx_backbone.session = Broken()
+    failed: list[tuple] = []
+    broken = _spied(exports["fp32"], 3, failed, fail=True)
     with pytest.raises(RuntimeError, match="failed on a worker"):
-        fp32.encode(many, batch_size=8)
+        broken.encode(many, batch_size=8)
+    assert 1 <= len(failed) <= 6  # at most 2 x threads batches were waiting; the other 9 never ran
     with pytest.raises(DictEmbedError, match="threads must be at least 1"):
         attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=0)
 

@@ -389,10 +389,7 @@ class Encoder(nn.Module):
         order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
         show = len(texts) > 10 * batch_size if show is None else show
         batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-        threads = self.onnx_backbone.threads if self.onnx_backbone is not None else 1
-        if 0 < len(batches) < threads:  # fewer batches than ONNX threads: the rows are shared out instead
-            batches = [part for part in np.array_split(order, threads) if len(part)]
-        threads = min(threads, len(batches))  # a lone batch runs here, without worker threads
+        threads = min(self.onnx_backbone.threads if self.onnx_backbone is not None else 1, len(batches))
         chunks = [torch.zeros(0, self.dim)]
         self.reset_truncated()
         with self._grad_off(), self.autocast():
@@ -422,8 +419,9 @@ class Encoder(nn.Module):
 
     def _forward_batches(self, batches: list[list[str]], prefix: str | None, threads: int) -> Iterator[torch.Tensor]:
         """The pooled float32 CPU vectors of each batch, in order. With `threads` > 1 (the ONNX backend) up to
-        `threads` batches run at once on worker threads, each run single-threaded; batches are tokenised here,
-        in order, so the tokenizer and the truncation count stay on one thread."""
+        `threads` batches run at once on worker threads, each run single-threaded (`OnnxBackbone.single`); the
+        batches are the same either way, and are tokenised here, in order, so the tokenizer and the truncation
+        count stay on one thread."""
         tokenized = (self.tokenize(batch, prefix) for batch in batches)
         if threads <= 1:
             for batch in tokenized:
@@ -431,17 +429,20 @@ class Encoder(nn.Module):
             return
 
         def run(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-            with self._grad_off():  # grad mode is per thread
-                return self(batch).float()
+            with self._grad_off(), self.autocast(), self.onnx_backbone.one_thread():  # all three are per thread
+                return self(batch).float().cpu()
 
-        with ThreadPoolExecutor(threads, thread_name_prefix="dictembed-encode") as pool:
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="dictembed-encode")
+        try:
             pending: deque[Future] = deque()
             for batch in tokenized:
-                pending.append(pool.submit(run, batch))
-                if len(pending) > 2 * threads:
+                if len(pending) >= 2 * threads:
                     yield pending.popleft().result()
+                pending.append(pool.submit(run, batch))
             while pending:
                 yield pending.popleft().result()
+        finally:  # an error or an interrupt: the batches not yet started are dropped, not run
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def reset_truncated(self) -> None:
         """Start counting the sentences `tokenize` cuts (training tokenizes too; a report covers one call)."""
@@ -575,8 +576,8 @@ class Encoder(nn.Module):
     @property
     def mteb_model_meta(self) -> Any:
         """This model described for MTEB (an `mteb.models.ModelMeta`): name, revision, dimension, max tokens,
-        parameters, cosine similarity, the method's citation; the pooling and normalisation are experiment
-        settings, so MTEB keeps the results of different settings apart."""
+        parameters, cosine similarity, the method's citation; the pooling, normalisation, precision and ONNX
+        backend are experiment settings (`_mteb_settings`), so MTEB keeps the results of different ones apart."""
         from dictembed.extras import require
         from dictembed.model_card import citation, hub_base_model
 
@@ -603,8 +604,18 @@ class Encoder(nn.Module):
             training_datasets=None,
             adapted_from=hub_base_model(self.base_model) if method else None,
             citation=citation(method),
-            experiment_kwargs={"pooling": self.pooling, "normalize": self.normalize},
+            experiment_kwargs=self._mteb_settings(),
         )
+
+    def _mteb_settings(self) -> dict[str, Any]:
+        """The settings that make other vectors from the same weights, for MTEB's experiment name (its result
+        folders): pooling and normalisation; a precision other than fp32 and an ONNX graph (e.g. int8) too."""
+        settings: dict[str, Any] = {"pooling": self.pooling, "normalize": self.normalize}
+        if self.compute_precision != "fp32":
+            settings["precision"] = self.compute_precision
+        if self.onnx_manifest is not None:
+            settings["backend"] = f"onnx-{self.onnx_manifest.get('quantize') or 'fp32'}"
+        return settings
 
 
 def _load_sentence_transformer(folder: Path) -> Any:
