@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from scipy.stats import spearmanr
 
 from dictembed.encoder import Encoder
@@ -118,6 +119,10 @@ def test_precision_and_onnx_are_separate_experiments(mteb: Any, bert_path: Path)
     assert metas[1].experiment_kwargs == {"pooling": "mean", "normalize": False, "precision": "bf16"}
     assert metas[2].experiment_kwargs == {"pooling": "mean", "normalize": False, "backend": "onnx-fp32"}
     assert len({m.experiment_name for m in metas}) == 3 and len({m.revision for m in metas}) == 1
+    # a checkpoint without pooler weights gets a random pooler at each load; it never enters the vectors
+    again = Encoder.load(str(bert_path), pooling="mean", device="cpu")
+    assert not torch.equal(again.backbone.pooler.dense.weight, encoder.backbone.pooler.dense.weight)
+    assert again.mteb_model_meta.revision == metas[0].revision
 
 
 def test_mteb_evaluate_scores_the_encoder_directly(mteb: Any, encoder: Encoder, tmp_path: Path) -> None:

@@ -558,6 +558,14 @@ class Encoder(nn.Module):
 
         return hub_base_model(source) or f"dictembed/{Path(source).name or 'model'}", self._mteb_weights_hash()
 
+    def hash_weights(self, digest: Any) -> None:
+        """Feed `digest` (a hashlib object) the bytes of every tensor that enters the vectors: the state dict
+        but the backbone's own pooler, which never does (`pooler="model"` copies it into a module after the
+        pooling) and which a checkpoint without one draws afresh at every load."""
+        for name, tensor in self.state_dict().items():
+            if not name.startswith("backbone.pooler."):
+                digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+
     def _mteb_weights_hash(self) -> str:
         """A short hash of the weights, remembered until a tensor moves or changes in place (its _version)."""
         import hashlib
@@ -568,8 +576,7 @@ class Encoder(nn.Module):
         if memo is not None and memo[0] == key:
             return memo[1]
         digest = hashlib.sha1()
-        for tensor in tensors:
-            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        self.hash_weights(digest)
         self._mteb_hash_memo = (key, f"weights-{digest.hexdigest()[:12]}")
         return self._mteb_hash_memo[1]
 

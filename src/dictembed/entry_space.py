@@ -438,10 +438,7 @@ def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool)
     """A hash of the encoder's weights (but the backbone's unused pooler) and modules, the dictionary's pairs,
     the entry type and ICA."""
     digest = hashlib.sha1()
-    for name, tensor in encoder.state_dict().items():
-        if name.startswith("backbone.pooler."):  # never enters the vectors; a checkpoint without one gets a
-            continue  # fresh random one on every load, which would make every run miss the cache
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    encoder.hash_weights(digest)
     for headword, definition in dictionary.pairs():
         digest.update(f"{headword}\t{definition}\n".encode())
     modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
