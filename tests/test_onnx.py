@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,22 +110,35 @@ def test_int8_is_close_to_fp32(st_model: Path, exports: dict[str, Path]) -> None
 
 
 class SessionSpy:
-    """Wraps an onnxruntime session: records each run's session, thread, autocast and grad state and rows."""
+    """Wraps an onnxruntime session: records each run's session, thread, autocast and grad state and rows,
+    and how many runs were inside at once (each run lingers 5 ms). `fail`: the first run fails at once, the
+    others after 1 s (long enough for the caller to drop the batches not yet started)."""
 
     def __init__(self, session: Any, name: str, calls: list[tuple], fail: bool = False) -> None:
         self.session, self.name, self.calls, self.fail = session, name, calls, fail
+        self.inside, self.most_inside, self.lock = 0, 0, threading.Lock()
 
     def run(self, outputs: Any, feeds: dict[str, np.ndarray]) -> Any:
         thread, autocast = threading.current_thread().name, torch.is_autocast_enabled("cpu")
-        self.calls.append((self.name, thread, autocast, torch.is_grad_enabled(), len(feeds["input_ids"])))
-        if self.fail:
-            raise RuntimeError("the run failed on a worker")
-        return self.session.run(outputs, feeds)
+        with self.lock:
+            self.calls.append((self.name, thread, autocast, torch.is_grad_enabled(), len(feeds["input_ids"])))
+            first, self.inside = len(self.calls) == 1, self.inside + 1
+            self.most_inside = max(self.most_inside, self.inside)
+        try:
+            time.sleep(0 if self.fail and first else 1.0 if self.fail else 0.005)
+            if self.fail:
+                raise RuntimeError("the run failed on a worker")
+            return self.session.run(outputs, feeds)
+        finally:
+            with self.lock:
+                self.inside -= 1
 
 
 def _spied(folder: Path, threads: int, calls: list[tuple], fail: bool = False) -> Encoder:
     encoder = attach(Encoder.load(folder, backend="torch"), folder, threads=threads)
     backbone = encoder.onnx_backbone
+    intra_op = [s.get_session_options().intra_op_num_threads for s in (backbone.session, backbone.single)]
+    assert intra_op == [threads, 1]
     backbone.session = SessionSpy(backbone.session, "session", calls)
     backbone.single = SessionSpy(backbone.single, "single", calls, fail)
     return encoder
@@ -133,9 +147,9 @@ def _spied(folder: Path, threads: int, calls: list[tuple], fail: bool = False) -
 def test_batches_run_on_several_threads_with_the_results_of_one(exports: dict[str, Path], caplog) -> None:
     """An ONNX encoder runs `threads` single-threaded batches at once on worker threads, with the caller's
     autocast and no gradients: the vectors of one thread bit for bit (the same batches: int8's activation
-    scales are per batch) and in order, every sentence cut at max_length (64) counted once; a lone batch runs
-    on the caller's thread with every intra-op thread; a worker's error reaches the caller and the batches
-    not yet started are dropped."""
+    scales are per batch) and in order, every sentence cut at max_length (64) counted once; fewer batches
+    than threads run one at a time on the caller's thread with every intra-op thread; a worker's error
+    reaches the caller and the batches not yet started are dropped."""
     many = [f"{s}, number {i}" + " word" * (3 * (i % 30)) for i, s in enumerate(SENTENCES * 20)]
     results, calls = {}, {1: [], 3: []}
     for threads in (1, 3):
@@ -152,11 +166,12 @@ def test_batches_run_on_several_threads_with_the_results_of_one(exports: dict[st
     assert [c[0] for c in calls[3]] == ["single"] * 15 and [c[4] for c in calls[3]] == [8] * 15
     workers = {c[1] for c in calls[3]}
     assert len(workers) > 1 and all(name.startswith("dictembed-encode") for name in workers)
+    assert encoder.onnx_backbone.single.most_inside > 1  # the runs overlapped
     assert not any(c[2] or c[3] for c in calls[3])  # fp32: no autocast, no gradients
 
     calls[3].clear()
-    encoder.encode(SENTENCES, batch_size=32)  # a lone batch
-    assert calls[3] == [("session", "MainThread", False, False, len(SENTENCES))]
+    encoder.encode(SENTENCES * 2, batch_size=6)  # 2 batches for 3 threads
+    assert calls[3] == [("session", "MainThread", False, False, 6)] * 2
     calls[3].clear()
     encoder.set_precision("bf16").encode(many, batch_size=8)
     assert len(calls[3]) == 15 and all(c[0] == "single" and c[2] and not c[3] for c in calls[3])
@@ -165,9 +180,15 @@ def test_batches_run_on_several_threads_with_the_results_of_one(exports: dict[st
     broken = _spied(exports["fp32"], 3, failed, fail=True)
     with pytest.raises(RuntimeError, match="failed on a worker"):
         broken.encode(many, batch_size=8)
-    assert 1 <= len(failed) <= 6  # at most 2 x threads batches were waiting; the other 9 never ran
+    # 6 batches (2 x threads) were submitted when the first failed; only the 3 running (+1 racing) ran
+    assert 1 <= len(failed) <= 4
     with pytest.raises(DictEmbedError, match="threads must be at least 1"):
         attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=0)
+
+
+def test_int8_exports_are_their_own_mteb_experiment(exports: dict[str, Path]) -> None:
+    kinds = {name: Encoder.load(path).mteb_model_meta.experiment_kwargs["backend"] for name, path in exports.items()}
+    assert kinds["int8"].startswith("onnx-int8-") and kinds["fp32"].startswith("onnx-fp32-")
 
 
 def test_with_pooling_and_definition_space(exports: dict[str, Path], toy_dictionary) -> None:

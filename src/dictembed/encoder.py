@@ -389,11 +389,16 @@ class Encoder(nn.Module):
         order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
         show = len(texts) > 10 * batch_size if show is None else show
         batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-        threads = min(self.onnx_backbone.threads if self.onnx_backbone is not None else 1, len(batches))
+        threads = self.onnx_backbone.threads if self.onnx_backbone is not None else 1
+        threads = threads if len(batches) >= threads else 1  # too few batches: one at a time, on every core
         chunks = [torch.zeros(0, self.dim)]
         self.reset_truncated()
-        with self._grad_off(), self.autocast():
-            pooled = self._forward_batches([[texts[i] for i in rows] for rows in batches], prefix, threads)
+        batch_texts = [[texts[i] for i in rows] for rows in batches]
+        with (
+            self._grad_off(),
+            self.autocast(),
+            contextlib.closing(self._forward_batches(batch_texts, prefix, threads)) as pooled,
+        ):
             for vectors in tqdm(pooled, total=len(batches), desc="encode", disable=not show, leave=False):
                 chunks.append(vectors)
         self.train(was_training)
@@ -620,8 +625,11 @@ class Encoder(nn.Module):
         settings: dict[str, Any] = {"pooling": self.pooling, "normalize": self.normalize}
         if self.compute_precision != "fp32":
             settings["precision"] = self.compute_precision
-        if self.onnx_manifest is not None:
-            settings["backend"] = f"onnx-{self.onnx_manifest.get('quantize') or 'fp32'}"
+        if self.onnx_manifest is not None:  # the quantisation and its settings, the fusions: the whole manifest
+            import hashlib
+
+            graph = hashlib.sha1(json.dumps(self.onnx_manifest, sort_keys=True).encode()).hexdigest()[:8]
+            settings["backend"] = f"onnx-{self.onnx_manifest.get('quantize') or 'fp32'}-{graph}"
         return settings
 
 

@@ -252,10 +252,10 @@ class OnnxBackbone:
     """An ONNX Runtime session called like the torch backbone: keyword tensors in, `.last_hidden_state` out.
 
     Two sessions hold the graph: `session`, whose runs use `threads` intra-op threads (default: the physical
-    cores), for a lone call; and `single`, one thread per run, which `Encoder.encode` runs on `threads`
-    batches at once from worker threads (inside `one_thread()`; a session is thread-safe). On 2 cores the
-    second way encodes int8 26 % faster: the fine-grained operators (LayerNorm, GELU on a few hundred rows)
-    spend much of a split run synchronising its threads."""
+    cores), for direct calls and for an encode of fewer batches than threads; and `single`, one thread per
+    run, which `Encoder.encode` runs on `threads` batches at once from worker threads (inside `one_thread()`;
+    a session is thread-safe). On 2 cores the second way encodes int8 26 % faster: the fine-grained
+    operators (LayerNorm, GELU on a few hundred rows) spend much of a split run synchronising its threads."""
 
     def __init__(self, path: str | Path, threads: int | None = None) -> None:
         if threads is not None and threads < 1:
@@ -282,11 +282,11 @@ class OnnxBackbone:
     @contextlib.contextmanager
     def one_thread(self) -> Iterator[None]:
         """Calls from this thread run on the single-threaded session while inside."""
-        self._local.single = True
+        before, self._local.single = getattr(self._local, "single", False), True
         try:
             yield
         finally:
-            self._local.single = False
+            self._local.single = before
 
     def __call__(
         self, output_hidden_states: bool = False, return_dict: bool = True, **batch: torch.Tensor
