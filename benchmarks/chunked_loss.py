@@ -13,31 +13,20 @@ import argparse
 import json
 import os
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from speed import timed  # benchmarks/speed.py: seconds with the device's queue drained
 
 from dictembed.chunked_softmax import chunked_cross_entropy
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _step_ms(step: Callable[[], None], device: torch.device, repeats: int, warmup: int) -> float:
+    """Median milliseconds of `step` over `repeats`, after `warmup` untimed calls."""
     for _ in range(warmup):
         step()
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        step()
-        _sync(device)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return statistics.median(1000 * timed(step, str(device)) for _ in range(repeats))
 
 
 def main() -> None:

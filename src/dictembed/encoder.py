@@ -428,14 +428,17 @@ class Encoder(nn.Module):
         batches are the same either way, and are tokenised here, in order, so the tokenizer and the truncation
         count stay on one thread."""
         tokenized = (self.tokenize(batch, prefix) for batch in batches)
+
+        def pooled(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            return self(batch).float().cpu()
+
         if threads <= 1:
-            for batch in tokenized:
-                yield self(batch).float().cpu()
+            yield from map(pooled, tokenized)
             return
 
         def run(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             with self._grad_off(), self.autocast(), self.onnx_backbone.one_thread():  # all three are per thread
-                return self(batch).float().cpu()
+                return pooled(batch)
 
         pool = ThreadPoolExecutor(threads, thread_name_prefix="dictembed-encode")
         try:
