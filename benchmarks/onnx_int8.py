@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from dictembed.backends.onnx.export import QuantizeSettings, export
+from dictembed.backends.onnx.runtime import attach, physical_cores
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.evaluation.sts import evaluate_sts, load_stsb
-from dictembed.onnx_backend import QuantizeSettings, attach, export, physical_cores
 from dictembed.paths import default_model
 
 VARIANTS = {  # quantisation settings compared with --variants (the export's defaults are QuantizeSettings())
@@ -78,10 +79,10 @@ def profile_int8(folder: Path, sentences: list[str], batch_size: int, threads: i
     summed node times)."""
     import onnxruntime as ort
 
-    from dictembed.onnx_backend import session_options
+    from dictembed.backends.onnx.runtime import session_options
 
     encoder = onnx_encoder(folder, threads)
-    backbone = encoder.onnx_backbone
+    backbone = encoder.onnx
     options = session_options(1)  # the single-threaded session, which encode's worker threads run
     options.enable_profiling = True
     options.profile_file_prefix = str(folder / "ort_profile")
@@ -229,13 +230,13 @@ def main() -> None:
         "repeats": args.repeats,
         "optimized": not args.no_optimize,
         "int8_settings": vars(QuantizeSettings()),
-        "fused": encoders["onnx_fp32"].onnx_manifest.get("optimized"),
+        "fused": encoders["onnx_fp32"].onnx.manifest.get("optimized"),
         "speed": speed,
         "sts": sts,
         "load_average": {"before": load_before, "after_speed": load_after_speed, "after": load_average()},
         "cpu_count": os.cpu_count(),
         "torch": torch.__version__,
-        "onnxruntime": encoders["onnx_int8"].onnx_manifest.get("onnxruntime"),
+        "onnxruntime": encoders["onnx_int8"].onnx.manifest.get("onnxruntime"),
     }
     print(json.dumps(summary))
     scratch.cleanup()

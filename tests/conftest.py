@@ -1,8 +1,10 @@
 """Shared fixtures: tiny random masked-LM models (BERT with the real uncased vocabulary, RoBERTa with a
-BPE tokenizer trained here) and a toy dictionary of single-token words."""
+BPE tokenizer trained here), a toy dictionary of single-token words, a dictembed save of the tiny BERT, a tiny
+DefSent+ reverse dictionary trained once per test run, and the helpers that check the command line's errors."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -21,6 +23,27 @@ TOY_WORDS = {
     "river": ["a large natural stream of water", "water flowing to the sea"],
     "book": ["pages bound together for reading", "a written work you read"],
 }
+
+# The served reverse dictionary's words (word, definition, pos): `car`, `automobile` and `motor car` share exactly
+# the same definitions, so they are one result.
+CAR = ["a vehicle with four wheels and an engine", "a machine you drive on roads"]
+SERVED_WORDS: list[tuple[str, str, str]] = [
+    ("dog", "a domesticated animal that barks", "n"),
+    ("dog", "a loyal pet that chases cats", "n"),
+    ("cat", "a small pet that purrs and catches mice", "n"),
+    ("cat", "a feline animal kept at home", "n"),
+    *[(word, definition, "n") for word in ("car", "automobile", "motor car") for definition in CAR],
+    ("rain", "water that falls from clouds", "n"),
+    ("rain", "to fall as drops of water from the sky", "v"),
+    ("king", "a man who rules a country", "n"),
+    ("bread", "food made of baked flour", "n"),
+    ("river", "a large natural stream of water", "n"),
+    ("run", "to move fast on foot", "v"),
+    ("quick", "moving or able to move fast", "a"),
+    ("quickly", "with speed, in a fast way", "r"),
+    ("ice cream", "a sweet frozen food made from milk", "n"),
+]
+HEADWORDS = list(dict.fromkeys(word for word, _, _ in SERVED_WORDS))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -112,6 +135,74 @@ def roberta_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"))
 
 
+@pytest.fixture(scope="session")
+def saved_bert(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT saved by dictembed (a sentence-transformers folder with dictembed.json); copy it to damage it."""
+    from dictembed.encoder import Encoder
+
+    return Encoder.load(str(bert_path), device="cpu").save(tmp_path_factory.mktemp("saved") / "m")
+
+
+@pytest.fixture(scope="session")
+def served_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny DefSent+ reverse dictionary (with its entry space) trained by `dictembed train` on SERVED_WORDS, once
+    per test run; copy it to damage it."""
+    import contextlib
+    import io
+
+    from dictembed.cli import main
+
+    root = tmp_path_factory.mktemp("served")
+    tsv = root / "served.tsv"
+    tsv.write_text("word\tdefinition\tpos\n" + "".join(f"{w}\t{d}\t{p}\n" for w, d, p in SERVED_WORDS))
+    out = root / "toy-reverse-dictionary"
+    argv = ["train", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)]
+    level = logging.getLogger().level
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([*argv, "--lr-grid", "1e-3", "-q"]) == 0
+    logging.getLogger().setLevel(level)
+    return out
+
+
+@pytest.fixture()
+def restore_log_level():
+    """`dictembed.cli.main` sets the root logger's level (-v/-q); keep it from leaking into later tests."""
+    level = logging.getLogger().level
+    yield
+    logging.getLogger().setLevel(level)
+
+
+def error_lines(err: str) -> list[str]:
+    """The error lines of the command line's stderr: its own (`dictembed: error: ...`) and argparse's
+    (`dictembed train: error: argument ...`)."""
+    return [line for line in err.splitlines() if line.startswith("dictembed: error:") or ": error: " in line]
+
+
+def cli_refuses(capsys: pytest.CaptureFixture[str], argv: list[str], *names: str, code: int = 1) -> str:
+    """Run `dictembed ARGV -q` in this process and check that it stops with exit `code` (1: a runtime error, 2: a
+    usage error) and exactly one error line, without a traceback, naming each of `names`; the line is returned."""
+    from dictembed.cli import main
+
+    status = main([*argv, "-q"])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err, captured.err[-3000:]
+    lines = error_lines(captured.err)
+    assert status == code and len(lines) == 1, f"exit {status}: {captured.err[-3000:]}"
+    missing = [name for name in names if name not in lines[0]]
+    assert not missing, f"{lines[0]!r} does not name {missing}"
+    return lines[0]
+
+
+def cli_succeeds(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, str]:
+    """Run `dictembed ARGV -q` in this process, check that it exits 0 without a traceback; (stdout, stderr)."""
+    from dictembed.cli import main
+
+    status = main([*argv, "-q"])
+    captured = capsys.readouterr()
+    assert status == 0 and "Traceback" not in captured.err, f"exit {status}: {captured.err[-3000:]}"
+    return captured.out, captured.err
+
+
 @pytest.fixture()
 def toy_dictionary():
     from dictembed.dictionary.core import Dictionary
@@ -139,3 +230,46 @@ def _hypothesis_profiles() -> None:
 
 
 _hypothesis_profiles()
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    """All of stderr is one `dictembed: error: ...` line, without a traceback; that line."""
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dictembed: error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def damage(path: Path, how: str) -> Path:
+    """Remove the file ("rm"), truncate it to half ("half") or overwrite it with the text `how`."""
+    if how == "rm":
+        path.unlink()
+    elif how == "half":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    else:
+        path.write_text(how)
+    return path
+
+
+def damaged_copy(model: Path, target: Path, name: str | None = None, how: str = "rm") -> Path:
+    """A copy of the model folder `model` at `target`, with its file `name` damaged (see `damage`)."""
+    import shutil
+
+    folder = Path(shutil.copytree(model, target))
+    if name is not None:
+        damage(folder / name, how)
+    return folder
+
+
+class PlantedPickle:
+    """A pickle that, when loaded, creates the file `marker`: harmless proof that code from a data file ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return open, (self.marker, "w")
+
+    def dumps(self) -> bytes:
+        import pickle
+
+        return pickle.dumps(self)

@@ -1,5 +1,5 @@
 """The search page in a real browser: headless Chromium (Debian's `chromium` package), driven by Playwright,
-against a uvicorn server on a free localhost port with the tiny model of test_serve.py."""
+against a uvicorn server on a free localhost port with conftest's tiny served model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_serve import CAR, HEADWORDS, served_model
+from conftest import CAR, HEADWORDS
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -25,10 +25,10 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="no Chromiu
 
 
 @pytest.fixture(scope="module")
-def base_url(bert_path, tmp_path_factory):
+def base_url(served_model):
     from dictembed.serve import background_server, create_app
 
-    with background_server(create_app(served_model(bert_path, tmp_path_factory))) as url:
+    with background_server(create_app(served_model)) as url:
         yield url
 
 

@@ -439,3 +439,34 @@ def test_every_option_has_help_and_shows_its_default(capsys) -> None:
             assert action.required or "default" in shown, f"{name} {action.option_strings[0]}: {shown}"
     assert main(["train", "--help"]) == 0
     assert "default: from --preset" in capsys.readouterr().out
+
+
+def test_help_and_version_import_neither_torch_nor_transformers() -> None:
+    code = """
+import contextlib, io, json, sys
+from dictembed.cli import main
+out = io.StringIO()
+codes = []
+for argv in (["--help"], ["--version"]):
+    with contextlib.redirect_stdout(out):
+        try:
+            codes.append(main(argv))
+        except SystemExit as stop:
+            codes.append(stop.code)
+heavy = [name for name in ("torch", "transformers") if name in sys.modules]
+print(json.dumps({"codes": codes, "heavy": heavy, "out": out.getvalue()}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["heavy"] == [] and report["codes"] == [0, 0]
+    commands = "train encode export predict serve evaluate finetune data plot push cache".split()
+    assert all(f"\n    {name} " in report["out"] for name in commands), report["out"]
+    assert f"dictembed {__version__}" in report["out"]
+
+
+def test_search_options_are_the_reverse_dictionarys() -> None:
+    from dictembed import reverse_dictionary, search_options
+
+    assert search_options.WORD_COUNTS == reverse_dictionary.WORD_COUNTS
+    assert search_options.POS_TAGS == reverse_dictionary.POS_TAGS

@@ -84,8 +84,8 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     enc = Encoder.load(str(bert_path))
     with pytest.raises(DictEmbedError, match="not str"):
         enc.encode(["fine", None])  # type: ignore[list-item]
-    with pytest.raises(DictEmbedError, match="unknown precision"):
-        enc.encode(["fine"], precision="int4")
+    with pytest.raises(DictEmbedError, match="unknown quantize"):
+        enc.encode(["fine"], quantize="int4")
     with pytest.raises(DictEmbedError, match="unknown pooling"):
         Encoder.load(str(bert_path), pooling="median")
     assert enc.encode([]).shape == (0, 32)
@@ -101,9 +101,11 @@ def test_encode_matches_sentence_transformers_signature(bert_path) -> None:
     np.testing.assert_allclose(one, matrix[0], atol=1e-6)
     tensor = enc.encode(SENTENCES, convert_to_tensor=True)
     assert isinstance(tensor, torch.Tensor) and torch.allclose(tensor, torch.from_numpy(matrix), atol=1e-6)
-    binary = enc.encode(SENTENCES, precision="ubinary")
+    binary = enc.encode(SENTENCES, quantize="ubinary")
     np.testing.assert_array_equal(binary, quantize_embeddings(matrix, precision="ubinary"))
-    assert enc.encode(SENTENCES, precision="int8").dtype == np.int8
+    assert enc.encode(SENTENCES, quantize="int8").dtype == np.int8
+    with pytest.warns(DeprecationWarning, match="quantize"):  # sentence-transformers' name for the same option
+        np.testing.assert_array_equal(enc.encode(SENTENCES, precision="ubinary"), binary)
     similarity = enc.similarity(matrix, matrix)
     unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
     np.testing.assert_allclose(similarity.numpy(), unit @ unit.T, atol=1e-5)

@@ -1,3 +1,7 @@
+"""Ranks from scores and predictions, and the reverse-dictionary metrics (dictembed.evaluation.ranking), by hand."""
+
+import math
+
 import numpy as np
 import pytest
 
@@ -48,3 +52,15 @@ def test_metrics_hand_computed():
 def test_metrics_reject_zero_based_ranks():
     with pytest.raises(DictEmbedError, match="1-based"):
         reverse_dictionary_metrics(np.array([0, 1, 2]))
+
+
+def test_median_rank_and_accuracy_at_k_hand_computed() -> None:
+    ranks = np.array([1, 2, 4, 20, 150, np.inf])
+    metrics = reverse_dictionary_metrics(ranks)
+    assert metrics["mrr"] == pytest.approx((1 + 1 / 2 + 1 / 4 + 1 / 20 + 1 / 150) / 6)
+    assert metrics["median_rank"] == pytest.approx(12.0)  # (4 + 20) / 2
+    assert metrics["acc1"] == pytest.approx(100 / 6)
+    assert metrics["acc10"] == pytest.approx(300 / 6)
+    assert metrics["acc100"] == pytest.approx(400 / 6)
+    assert metrics["top1"] == metrics["acc1"] and metrics["top3"] == pytest.approx(200 / 6)
+    assert reverse_dictionary_metrics(np.array([3.0, np.inf, np.inf]))["median_rank"] == math.inf

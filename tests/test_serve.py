@@ -3,8 +3,6 @@ tiny DefSent+ model trained once on a toy dictionary with parts of speech and th
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import signal
@@ -18,48 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CAR, HEADWORDS
 
 from dictembed.cli import main
 
-# (word, definition, pos): `car`, `automobile` and `motor car` share exactly the same definitions.
-CAR = ["a vehicle with four wheels and an engine", "a machine you drive on roads"]
-SERVED_WORDS: list[tuple[str, str, str]] = [
-    ("dog", "a domesticated animal that barks", "n"),
-    ("dog", "a loyal pet that chases cats", "n"),
-    ("cat", "a small pet that purrs and catches mice", "n"),
-    ("cat", "a feline animal kept at home", "n"),
-    *[(word, definition, "n") for word in ("car", "automobile", "motor car") for definition in CAR],
-    ("rain", "water that falls from clouds", "n"),
-    ("rain", "to fall as drops of water from the sky", "v"),
-    ("king", "a man who rules a country", "n"),
-    ("bread", "food made of baked flour", "n"),
-    ("river", "a large natural stream of water", "n"),
-    ("run", "to move fast on foot", "v"),
-    ("quick", "moving or able to move fast", "a"),
-    ("quickly", "with speed, in a fast way", "r"),
-    ("ice cream", "a sweet frozen food made from milk", "n"),
-]
-HEADWORDS = list(dict.fromkeys(word for word, _, _ in SERVED_WORDS))
-_TRAINED: dict[str, Path] = {}
-
-
-def served_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny model trained on SERVED_WORDS, once per test session (the other test modules share it)."""
-    if str(bert_path) not in _TRAINED:
-        root = tmp_path_factory.mktemp("served")
-        tsv = root / "served.tsv"
-        tsv.write_text("word\tdefinition\tpos\n" + "".join(f"{w}\t{d}\t{p}\n" for w, d, p in SERVED_WORDS))
-        out = root / "toy-reverse-dictionary"
-        argv = ["train", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)]
-        with contextlib.redirect_stdout(io.StringIO()):
-            assert main([*argv, "--lr-grid", "1e-3", "-q"]) == 0
-        _TRAINED[str(bert_path)] = out
-    return _TRAINED[str(bert_path)]
-
 
 @pytest.fixture(scope="session")
-def model_dir(bert_path, tmp_path_factory) -> Path:
-    return served_model(bert_path, tmp_path_factory)
+def model_dir(served_model) -> Path:
+    return served_model
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +131,7 @@ BAD_QUERIES = {  # /api/reverse?...: (status, part of the message)
     "q=%ff%fe": (400, "UTF-8"),
     **{f"q=dog&k={k}": (422, "k:") for k in ("0", "-3", "101", "1" + "0" * 20, "ten")},
     "q=dog&words=many": (422, "words:"),
+    "q=dog&pos=x": (422, "unknown part of speech 'x'"),
     "q=dog&pattern=/(/": (422, "regular expression"),
     "q=dog&pattern=" + "x" * 101: (422, "pattern:"),
 }
@@ -175,6 +140,7 @@ BAD_BODIES = {  # POST /api/encode with this body: (part of the message)
     b"{}": "sentences: Field required",
     b'{"sentences": []}': "sentences:",
     b'{"sentences": [1, 2]}': "sentences.0:",
+    b'{"sentences": "a pet"}': "sentences:",
     json.dumps({"sentences": ["a" * 2001]}).encode(): "2000",
     json.dumps({"sentences": ["a"] * 257}).encode(): "256",
     b"{not json": "JSON",
@@ -198,6 +164,10 @@ def test_bad_input_is_a_4xx_json_error_and_the_server_keeps_serving(client, requ
     error = response.json()["error"]
     assert isinstance(error, str) and error and message in error
     assert "dog" in _words(_reverse(client, q="a domesticated animal that barks", k=5)["results"])
+
+
+def test_a_nul_in_the_query_is_answered(client) -> None:
+    assert _reverse(client, q="a\x00pet", k=3)["results"]
 
 
 def test_a_real_server_answers_bad_input_with_json(app) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -39,7 +39,9 @@ def rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     tensors = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         tensors.update({f"cuda.{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    # The global RandomState is an MT19937, whose state is this legacy tuple (numpy's stubs type a call
+    # without `legacy=` as the dict form, although the default is legacy=True)
+    kind, keys, pos, has_gauss, gauss = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state())
     version, state, python_gauss = random.getstate()
     data = {
         "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(gauss)],

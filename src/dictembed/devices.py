@@ -1,10 +1,10 @@
 """One device policy and one compute-precision policy for every command.
 
-`--device auto` (the default) is `dictembed.encoder.best_device()`: CUDA, else Apple MPS, else the CPU; any
+`--device auto` (the default) is `best_device()`: CUDA, else Apple MPS, else the CPU; any
 torch device name is accepted (cpu, cuda, cuda:1, mps). `--precision auto` is bf16 on a CUDA GPU that
 supports it and fp32 elsewhere; fp32 means no autocast. Training turns the precision into accelerate's
 `mixed_precision`; inference runs the model under `torch.autocast` (`autocast`). On a CPU with Intel AMX,
-bf16 is the fast path at fp32's quality (benchmarks/RESULTS.md, session 6), but `auto` stays fp32 there so
+bf16 is the fast path at fp32's quality (docs/results.md), but `auto` stays fp32 there so
 that results reproduce on CPUs without it; it says so once in the log.
 """
 
@@ -27,11 +27,18 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}  # accelerate's names
 
 
+def best_device() -> torch.device:
+    """CUDA when available, else Apple MPS, else the CPU (as sentence-transformers chooses)."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
 def device_type(device: str | torch.device | None) -> str:
     """The type ("cpu", "cuda", "mps") of a device choice, without checking that it exists."""
     if device is None or str(device) == "auto":
-        from dictembed.encoder import best_device
-
         return best_device().type
     try:
         return torch.device(device).type
@@ -41,8 +48,6 @@ def device_type(device: str | torch.device | None) -> str:
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """The torch device of a choice ("auto"/None: the best one), refused when this machine has none such."""
-    from dictembed.encoder import best_device
-
     if device is None or str(device) == "auto":
         return best_device()
     device_type(device)  # a one-line error for a malformed name
@@ -94,7 +99,7 @@ def _hint_bf16_on_amx() -> None:
     project's figures are fp32 and reproduce across CPUs with and without AMX)."""
     log.info(
         "this CPU has AMX: --precision bf16 encodes about 2x and trains about 1.2x faster than fp32 on such "
-        "CPUs, at the same STS (benchmarks/RESULTS.md); fp32 stays the default"
+        "CPUs, at the same STS (docs/results.md); fp32 stays the default"
     )
 
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
+from sentence_transformers import quantize_embeddings
 
 from dictembed.errors import DictEmbedError
+
+if TYPE_CHECKING:
+    from dictembed.encoder import Quantization
 
 
 def process_count() -> int:
@@ -60,12 +64,12 @@ def encode_across_processes(
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
     normalize_embeddings: bool = False,
-    precision: str = "float32",
+    quantize: Quantization = "float32",
 ) -> np.ndarray:
     """`encoder.encode(sentences, ...)` (an (n, dim) array), with the work split across the processes of a
     distributed launch and the result, identical on every process, in the order of `sentences`.
 
-    Quantisation (`precision` int8/uint8/binary/ubinary) is applied to the gathered float32 matrix, so its
+    Quantisation (`quantize` int8/uint8/binary/ubinary) is applied to the gathered float32 matrix, so its
     calibration sees every row, as in one process. Only the main process shows a progress bar."""
     sentences = list(sentences)
     if process_count() <= 1:
@@ -74,7 +78,7 @@ def encode_across_processes(
             batch_size=batch_size,
             show_progress_bar=show_progress_bar,
             normalize_embeddings=normalize_embeddings,
-            precision=precision,
+            quantize=quantize,
         )
     state = _state(cpu=encoder.device.type == "cpu")
     with state.split_between_processes(sentences) as share:
@@ -90,10 +94,8 @@ def encode_across_processes(
     gathered = _gather_rows(state, torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))).numpy()
     if gathered.shape[0] != len(sentences):
         raise DictEmbedError(f"gathered {gathered.shape[0]} vectors for {len(sentences)} sentences")
-    if precision != "float32":
-        from sentence_transformers import quantize_embeddings
-
-        return quantize_embeddings(gathered, precision=precision)
+    if quantize != "float32":
+        return cast(np.ndarray, quantize_embeddings(gathered, precision=quantize))  # an array in, an array out
     return gathered
 
 

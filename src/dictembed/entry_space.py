@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import torch
@@ -33,10 +33,10 @@ from dictembed.distributed import encode_across_processes
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
 from dictembed.loading import load_masked_lm_info
+from dictembed.record import SPACE_DIR
 from dictembed.vocab import word_token_ids
 
 log = logging.getLogger(__name__)
-SPACE_DIR = "entry_space"
 # How a saved matrix space stores its matrix (`EntrySpace.save`); loading always upcasts to float32.
 SAVE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 SAVE_DTYPE: Literal["fp32", "fp16"] = "fp16"
@@ -165,6 +165,7 @@ class MLMHeadSpace(EntrySpace):
     """DefSent: logits of the frozen pre-trained MLM head (BERT `cls.predictions`, RoBERTa `lm_head`)."""
 
     kind = "mlm-head"
+    token_ids: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, words: list[str], token_ids: list[int], head: nn.Module, head_name: str, config: dict):
         super().__init__(words)
@@ -220,6 +221,8 @@ class MLMHeadSpace(EntrySpace):
 class MatrixSpace(EntrySpace):
     """Logits = h · Mᵀ for a frozen matrix M of entry vectors (the papers' dot product), or, with
     `similarity="cosine"`, cos(h, M) / temperature (an option of this library, not of the papers)."""
+
+    matrix: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(
         self,
@@ -299,7 +302,8 @@ class WordEmbeddingSpace(MatrixSpace):
     @classmethod
     def from_encoder(cls, encoder: Encoder, words: list[str]) -> WordEmbeddingSpace:
         kept, ids = single_token_words(words, encoder.tokenizer)
-        table = encoder.backbone.get_input_embeddings().weight.detach()
+        # transformers types the embedding layer as an nn.Module, whose attributes read as Tensor | Module
+        table = cast(torch.Tensor, encoder.backbone.get_input_embeddings().weight).detach()
         return cls(kept, table[ids].cpu())
 
 
@@ -445,6 +449,6 @@ def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool)
     digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
     if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
         digest.update(f"|{encoder.compute_precision}".encode())
-    if encoder.onnx_manifest is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights
-        digest.update(f"|onnx|{json.dumps(encoder.onnx_manifest, sort_keys=True)}".encode())
+    if encoder.onnx is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights
+        digest.update(f"|onnx|{json.dumps(encoder.onnx.manifest, sort_keys=True)}".encode())
     return digest.hexdigest()[:16]

@@ -28,7 +28,7 @@ from dictembed.extras import require
 logger = logging.getLogger(__name__)
 
 ProjectionMethod = Literal["svd", "pca_whitened"]
-PROJECTIONS: dict[str, tuple[str, str]] = {
+PROJECTIONS: dict[ProjectionMethod, tuple[str, str]] = {
     "svd": ("uncentred SVD (top-2 right singular vectors)", "SV"),
     "pca_whitened": ("whitened PCA (centred, top-2 components at unit variance)", "whitened PC"),
 }

@@ -1,15 +1,26 @@
-"""Loading pretrained models by hub name or folder, with one-line errors: the one home of these checks."""
+"""Model folders: loading pretrained models and sentence-transformers folders by hub name or path, with one-line
+errors naming the folder or file (the one home of these checks), and writing the pieces of an `Encoder` back as a
+sentence-transformers folder. `Encoder.load` and `Encoder.save` put the pieces together."""
 
 from __future__ import annotations
 
+import copy
+import json
 import os
+import pickle
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from transformers import PreTrainedModel
+from huggingface_hub import snapshot_download
+from safetensors import SafetensorError, safe_open
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.sentence_transformer import modules as st_modules
+from torch import nn
+from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.errors import ModelLoadError
+from dictembed.pooling import ACTIVATIONS
 
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 # Files a hub snapshot never needs for loading (other frameworks' weights, exported backends).
@@ -36,8 +47,6 @@ def resolve_model(name_or_path: str | Path) -> Path:
         raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
     if not HUB_ID.match(str(name_or_path)):
         raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
-    from huggingface_hub import snapshot_download
-
     try:
         return Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE))
     except Exception as err:  # noqa: BLE001 - any hub failure (offline, unknown repo, auth) is one message
@@ -56,7 +65,153 @@ def missing_head_keys(model: PreTrainedModel, missing: list[str]) -> list[str]:
 
 def load_masked_lm_info(name_or_path: str) -> tuple[PreTrainedModel, list[str]]:
     """A *ForMaskedLM and the missing keys of its MLM head (empty when the checkpoint has a pre-trained head)."""
-    from transformers import AutoModelForMaskedLM
-
     model, info = load_pretrained(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
     return model, missing_head_keys(model, info.get("missing_keys", []))
+
+
+def default_max_length(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel) -> int:
+    """The smaller of the tokenizer's limit, the model's position embeddings (RoBERTa-style models lose
+    pad_token_id + 1 positions) and 512."""
+    positions = getattr(backbone.config, "max_position_embeddings", 512) or 512
+    if "roberta" in backbone.config.model_type:
+        positions -= (backbone.config.pad_token_id or 0) + 1
+    return int(min(tokenizer.model_max_length or 512, positions, 512))
+
+
+def load_sentence_transformer(folder: Path) -> Any:
+    """`SentenceTransformer(folder)` on the CPU from local files only, its failures as a ModelLoadError."""
+    try:
+        declared = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        paths = [str(module["path"]) for module in declared]
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise ModelLoadError(f"{folder / 'modules.json'}: corrupt module list ({type(err).__name__}: {err})") from None
+    if not paths:
+        raise ModelLoadError(f"{folder / 'modules.json'}: corrupt module list (no modules)")
+    root = folder.resolve()
+    for path in paths:
+        if not (folder / path).resolve().is_relative_to(root):
+            raise ModelLoadError(f"{folder / 'modules.json'}: module path {path!r} leads outside the model folder")
+    try:
+        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as err:
+        raise load_error(folder, err) from err
+    except (SafetensorError, pickle.UnpicklingError) as err:
+        raise load_error(folder, err) from err
+    first = model[0] if len(model) else None
+    if not isinstance(first, st_modules.Transformer) or first.tokenizer is None:
+        raise ModelLoadError(
+            f"model folder {folder}: its first module is {type(first).__name__}, not a Transformer with a tokenizer"
+        )
+    return model
+
+
+def load_error(folder: Path, err: BaseException) -> ModelLoadError:
+    """A one-line error for a model folder that failed to load, naming the first JSON or safetensors file in it
+    (or in its module folders) that does not parse, the usual cause; else the loader's own first line."""
+    candidates = [*folder.glob("*.json"), *folder.glob("*/*.json"), *folder.glob("*.safetensors")]
+    candidates += folder.glob("*/*.safetensors")
+    for path in sorted(p for p in candidates if p.parent.name != "entry_space"):
+        try:
+            if path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+            else:
+                with safe_open(str(path), "pt") as weights:
+                    weights.keys()
+        except (OSError, ValueError, SafetensorError) as bad:
+            detail = " ".join(str(bad).split()) or type(bad).__name__
+            return ModelLoadError(f"cannot load model folder {folder}: {path} is corrupt or truncated ({detail})")
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    if isinstance(err, pickle.UnpicklingError):
+        pickled = ", ".join(sorted(p.name for p in folder.glob("*.bin"))) or "a pickled weights file"
+        return ModelLoadError(f"cannot load model folder {folder}: {pickled} was refused ({lines[0]})")
+    return ModelLoadError(f"cannot load model folder {folder}: {lines[0]}")
+
+
+def check_tokenizer(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, folder: Path) -> None:
+    """Refuse a tokenizer far smaller than the model's vocabulary (its files are missing or broken, and every
+    word would encode as the unknown token)."""
+    embeddings = backbone.get_input_embeddings()
+    rows = int(getattr(embeddings, "num_embeddings", 0) or 0)
+    if rows and len(tokenizer) < 0.5 * rows:
+        raise ModelLoadError(
+            f"model folder {folder}: the tokenizer has {len(tokenizer)} tokens for the model's {rows}; "
+            "its tokenizer files (tokenizer.json, vocab.txt, ...) are missing or broken"
+        )
+
+
+def model_pooler(backbone: PreTrainedModel, name_or_path: str) -> nn.Module:
+    """A copy of the model's own pooler as a sentence-transformers Dense module: BERT's `pooler.dense` + tanh,
+    or for RoBERTa-style models (whose pooler is untrained) the MLM head's `lm_head.dense` + GELU, as DefSent+
+    does."""
+    dense = getattr(getattr(backbone, "pooler", None), "dense", None)
+    activation = "tanh"
+    if dense is None or "roberta" in backbone.config.model_type:
+        mlm = load_pretrained(AutoModelForMaskedLM, name_or_path)
+        dense = getattr(getattr(mlm, "lm_head", None), "dense", None)
+        activation = "gelu"
+        if dense is None:
+            raise ModelLoadError(f"model {name_or_path!r} has neither a pooler nor an lm_head.dense to build one")
+    return st_modules.Dense(
+        dense.in_features,
+        dense.out_features,
+        activation_function=ACTIVATIONS[activation](),
+        init_weight=dense.weight.detach().clone(),
+        init_bias=dense.bias.detach().clone(),
+    )
+
+
+class Parts(NamedTuple):
+    """What a model folder holds: the pieces an `Encoder` is made of."""
+
+    tokenizer: PreTrainedTokenizerBase
+    backbone: PreTrainedModel
+    pooling: st_modules.Pooling | None  # a sentence-transformers Pooling module, when the folder declares one
+    modules: list[nn.Module]  # the sentence-transformers modules after the pooling (Dense, Normalize, ...)
+    prompts: dict[str, str]
+    default_prompt: str | None
+    max_length: int
+
+
+def declared_pooling(module: nn.Module | None) -> str | None:
+    """The mode of a sentence-transformers Pooling module; None for none, or for several concatenated modes
+    (kept in the module, not nameable)."""
+    mode = getattr(module, "pooling_mode", None)
+    return mode if isinstance(mode, str) else None
+
+
+def load_parts(folder: Path) -> Parts:
+    """Load a local model folder: a sentence-transformers folder through sentence-transformers itself (so its
+    Pooling, Dense, Normalize and other standard modules are honoured), else a plain HF model."""
+    if not (folder / "modules.json").is_file():
+        try:
+            tokenizer = load_pretrained(AutoTokenizer, str(folder))
+            backbone = load_pretrained(AutoModel, str(folder))
+        except (SafetensorError, RuntimeError, pickle.UnpicklingError) as err:
+            raise load_error(folder, err) from err
+        check_tokenizer(tokenizer, backbone, folder)
+        return Parts(tokenizer, backbone, None, [], {}, None, default_max_length(tokenizer, backbone))
+    model = load_sentence_transformer(folder)
+    first, *rest = list(model)
+    pooling = None
+    if rest and isinstance(rest[0], st_modules.Pooling):
+        pooling, *rest = rest
+    check_tokenizer(first.tokenizer, first.auto_model, folder)
+    length = first.max_seq_length or default_max_length(first.tokenizer, first.auto_model)
+    prompts = dict(model.prompts or {})
+    return Parts(first.tokenizer, first.auto_model, pooling, rest, prompts, model.default_prompt_name, length)
+
+
+def save_parts(folder: Path, parts: Parts) -> None:
+    """Write `parts` as a sentence-transformers folder (mean pooling declared where `parts.pooling` is None)."""
+    parts.backbone.save_pretrained(folder)
+    parts.tokenizer.save_pretrained(folder)
+    pooling = copy.deepcopy(parts.pooling) if parts.pooling is not None else None
+    modules = [
+        st_modules.Transformer(str(folder), max_seq_length=parts.max_length),
+        pooling or st_modules.Pooling(int(parts.backbone.config.hidden_size), "mean"),
+        *(copy.deepcopy(m).cpu() for m in parts.modules),
+    ]
+    model = SentenceTransformer(
+        modules=modules, device="cpu", prompts=parts.prompts or None, default_prompt_name=parts.default_prompt
+    )
+    model.save(str(folder), create_model_card=False)

@@ -9,83 +9,23 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dictembed.paths import default_model
+from dictembed.recipes.registry import citation, find_recipe
+from dictembed.record import SPACE_DIR, RunRecord
+
 CARD_NAME = "README.md"
-SPACE_DIR = "entry_space"  # as dictembed.entry_space (not imported: encoder.py imports this module)
 ST_POOLINGS = ("cls", "mean", "max")  # the poolings SentenceTransformer(path) reproduces
 EMBEDDED_BASE = "sentence-transformers/all-MiniLM-L6-v2"  # the hub name of the embedded default model
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
-
-
-@dataclass(frozen=True)
-class Paper:
-    """A method's display name and paper; `bibtex` holds only fields checked against the ACL Anthology / arXiv."""
-
-    name: str
-    reference: str
-    bibtex: str
-
-
-PAPERS: dict[str, Paper] = {
-    "defsent": Paper(
-        "DefSent",
-        'Hayato Tsukagoshi, Ryohei Sasano and Koichi Takeda. "DefSent: Sentence Embeddings using Definition '
-        'Sentences". ACL-IJCNLP 2021.',
-        """@inproceedings{tsukagoshi2021defsent,
-  title = {{DefSent}: Sentence Embeddings using Definition Sentences},
-  author = {Tsukagoshi, Hayato and Sasano, Ryohei and Takeda, Koichi},
-  booktitle = {Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
-               11th International Joint Conference on Natural Language Processing (Volume 2: Short Papers)},
-  year = {2021},
-  pages = {411--418},
-  publisher = {Association for Computational Linguistics}
-}""",
-    ),
-    "defsent-plus": Paper(
-        "DefSent+",
-        'Xiaodong Liu. "DefSent+: Improving sentence embeddings of language models by projecting definition '
-        'sentences into a quasi-isotropic or isotropic vector space of unlimited dictionary entries". '
-        "arXiv:2405.16153, 2024.",
-        """@misc{liu2024defsentplus,
-  title = {{DefSent+}: Improving sentence embeddings of language models by projecting definition sentences into a
-           quasi-isotropic or isotropic vector space of unlimited dictionary entries},
-  author = {Liu, Xiaodong},
-  year = {2024},
-  eprint = {2405.16153},
-  archivePrefix = {arXiv}
-}""",
-    ),
-    "gr-bert": Paper(
-        "GR-BERT",
-        'Yu Lin, Zhecheng An, Peihao Wu and Zejun Ma. "Improving Contextual Representation with Gloss Regularized '
-        'Pre-training". Findings of NAACL 2022.',
-        """@inproceedings{lin2022grbert,
-  title = {Improving Contextual Representation with Gloss Regularized Pre-training},
-  author = {Lin, Yu and An, Zhecheng and Wu, Peihao and Ma, Zejun},
-  booktitle = {Findings of the Association for Computational Linguistics: NAACL 2022},
-  year = {2022},
-  pages = {907--920},
-  publisher = {Association for Computational Linguistics}
-}""",
-    ),
-}
-
-
-def citation(method: str | None) -> str | None:
-    """The BibTeX entry of a method's paper, or None for an unknown method."""
-    paper = PAPERS.get(str(method or "").lower())
-    return paper.bibtex if paper else None
 
 
 # ----------------------------------------------------------------- base model
 def _embedded_model() -> Path | None:
     """The folder of the embedded all-MiniLM-L6-v2, when its package is installed."""
     try:
-        from dictembed.paths import default_model
-
         return Path(default_model()).resolve()
     except Exception:  # the package is optional for a card; any failure means "not the embedded model"
         return None
@@ -103,14 +43,24 @@ def hub_base_model(name: str | None) -> str | None:
 
 
 def _base_model(record: dict[str, Any]) -> str | None:
-    config = _dict(record.get("config"))
-    base = record.get("base_model") or config.get("model")
+    base = record.get("base_model") or _settings(record).get("model")
     return str(base) if base else None
 
 
 # ----------------------------------------------------------------- helpers
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _settings(record: dict[str, Any]) -> dict[str, Any]:
+    """Every run setting by name: the shared options and the method's own (`RunConfig.flat`)."""
+    config = _dict(record.get("config"))
+    return {**{k: v for k, v in config.items() if k != "options"}, **_dict(config.get("options"))}
+
+
+def _label(key: str) -> str:
+    """A setting's name in the card: the method's temperature (entry logits or InfoNCE) is "temperature"."""
+    return "temperature" if key.endswith("_temperature") else key
 
 
 def _fmt(value: Any) -> str:
@@ -183,10 +133,9 @@ def front_matter(record: dict[str, Any]) -> str:
     return "\n".join([*lines, "---"]) + "\n"
 
 
-def _title(record: dict[str, Any], folder: Path | None, model_id: str | None) -> list[str]:
-    name = model_id or (folder.name if folder is not None else "dictembed model")
-    paper = PAPERS.get(str(record.get("method") or "").lower())
-    what = f"trained with {paper.name} " if paper else ""
+def _title(record: dict[str, Any], name: str) -> list[str]:
+    recipe = find_recipe(record.get("method"))
+    what = f"trained with {recipe.paper.name} " if recipe else ""
     return [
         f"# {name}",
         "",
@@ -213,14 +162,14 @@ def _method_section(record: dict[str, Any]) -> list[str]:
     method = record.get("method")
     if not method:
         return []
-    paper = PAPERS.get(str(method).lower())
-    if paper is None:
+    recipe = find_recipe(method)
+    if recipe is None:
         return ["## Method", "", f"`{method}`", ""]
-    return ["## Method", "", f"{paper.name}: {paper.reference}", ""]
+    return ["## Method", "", f"{recipe.paper.name}: {recipe.paper.reference}", ""]
 
 
 def _space_section(record: dict[str, Any], folder: Path | None) -> list[str]:
-    config = _dict(record.get("config"))
+    config = _settings(record)
     recorded = record.get("entry_space")
     info = {**_saved_space(folder), **(recorded if isinstance(recorded, dict) else {})}
     if isinstance(recorded, str):
@@ -230,7 +179,7 @@ def _space_section(record: dict[str, Any], folder: Path | None) -> list[str]:
     if str(info.get("kind", "")).startswith("definitions") or record.get("method") == "defsent-plus":
         info.setdefault("similarity", config.get("similarity"))
         if info.get("similarity") == "cosine":
-            info.setdefault("temperature", config.get("temperature"))
+            info.setdefault("temperature", config.get("entry_temperature"))
     if info.get("similarity") != "cosine":
         info.pop("temperature", None)  # dot logits have no temperature
     rows = [(key, info[key]) for key in ("kind", "entries", "similarity", "temperature") if info.get(key) is not None]
@@ -241,7 +190,7 @@ def _space_section(record: dict[str, Any], folder: Path | None) -> list[str]:
 
 
 def _dictionary_section(record: dict[str, Any]) -> list[str]:
-    config = _dict(record.get("config"))
+    config = _settings(record)
     source = record.get("dictionary")
     stats = _dict(source) or _dict(record.get("dictionary_stats"))
     name = stats.get("name") or (source if isinstance(source, str) else None) or config.get("dictionary")
@@ -256,19 +205,15 @@ def _dictionary_section(record: dict[str, Any]) -> list[str]:
 
 
 COMMON_KEYS = ("pooling", "pooler", "batch_size", "epochs", "warmup_ratio", "max_length", "limit", "lrs", "seeds")
-METHOD_KEYS: dict[str, tuple[str, ...]] = {
-    "defsent": ("space",),
-    "defsent-plus": ("entries", "ica", "similarity", "pst_steps"),
-    "gr-bert": ("arch", "gloss_weight", "temperature"),
-}
 
 
 def _training_keys(record: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
-    """The config keys that matter for the record's method (the temperature only where it is used)."""
-    method = str(record.get("method") or config.get("method") or "").lower()
-    keys = COMMON_KEYS + METHOD_KEYS.get(method, ())
-    if method == "defsent-plus" and config.get("similarity") == "cosine":
-        keys += ("temperature",)
+    """The settings that matter for the record's method (its recipe's `card_keys`); the entry temperature only
+    where the entry logits are cosine."""
+    recipe = find_recipe(record.get("method") or config.get("method"))
+    keys = COMMON_KEYS + (recipe.card_keys if recipe is not None else ())
+    if config.get("similarity") != "cosine":
+        keys = tuple(k for k in keys if k != "entry_temperature")
     return keys + ("split_seed", "select_on")
 
 
@@ -284,11 +229,11 @@ def _encoder_value(key: str, value: Any) -> Any:
 
 
 def _training_section(record: dict[str, Any]) -> list[str]:
-    config = _dict(record.get("config"))
+    config = _settings(record)
     rows: list[tuple[str, Any]] = [(key, record[key]) for key in ("lr", "seed") if record.get(key) is not None]
     if config.get("preset"):
         rows.append(("preset", config["preset"]))
-    rows += [(key, config[key]) for key in _training_keys(record, config) if key in config]
+    rows += [(_label(key), config[key]) for key in _training_keys(record, config) if key in config]
     rows += [(key, record[key]) for key in ("train_examples", "final_loss", "throughput") if key in record]
     encoder = _dict(record.get("encoder"))
     keys = ("pooling", "pooler", "modules", "max_length", "normalize", "dim")
@@ -326,9 +271,9 @@ def _results_section(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | None) -> list[str]:
-    model = model_id or (f"path/to/{folder.name}" if folder is not None else "PATH")
-    pooling = _dict(record.get("encoder")).get("pooling") or _dict(record.get("config")).get("pooling") or "mean"
+def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | None, name: str | None) -> list[str]:
+    model = model_id or (f"path/to/{name}" if name else "PATH")
+    pooling = _dict(record.get("encoder")).get("pooling") or _settings(record).get("pooling") or "mean"
     lines = ["## Usage", ""]
     if pooling in ST_POOLINGS:
         lines += [
@@ -378,27 +323,38 @@ def _citation_section(record: dict[str, Any]) -> list[str]:
 
 
 # ----------------------------------------------------------------- the card
-def render_model_card(record: dict[str, Any], folder: str | Path | None = None, model_id: str | None = None) -> str:
-    """The card's Markdown for a run record (`folder`, if given, supplies the saved entry space's size)."""
-    record = _dict(record)
+def render_model_card(
+    record: RunRecord | dict[str, Any],
+    folder: str | Path | None = None,
+    model_id: str | None = None,
+    name: str | None = None,
+) -> str:
+    """The card's Markdown for a run record. `folder`, if given, supplies the saved entry space's size; `name` is the
+    model's name in the title and usage lines (default: `model_id`, else the folder's name)."""
+    typed = record if isinstance(record, RunRecord) else RunRecord.from_dict(_dict(record))
+    data = {**typed.to_dict(), **typed.details}  # keys the record does not know stay readable at the top
     path = Path(folder) if folder is not None else None
+    name = name or (path.name if path is not None else None)
     sections = [
-        _title(record, path, model_id),
-        _base_section(record),
-        _method_section(record),
-        _space_section(record, path),
-        _dictionary_section(record),
-        _training_section(record),
-        _results_section(record),
-        _usage_section(record, path, model_id),
-        _citation_section(record),
+        _title(data, model_id or name or "dictembed model"),
+        _base_section(data),
+        _method_section(data),
+        _space_section(data, path),
+        _dictionary_section(data),
+        _training_section(data),
+        _results_section(data),
+        _usage_section(data, path, model_id, name),
+        _citation_section(data),
     ]
     body = "\n".join(line for section in sections for line in section).rstrip("\n")
-    return front_matter(record) + "\n" + body + "\n"
+    return front_matter(data) + "\n" + body + "\n"
 
 
-def write_model_card(folder: str | Path, record: dict[str, Any], model_id: str | None = None) -> Path:
-    """Write `README.md` in a saved model folder from its run record; `model_id` names it in the usage snippets."""
+def write_model_card(
+    folder: str | Path, record: RunRecord | dict[str, Any], model_id: str | None = None, name: str | None = None
+) -> Path:
+    """Write `README.md` in a saved model folder from its run record; `model_id` names it in the usage snippets,
+    `name` in the title (default: the folder's name; a staging folder passes the final one)."""
     path = Path(folder) / CARD_NAME
-    path.write_text(render_model_card(record, folder, model_id), encoding="utf-8")
+    path.write_text(render_model_card(record, folder, model_id, name), encoding="utf-8")
     return path

@@ -7,8 +7,11 @@ the mask token) and `first_last_avg` (BERT-whitening / SimCSE's average of the f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
+from transformers import PreTrainedTokenizerBase
 
 STANDARD_POOLINGS: tuple[str, ...] = ("cls", "mean", "max")  # what training and fine-tuning offer
 CUSTOM_POOLINGS: tuple[str, ...] = ("prompt", "first_last_avg")
@@ -45,3 +48,15 @@ def pool(
             raise ValueError("prompt pooling needs the mask token positions")
         return last[torch.arange(last.size(0), device=last.device), mask_positions]
     raise ValueError(f"pool computes {', '.join(CUSTOM_POOLINGS)}; {name!r} is sentence-transformers' Pooling's")
+
+
+def prompt_texts(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], max_length: int) -> list[str]:
+    """Sentences wrapped in the PromptBERT template, each cut so that the template's mask fits in `max_length`."""
+    room = max_length - len(tokenizer.tokenize(PROMPT_TEMPLATE.format(s="", mask="x"))) - 4
+    texts = []
+    for s in sentences:
+        tokens = tokenizer.tokenize(s)
+        if len(tokens) > room:
+            s = tokenizer.convert_tokens_to_string(tokens[:room])
+        texts.append(PROMPT_TEMPLATE.format(s=s, mask=tokenizer.mask_token))
+    return texts

@@ -1,9 +1,8 @@
 """The run record saved beside every model (`dictembed.json`): a typed, versioned `RunRecord`.
 
-Version 2 nests the method's own options under `config["options"]`; version 1 (this package's saves
-before the run-layer rework, and models saved under its former name as `defsent.json`) kept every
-option flat in `config`. `RunRecord.load` reads both. The JSON keys stay those of version 1, so a record
-reads the same to a person and to the model card.
+`config` is a typed `RunConfig`. Version 2 nests the method's own options under `config["options"]`;
+version 1 (models saved under the package's former name as `defsent.json`, and the earliest saves) kept
+every option flat in `config`. `RunRecord.load` reads both.
 """
 
 from __future__ import annotations
@@ -15,9 +14,11 @@ from typing import Any
 
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
+from dictembed.recipes.config import RunConfig
 
 RECORD_NAME = "dictembed.json"
 LEGACY_RECORD_NAME = "defsent.json"
+SPACE_DIR = "entry_space"  # the saved entry space inside a model folder (dictembed.entry_space)
 RECORD_VERSION = 2
 
 
@@ -34,14 +35,14 @@ def record_path(folder: str | Path) -> Path | None:
 class RunRecord:
     """What a saved model is and how it was made.
 
-    `config` is the full resolved run configuration (`RunConfig.to_dict()`); `run` is the part of it that
+    `config` is the full resolved run configuration (None for a model that was not trained); `run` is the part that
     determines this run's weights and dev figures (with lr, seed and the entry space's fingerprint): a rerun
     reuses the saved model only when its `run` is equal. `encoder` holds the encoder's own settings.
     """
 
     method: str | None = None
     base_model: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
+    config: RunConfig | None = None
     run: dict[str, Any] = field(default_factory=dict)
     lr: float | None = None
     seed: int | None = None
@@ -62,13 +63,18 @@ class RunRecord:
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         """A record from its JSON form, version 1 or 2; keys it does not know go to `details`."""
         known = {f.name for f in fields(cls)}
-        record = cls(**{k: v for k, v in data.items() if k in known})
+        record = cls(**{k: v for k, v in data.items() if k in known and k != "config"})
+        if data.get("config"):
+            record.config = RunConfig.from_dict(data["config"])
         record.details.update({k: v for k, v in data.items() if k not in known})
         record.version = int(data.get("version", 1))
         return record
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSON form (the config's as `RunConfig.to_dict`)."""
+        data = asdict(self)
+        data["config"] = self.config.to_dict() if self.config is not None else {}
+        return data
 
     @classmethod
     def load(cls, folder: str | Path, required: bool = False) -> RunRecord:
@@ -84,7 +90,12 @@ class RunRecord:
             raise DictEmbedError(f"{path}: corrupt run record ({err})") from None
         if not isinstance(data, dict):
             raise DictEmbedError(f"{path}: corrupt run record (a JSON object expected)")
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except DictEmbedError as err:
+            raise DictEmbedError(f"{path}: bad run record ({err})") from None
+        except (TypeError, ValueError, AttributeError) as err:
+            raise DictEmbedError(f"{path}: corrupt run record ({type(err).__name__}: {err})") from None
 
     def save(self, folder: str | Path) -> Path:
         """Write the record as the folder's `dictembed.json` (atomically)."""

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from dictembed.devices import loader_device
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
@@ -37,6 +38,8 @@ from dictembed.entry_space import EntrySpace, MatrixSpace
 from dictembed.errors import DictEmbedError
 from dictembed.loading import resolve_model
 from dictembed.record import RunRecord
+
+CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 
 log = logging.getLogger(__name__)
 
@@ -218,32 +221,24 @@ class ReverseDictionary:
         """A saved model folder (or hub name); the dictionary named in its record is loaded on first use.
         `device` ("auto"/None: CUDA, else MPS, else CPU) and the compute `precision` (auto, fp32, bf16, fp16)
         are the encoder's (`Encoder.set_precision`)."""
-        from dictembed.devices import loader_device
-
         folder = resolve_model(path)
         config = RunRecord.load(folder).config
         name = folder.resolve().name if Path(path).is_dir() else str(path)
         return cls(
             Encoder.load(str(folder), device=loader_device(device)).set_precision(precision),
             EntrySpace.load(folder),
-            dictionary=config.get("dictionary"),
-            wordnet_dir=config.get("wordnet_dir"),
-            encoding=config.get("encoding") or "utf-8",
-            columns=config.get("columns"),
+            dictionary=config.dictionary if config is not None else None,
+            wordnet_dir=config.wordnet_dir if config is not None else None,
+            encoding=config.encoding if config is not None else "utf-8",
+            columns=config.columns if config is not None else None,
             name=name,
         )
 
     # ------------------------------------------------------------------ the model's own scores
-    @torch.no_grad()
     def _pooled(self, texts: list[str], batch_size: int) -> Iterator[torch.Tensor]:
-        """The pooled vectors of `texts`, one batch at a time."""
-        self.encoder.eval()
-        self.encoder.reset_truncated()
-        for start in range(0, len(texts), batch_size):
-            with self.encoder.autocast():  # the compute precision; the scores are taken in float32
-                pooled = self.encoder(self.encoder.tokenize(texts[start : start + batch_size]))
-            yield pooled.float()
-        self.encoder.report_truncated(len(texts))
+        """The pooled float32 vectors of `texts` on the encoder's device, `CHUNK` texts at a time, in order."""
+        for vectors in self.encoder.embed(texts, batch_size, show_progress=False, chunk=CHUNK):
+            yield vectors.to(self.encoder.device)
 
     @torch.no_grad()
     def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
@@ -358,11 +353,12 @@ class ReverseDictionary:
         words = [self.space.words[i] for i in members if mask is None or mask[i]]
         result = Result(words, float(score))
         dictionary = self.dictionary
-        for word in words if dictionary is not None else []:
-            if word in dictionary:
-                senses = dictionary[word].senses[:max_definitions]
-                result.definitions[word] = [s.definition for s in senses]
-                result.pos[word] = [normalize_pos(s.pos) for s in senses]
+        if dictionary is not None:
+            for word in words:
+                if word in dictionary:
+                    senses = dictionary[word].senses[:max_definitions]
+                    result.definitions[word] = [s.definition for s in senses]
+                    result.pos[word] = [normalize_pos(s.pos) for s in senses]
         return result
 
     @torch.no_grad()
@@ -415,3 +411,39 @@ class ReverseDictionary:
         ("single": no space, "phrase": several words, "any"); a result lists only its passing words, and a
         result with none is dropped. Each word carries up to `max_definitions` definitions."""
         return self.search_many([query], k, pos, pattern, words, max_definitions)[0]
+
+
+@dataclass(frozen=True)
+class ModelDictionary:
+    """The dictionary a model was trained on, as its run record names it: what `load_dictionary` takes and the
+    seed of the model's split by headword."""
+
+    spec: str
+    wordnet_dir: str | None = None
+    encoding: str = "utf-8"
+    columns: str | None = None
+    split_seed: int = 0
+
+    def load(self) -> Dictionary:
+        """The dictionary itself."""
+        from dictembed.dictionary import load_dictionary
+
+        return load_dictionary(self.spec, wordnet_dir=self.wordnet_dir, encoding=self.encoding, columns=self.columns)
+
+
+def model_dictionary(
+    model: str | Path, dictionary: str | None = None, wordnet_dir: str | None = None, encoding: str | None = None
+) -> ModelDictionary:
+    """The dictionary the model in folder `model` was trained on, from its run record (an error when it has
+    none). A given `dictionary` replaces the record's, table columns included; a given `wordnet_dir` or
+    `encoding` replaces the record's."""
+    config = RunRecord.load(model, required=True).config
+    if config is None:  # a model saved without training: WordNet, as a run defaults to
+        return ModelDictionary(dictionary or "wordnet", wordnet_dir=wordnet_dir, encoding=encoding or "utf-8")
+    return ModelDictionary(
+        dictionary or config.dictionary or "wordnet",
+        wordnet_dir=wordnet_dir or config.wordnet_dir,
+        encoding=encoding or config.encoding or "utf-8",
+        columns=None if dictionary else config.columns,
+        split_seed=config.split_seed,
+    )

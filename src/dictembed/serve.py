@@ -26,11 +26,12 @@ from collections import deque
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.reverse_dictionary import MAX_PATTERN_CHARS, ReverseDictionary
+from dictembed.search_options import DEFAULT_K, WORD_COUNTS, WordCount
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ MAX_REQUEST_LINE = 1 << 20  # h11's buffer: an over-long query reaches the app a
 
 def page_html() -> str:
     """The search page, from the package's static folder."""
-    return resources.files("dictembed").joinpath("static", "index.html").read_text(encoding="utf-8")
+    return resources.files("dictembed").joinpath("static").joinpath("index.html").read_text(encoding="utf-8")
 
 
 def valid_utf8_query(raw: bytes) -> bool:
@@ -118,11 +119,12 @@ def create_app(
 ) -> Any:
     """The FastAPI app over one model: a saved model folder (loaded on `device`, "auto"/None: the best one,
     with the compute `precision`), or an already loaded `ReverseDictionary`."""
-    fastapi = require("serve", "fastapi")
+    # Any: imported here (an optional extra), their classes are used as annotations and bases below
+    fastapi: Any = require("serve", "fastapi")
     responses = require("serve", "fastapi.responses")
     exceptions = require("serve", "fastapi.exceptions")
     starlette_exceptions = require("serve", "starlette.exceptions")
-    pydantic = require("serve", "pydantic")
+    pydantic: Any = require("serve", "pydantic")
     if reverse_dictionary is None:
         if model_path is None:
             raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
@@ -188,10 +190,10 @@ def create_app(
     @app.get("/api/reverse")
     def reverse(
         q: Annotated[str, fastapi.Query(max_length=MAX_QUERY_CHARS, description="the description")],
-        k: Annotated[int, fastapi.Query(ge=1, le=MAX_K)] = 10,
+        k: Annotated[int, fastapi.Query(ge=1, le=MAX_K)] = DEFAULT_K,
         pos: Annotated[str | None, fastapi.Query(max_length=20)] = None,
         pattern: Annotated[str | None, fastapi.Query(max_length=MAX_PATTERN_CHARS)] = None,
-        words: Literal["any", "single", "phrase"] = "any",
+        words: WordCount = WORD_COUNTS[0],
     ) -> Any:
         query = q.strip()
         if not query:

@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -35,10 +35,13 @@ from dictembed.distributed import broadcast_int, encode_across_processes
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.io import ENCODING_HINT, STAGING_SUFFIX, atomic_write
 
+if TYPE_CHECKING:
+    from dictembed.encoder import Quantization
+
 log = logging.getLogger(__name__)
 
 PROGRESS_SUFFIX = ".progress.json"
-STREAMABLE = ("float32", "binary", "ubinary")
+STREAMABLE: tuple[Quantization, ...] = ("float32", "binary", "ubinary")
 FORMAT = 1
 HEAD_BYTES = 1 << 16  # the input's first bytes hashed into its identity
 PROBES = ["a dog barks at the postman", "water that falls from the clouds", "x"]  # model_identity's sentences
@@ -69,9 +72,9 @@ def iter_lines(path: Path, encoding: str = "utf-8", skip: int = 0) -> Iterator[s
                 line = line.removesuffix("\n")
                 yield line.removesuffix("\r")
     except UnicodeDecodeError as err:
-        line = _undecodable_line(path, encoding) or number + 1
+        bad_line = _undecodable_line(path, encoding) or number + 1
         message = f"not valid {err.encoding} ({err.reason}); {ENCODING_HINT}"
-        raise DataFormatError(path, message, line=line) from None
+        raise DataFormatError(path, message, line=bad_line) from None
     except LookupError:
         raise DictEmbedError(f"{path}: unknown encoding {encoding!r}") from None
     except IsADirectoryError:
@@ -113,7 +116,7 @@ def model_identity(encoder: Any) -> dict[str, Any]:
     vectors for fixed probe sentences (not of its weights: parts it never uses, such as a BERT pooler that a
     masked-LM checkpoint lacks, are drawn anew at each load). Any doubt only makes a run start over."""
     probes = encoder.encode(PROBES, batch_size=len(PROBES), show_progress_bar=False)
-    backend = "onnx" if getattr(encoder, "onnx_backbone", None) is not None else "torch"
+    backend = "onnx" if getattr(encoder, "onnx", None) is not None else "torch"
     return {
         "name": str(getattr(encoder.backbone, "name_or_path", "") or ""),
         "probe_sha1": hashlib.sha1(np.ascontiguousarray(probes, dtype=np.float32).tobytes()).hexdigest(),
@@ -233,7 +236,7 @@ def encode_to_npy(
     bar.close()
     if main:
         if matrix is None:  # an empty input: nothing was encoded
-            empty = encoder.encode([], precision=quantize)
+            empty = encoder.encode([], quantize=quantize)
             dim, dtype = int(empty.shape[1]), str(empty.dtype)
             atomic_write(partial, _npy_bytes(empty))
         del matrix  # closes the memory map before the rename

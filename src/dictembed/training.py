@@ -219,8 +219,12 @@ class Trainer:
         data = [self.examples[i] for i in order]
         # Its own generator: creating an iterator must not draw from the global RNG that dropout uses.
         generator = torch.Generator().manual_seed(self.settings.seed)
-        loader = DataLoader(
-            data, batch_size=self.micro_batch, shuffle=False, collate_fn=self.collate, generator=generator
+        loader: DataLoader[Any] = DataLoader(
+            data,  # type: ignore[arg-type]  # a list is a map-style dataset; torch's stubs ask for a Dataset
+            batch_size=self.micro_batch,
+            shuffle=False,
+            collate_fn=self.collate,
+            generator=generator,
         )
         return self.accelerator.prepare_data_loader(loader)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dictembed import io
 from dictembed.errors import DataFormatError, DictEmbedError
@@ -14,9 +15,10 @@ from dictembed.paths import data_dir
 
 
 class SentenceEncoder(Protocol):
-    """Anything with `encode(list[str]) -> array [n, dim]` (our Encoder, a SentenceTransformer, a baseline)."""
+    """Anything with `encode(list[str]) -> array [n, dim]` (our Encoder, a SentenceTransformer, a baseline); any
+    array-like (a tensor too) is read with `np.asarray`."""
 
-    def encode(self, sentences: list[str]) -> np.ndarray: ...
+    def encode(self, sentences: list[str]) -> ArrayLike: ...
 
 
 def resolve_data_dir(override: str | Path | None) -> Path:

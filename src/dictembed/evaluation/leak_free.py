@@ -21,17 +21,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
+from dictembed.devices import loader_device
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import normalize_key
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace
+from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores
 
@@ -114,14 +115,10 @@ def with_counts(space: DefinitionSpace, dictionary: Dictionary) -> DefinitionSpa
     return DefinitionSpace(space.words, space.matrix, space.similarity, space.temperature, space.kind, counts)
 
 
-@torch.no_grad()
-def _pooled(encoder: Encoder, texts: list[str], batch_size: int = 64) -> torch.Tensor:
-    encoder.eval()
-    out = []
-    for start in range(0, len(texts), batch_size):
-        with encoder.autocast():
-            out.append(encoder(encoder.tokenize(texts[start : start + batch_size])).float())
-    return torch.cat(out) if out else torch.zeros(0, encoder.dim)
+def _vectors(encoder: Encoder, texts: list[str], batch_size: int) -> torch.Tensor:
+    """The float32 vectors of `texts` on the encoder's device (length-sorted batches, `Encoder.embed`)."""
+    vectors = encoder.encode(texts, batch_size=batch_size, show_progress_bar=False, convert_to_tensor=True)
+    return cast(torch.Tensor, vectors).to(encoder.device)  # convert_to_tensor=True: a tensor
 
 
 @torch.no_grad()
@@ -130,7 +127,7 @@ def model_ranks(encoder: Encoder, space: Any, queries: QuerySet, batch_size: int
     space = space.to(encoder.device)
     ranks = [np.zeros(0)]
     for start in range(0, len(queries.definitions), CHUNK):
-        h = _pooled(encoder, queries.definitions[start : start + CHUNK], batch_size)
+        h = _vectors(encoder, queries.definitions[start : start + CHUNK], batch_size)
         scores = space(h).float().cpu().numpy()
         ranks.append(ranks_from_scores(scores, queries.gold[start : start + CHUNK]))
     return np.concatenate(ranks)
@@ -149,7 +146,7 @@ def entry_pooling(space: DefinitionSpace) -> str:
 
 @torch.no_grad()
 def leave_one_out_ranks(
-    encoder: Encoder, space: DefinitionSpace, entry_encoder: Encoder, queries: QuerySet, batch_size: int = 64
+    encoder: Encoder, space: EntrySpace, entry_encoder: Encoder, queries: QuerySet, batch_size: int = 64
 ) -> np.ndarray:
     """Ranks with each gold entry rebuilt without its query: every other entry scored as usual, the gold by
     the space's logits (dot, or cosine / temperature) against (mean * count - v) / (count - 1)."""
@@ -163,7 +160,7 @@ def leave_one_out_ranks(
         with pooled_entry.autocast():
             v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
         loo = torch.from_numpy(space.leave_one_out(gold, v)).to(encoder.device)
-        h = _pooled(encoder, texts, batch_size)
+        h = _vectors(encoder, texts, batch_size)
         scores = space(h).float()
         if space.similarity == "cosine":
             own = (F.normalize(h, dim=-1) * F.normalize(loo, dim=-1)).sum(-1) / space.temperature
@@ -179,21 +176,20 @@ def entry_encoder_name(record: Any) -> str:
     was kept, the base model of a first PST step."""
     if record.entry_encoder:
         return str(record.entry_encoder)
-    if record.pst_step in (None, 1) and record.config.get("model"):
-        return str(record.config["model"])
+    if record.pst_step in (None, 1) and record.config is not None and record.config.model:
+        return str(record.config.model)
     raise DictEmbedError("the model's record names no entry encoder (saved before it was kept, PST step > 1)")
 
 
 def load_entry_encoder(folder: str | Path, record: Any, device: Any = None, precision: str | None = "auto") -> Encoder:
     """The entry encoder as the recipe loaded it (the run's pooling, pooler and max length)."""
-    from dictembed.devices import loader_device
-
     config = record.config
+    options = config.options if config is not None else None
     return Encoder.load(
         entry_encoder_name(record),
-        pooling=config.get("pooling"),
-        pooler=config.get("pooler"),
-        max_length=config.get("max_length"),
+        pooling=getattr(options, "pooling", None),
+        pooler=getattr(options, "pooler", None),
+        max_length=config.max_length if config is not None else None,
         device=loader_device(device),
     ).set_precision(precision)
 
@@ -245,3 +241,56 @@ def summary(ranks: np.ndarray, queries: QuerySet) -> dict[str, float]:
     from dictembed.evaluation.ranking import reverse_dictionary_metrics
 
     return {**reverse_dictionary_metrics(ranks), **queries.counts()}
+
+
+def evaluate_leak_free(
+    model: str | Path,
+    queries: str | None = None,
+    leave_one_out: bool = False,
+    baseline: str | None = None,
+    split: str = "test",
+    limit: int | None = None,
+    dictionary: str | None = None,
+    wordnet_dir: str | None = None,
+    encoding: str | None = None,
+    device: Any = "auto",
+    precision: str | None = "auto",
+) -> dict[str, float]:
+    """The leak-free reverse-dictionary metrics of a saved model (`summary`): either `queries`, ANOTHER
+    dictionary's definitions (oxford, chang or a file) against the model's entries, or `leave_one_out`, the
+    model's own `split` definitions each left out of its gold entry; scored by the model or, with
+    `baseline="tfidf"`, by TF-IDF. `dictionary`, `wordnet_dir` and `encoding` replace the model's own."""
+    from dictembed.dictionary import load_dictionary, split_by_headword
+    from dictembed.loading import resolve_model
+    from dictembed.record import RunRecord
+    from dictembed.reverse_dictionary import model_dictionary
+
+    if bool(queries) == leave_one_out:
+        raise DictEmbedError("give either queries (oxford, chang or a file) or leave_one_out")
+    if baseline not in (None, "tfidf"):
+        raise DictEmbedError(f"unknown baseline {baseline!r}; choose from tfidf")
+    folder = resolve_model(model)
+    source = model_dictionary(folder, dictionary, wordnet_dir, encoding)
+    space = EntrySpace.load(folder)
+    own = source.load() if leave_one_out or baseline else None  # loaded wherever it is used below
+    if queries:
+        other = load_dictionary(queries, encoding=encoding or "utf-8")
+        query_set = cross_dictionary_queries(space.words, other, limit=limit)
+    else:
+        if not isinstance(space, DefinitionSpace):
+            raise DictEmbedError(f"--leave-one-out needs a DefSent+ definition space, not {space.kind!r}")
+        held_out = split_by_headword(cast(Dictionary, own), seed=source.split_seed)[split]
+        query_set = leave_one_out_queries(space, held_out, limit=limit)
+    if not query_set.definitions:
+        raise DictEmbedError(f"no queries to score ({query_set.kept} kept, {query_set.dropped} dropped)")
+    if baseline == "tfidf":
+        ranks = TfidfBaseline(space.words, cast(Dictionary, own)).ranks(query_set, leave_one_out=leave_one_out)
+    else:
+        encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
+        if leave_one_out:
+            record = RunRecord.load(folder, required=True)
+            entry_encoder = load_entry_encoder(folder, record, device, precision)
+            ranks = leave_one_out_ranks(encoder, space, entry_encoder, query_set)
+        else:
+            ranks = model_ranks(encoder, space, query_set)
+    return summary(ranks, query_set)

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -95,7 +96,7 @@ class WordAligner:
     def __init__(self, model: PreTrainedModel, tokenizer, device: str | torch.device | None = None) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.device = torch.device(device) if device else next(model.parameters()).device
-        self.model.to(self.device)
+        self.model.to(self.device)  # type: ignore[arg-type]  # transformers' @wraps'd `to` types as unbound
 
     def encode(self, sentences: Sequence[Sequence[str]], targets: Sequence[int]):
         """Batch encoding and, per sentence, the sub-token positions of each word (word -> positions)."""
@@ -156,7 +157,8 @@ class SubstituteScorer(WordAligner):
         enc, word_positions = self.encode(sentences, targets)
         first = torch.tensor([pos[index][0] for pos, index in word_positions], device=self.device)
         rows = torch.arange(len(first), device=self.device)
-        embeddings = self.model.get_input_embeddings().weight
+        # transformers types the embedding layer as an nn.Module, whose attributes read as Tensor | Module
+        embeddings = cast(torch.Tensor, self.model.get_input_embeddings().weight)
         with _inference(self.model):
             if self.use_mlm_head:
                 logits = self.model(**enc).logits[rows, first]
@@ -292,7 +294,8 @@ def generate_substitutes(
     """Instance id -> up to 10 substitutes, best first (``+valid`` defaults to the scorer's encoder)."""
     flags = _post_flags(post)
     if "valid" in flags and validator is None:
-        validator = SubstituteValidator(scorer.model.base_model, scorer.tokenizer, scorer.device)
+        base = cast(PreTrainedModel, scorer.model.base_model)  # a transformers model, typed nn.Module there
+        validator = SubstituteValidator(base, scorer.tokenizer, scorer.device)
     lexicon, emb = load_wordnet_pos(wordnet_dir), "emb" in flags
     # Sort by length so that batches need little padding; answers are keyed by id, so order is irrelevant.
     ordered = sorted(instances, key=lambda inst: len(inst.tokens))
@@ -336,9 +339,11 @@ def evaluate_lexsub(
         if isinstance(model, SubstituteScorer)
         else SubstituteScorer.from_pretrained(model, device=device, scoring=scoring)
     )
-    validator = validation_model
+    validator: SubstituteValidator | None
     if isinstance(validation_model, str | Path):
         validator = SubstituteValidator.from_pretrained(str(validation_model), device=str(scorer.device))
+    else:
+        validator = validation_model
     answers = generate_substitutes(scorer, data.instances, post, validator, batch_size, wordnet_dir, progress)
     result = score_ranked(data.gold, answers)
     result.update(

@@ -1,23 +1,137 @@
 """MTEB evaluation, offline: run `mteb.evaluate` on an Encoder (or any model mteb accepts) and return each
 task's main score x 100.
 
-The Encoder implements mteb's encoder protocol itself (`Encoder.mteb_model_meta`, `encode` on mteb's
-DataLoaders, `similarity` / `similarity_pairwise`), so no wrapper is involved. Task data comes from the
-local Hugging Face `datasets` cache or from a task's own `load_data`; a task whose data is not there is one
-`DictEmbedError` naming it, never a network call.
+`MtebEncoder` adapts an `Encoder` to mteb's encoder protocol (`mteb_model_meta`, `encode` on mteb's
+DataLoaders, `similarity` / `similarity_pairwise`); `evaluate_mteb` wraps an Encoder in it. Task data comes
+from the local Hugging Face `datasets` cache or from a task's own `load_data`; a task whose data is not there
+is one `DictEmbedError` naming it, never a network call.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+from sentence_transformers.util import pairwise_cos_sim
+from torch.utils.data import DataLoader
+
+from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
+from dictembed.loading import HUB_ID
+from dictembed.model_card import hub_base_model
+from dictembed.recipes.registry import citation
 
 log = logging.getLogger(__name__)
+
+
+class MtebEncoder:
+    """An `Encoder` as mteb's encoder protocol: `mteb.evaluate(MtebEncoder(encoder), tasks)` reads
+    `mteb_model_meta`, calls `encode` with a DataLoader of {"text": [...]} batches (mteb's keyword arguments
+    land in `**kwargs`), and scores with `similarity` and `similarity_pairwise` (cosine)."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self._hash: tuple[Any, str] | None = None
+
+    def encode(self, inputs: Any, batch_size: int = 32, show_progress_bar: bool | None = None, **kwargs: Any) -> Any:
+        """The vectors of an mteb input (a DataLoader of text batches, flattened in order) or of a list of texts."""
+        texts = mteb_texts(inputs)
+        return self.encoder.encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)
+
+    def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Cosine similarity of every row of `a` with every row of `b`."""
+        return self.encoder.similarity(a, b)
+
+    def similarity_pairwise(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Cosine similarity of each row of `a` with the same row of `b`, like sentence-transformers'."""
+        return pairwise_cos_sim(a, b)
+
+    def name(self) -> tuple[str, str]:
+        """MTEB's "org/name" and revision: a Hub snapshot's repo and commit; else the hub name (the embedded
+        MiniLM's too), or "dictembed/<folder name>" for a local folder (MTEB needs an organisation part), with a
+        hash of the weights as the revision, so that MTEB never files results of different weights together."""
+        encoder = self.encoder
+        source = str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model)
+        parts = Path(source).parts
+        for i, part in enumerate(parts[:-2]):
+            if part.startswith("models--") and parts[i + 1] == "snapshots":
+                return part[len("models--") :].replace("--", "/", 1), parts[i + 2]
+        if HUB_ID.match(source) and "/" in source and not Path(source).exists():
+            return source, self.weights_hash()
+        return hub_base_model(source) or f"dictembed/{Path(source).name or 'model'}", self.weights_hash()
+
+    def weights_hash(self) -> str:
+        """A short hash of the weights, remembered until a tensor moves or changes in place (its _version)."""
+        tensors = list(self.encoder.state_dict().values())
+        key = tuple((t.data_ptr(), t._version) for t in tensors)
+        if self._hash is None or self._hash[0] != key:
+            digest = hashlib.sha1()
+            self.encoder.hash_weights(digest)
+            self._hash = (key, f"weights-{digest.hexdigest()[:12]}")
+        return self._hash[1]
+
+    def settings(self) -> dict[str, Any]:
+        """The settings that make other vectors from the same weights, for MTEB's experiment name (its result
+        folders): pooling and normalisation; a compute precision other than fp32 and an ONNX graph too."""
+        encoder = self.encoder
+        settings: dict[str, Any] = {"pooling": encoder.pooling, "normalize": encoder.normalize}
+        if encoder.compute_precision != "fp32":
+            settings["precision"] = encoder.compute_precision
+        if encoder.onnx is not None:
+            settings["backend"] = encoder.onnx.identity
+        return settings
+
+    @property
+    def mteb_model_meta(self) -> Any:
+        """The model described for MTEB (an `mteb.models.ModelMeta`): name, revision, dimension, max tokens,
+        parameters, cosine similarity, the method's citation; the pooling, normalisation, precision and ONNX
+        backend are experiment settings, so MTEB keeps the results of different ones apart."""
+        model_meta = require("mteb", "mteb.models").ModelMeta
+        encoder = self.encoder
+        name, revision = self.name()
+        method = encoder.record.method
+        return model_meta(
+            loader=None,
+            name=name,
+            revision=revision,
+            release_date=None,
+            languages=None,
+            n_parameters=sum(p.numel() for p in encoder.parameters()),
+            memory_usage_mb=None,
+            max_tokens=encoder.max_length,
+            embed_dim=encoder.dim,
+            license=None,
+            open_weights=True,
+            public_training_code=None,
+            public_training_data=None,
+            framework=["PyTorch", "Sentence Transformers"],
+            similarity_fn_name=encoder.similarity_fn_name,
+            use_instructions=False,
+            training_datasets=None,
+            adapted_from=hub_base_model(encoder.base_model) if method else None,
+            citation=citation(method),
+            experiment_kwargs=self.settings(),
+        )
+
+
+def mteb_texts(inputs: Any) -> list[str]:
+    """The texts of an MTEB input (a torch DataLoader of {"text": [...]} batches) as one list, in order; any other
+    input is taken as a list of texts."""
+    if not isinstance(inputs, DataLoader):
+        return inputs
+    texts: list[str] = []
+    for batch in inputs:
+        if not isinstance(batch, dict) or "text" not in batch:
+            found = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
+            raise DictEmbedError(f"MTEB input batches must hold texts (a 'text' field), got {found}")
+        texts.extend(batch["text"])
+    return texts
 
 
 def _first_line(err: BaseException) -> str:
@@ -87,9 +201,9 @@ def evaluate_mteb(
     mteb = require("mteb")
     resolved = resolve_tasks(tasks)  # an unknown name fails before any model is loaded
     if isinstance(encoder, (str, Path)):
-        from dictembed.encoder import Encoder
-
         encoder = Encoder.load(encoder)
+    if isinstance(encoder, Encoder):
+        encoder = MtebEncoder(encoder)
     cache = mteb.ResultCache(cache_path=Path(output_folder)) if output_folder is not None else None
     scores: dict[str, float] = {}
     for task in resolved:

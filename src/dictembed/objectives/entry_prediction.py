@@ -19,6 +19,8 @@ Example = tuple[str, int]
 class EntryPrediction(nn.Module):
     """Cross-entropy of the frozen entry space's logits toward the defined entry."""
 
+    space: EntrySpace  # kept in __dict__, not registered as a submodule
+
     def __init__(self, encoder: Encoder, space: EntrySpace) -> None:
         super().__init__()
         self.encoder = encoder

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -193,7 +194,7 @@ class GlossRegularizedMLM(nn.Module):
     def mlm(self, batch: Batch) -> torch.Tensor:
         inputs = {**_inputs(batch, "ctx_"), "input_ids": batch["mlm_input_ids"]}
         models = [self.enc2] if self.enc1 is None else [self.enc1, self.enc2]
-        return sum(mlm_loss(m, inputs, batch["mlm_labels"]) for m in models)
+        return cast(torch.Tensor, sum(mlm_loss(m, inputs, batch["mlm_labels"]) for m in models))  # never empty: not 0
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         batch = {k: v.to(self.device) for k, v in batch.items()}

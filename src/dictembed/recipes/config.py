@@ -8,12 +8,14 @@ its recipe file and is registered with the recipe (`dictembed.recipes.registry`)
 from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
+from dictembed.devices import resolve_precision
 from dictembed.dictionary.sources.table import table_columns
 from dictembed.errors import DictEmbedError
 from dictembed.io import text_encoding
 from dictembed.paths import default_model
+from dictembed.recipes.registry import get_recipe
 
 
 def option(
@@ -51,21 +53,25 @@ class MethodOptions:
                 )
 
 
+Options = TypeVar("Options", bound=MethodOptions)
+
+
 @dataclass
 class RunConfig:
     """Everything that defines a training run; saved into every model's dictembed.json.
 
     `options` holds the method's own options (its recipe's options dataclass); the shared options that a
-    method gives its own default (`dictionary`, `lrs`, `select_on`) are None until resolved from it.
+    method gives its own default (`dictionary`, `lrs`, `select_on`) are None until `__post_init__` resolves them
+    from it, so they are typed as resolved.
     Build one with `RunConfig.create(method, **settings)`, which puts each setting where it belongs.
     """
 
     method: str = option("defsent-plus", "training method", cli=False)
-    options: Any = option(None, "the method's own options", cli=False)
+    options: MethodOptions = option(None, "the method's own options", cli=False)
     model: str = option(
         help="hub name or local folder (default: the embedded all-MiniLM-L6-v2)", default_factory=default_model
     )
-    dictionary: str | None = option(None, "comma list: wordnet,gcide,oxford,chang,... or files")
+    dictionary: str = option(None, "comma list: wordnet,gcide,oxford,chang,... or files")
     wordnet_dir: str | None = option(None, "WordNet database folder (default: the system's WordNet)")
     encoding: str = option("utf-8", "encoding of dictionary table files (.tsv, .csv, .jsonl)", parse=text_encoding)
     columns: str | None = option(
@@ -78,7 +84,7 @@ class RunConfig:
     seeds: list[int] = option(
         help="comma list of seeds, each trained", run=False, positive=False, default_factory=lambda: [0]
     )
-    lrs: list[float] | None = option(None, "comma list of learning rates, each with every seed", run=False)
+    lrs: list[float] = option(None, "comma list of learning rates, each with every seed", run=False)
     batch_size: int = option(16, "training batch size (global: over every process and accumulated micro-batch)")
     grad_accum: int = option(1, "gradient accumulation: optimizer steps take batch_size/(N x processes) per pass")
     epochs: int = option(1, "training epochs")
@@ -89,7 +95,7 @@ class RunConfig:
     max_length: int = option(128, "tokens per definition, longer ones are truncated")
     limit: int | None = option(None, "train on a seeded sample of N examples (default: all)")
     dev_limit: int | None = option(2000, "dev definitions scored for selection")
-    select_on: str | None = option(None, "dev metric that selects lr and seed", run=False)
+    select_on: str = option(None, "dev metric that selects lr and seed", run=False)
     output: str = option("outputs/model", "folder of the selected model", run=False, cli=False)
     checkpoint_every: int = option(500, "steps between checkpoints", run=False)
     resume: bool = option(False, "continue interrupted runs from their checkpoints", run=False, cli=False)
@@ -106,8 +112,6 @@ class RunConfig:
     )
 
     def __post_init__(self) -> None:
-        from dictembed.recipes.registry import get_recipe
-
         recipe = get_recipe(self.method)
         if self.options is None:
             self.options = recipe.options()
@@ -125,28 +129,23 @@ class RunConfig:
             )
         if not self.seeds or not self.lrs:
             raise DictEmbedError("a run needs at least one seed and one learning rate")
-        from dictembed.devices import resolve_precision
-
         self.precision = resolve_precision(self.precision, self.device)  # "auto" -> what this device runs
 
-    def __getattr__(self, name: str) -> Any:
-        """A method option read as if it were a field (`config.pooling`)."""
-        options = self.__dict__.get("options")
-        if options is not None and name in {f.name for f in fields(options)}:
-            return getattr(options, name)
-        raise AttributeError(f"{type(self).__name__} of method {self.__dict__.get('method')!r} has no {name!r}")
+    def options_as(self, kind: type[Options]) -> Options:
+        """The method's own options, typed as `kind` (its recipe's options class)."""
+        if not isinstance(self.options, kind):
+            raise DictEmbedError(f"{self.method} has {type(self.options).__name__}, not {kind.__name__}")
+        return self.options
 
     @classmethod
     def create(cls, method: str, **settings: Any) -> RunConfig:
         """A config from flat settings: each goes to the shared options or to `method`'s own; a setting that
         `method` does not take is an error naming it."""
-        from dictembed.recipes.registry import get_recipe
-
         shared = {f.name for f in fields(cls)}
         own = {f.name for f in fields(get_recipe(method).options)}
         if unknown := sorted(set(settings) - shared - own):
             raise DictEmbedError(f"method {method} does not take {', '.join(unknown)}")
-        options = {k: v for k, v in settings.items() if k in own}
+        options = get_recipe(method).options(**{k: v for k, v in settings.items() if k in own})
         return cls(method=method, options=options, **{k: v for k, v in settings.items() if k in shared})
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,8 +158,6 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         """A config from its JSON form (a record's "config"), version 2 or version 1 (all options flat,
         one `temperature` for both the entry logits and GR-BERT's InfoNCE)."""
-        from dictembed.recipes.registry import get_recipe
-
         data = dict(data)
         method = data.get("method") or "defsent-plus"
         own = {f.name for f in fields(get_recipe(method).options)}
@@ -172,7 +169,8 @@ class RunConfig:
                     options.setdefault(name, temperature)
         options.update({k: data.pop(k) for k in list(data) if k in own})
         shared = {f.name for f in fields(cls)}
-        return cls(method=method, options=options, **{k: v for k, v in data.items() if k in shared and k != "method"})
+        settings = {k: v for k, v in data.items() if k in shared and k != "method"}
+        return cls(method=method, options=get_recipe(method).options(**options), **settings)
 
     def run_identity(self) -> dict[str, Any]:
         """The options that determine one (lr, seed) run's weights and dev figures."""
@@ -185,17 +183,3 @@ class RunConfig:
         """Every setting by name, the method's own options beside the shared ones (what `create` takes)."""
         data = {k: v for k, v in asdict(self).items() if k not in ("method", "options")}
         return {**data, **asdict(self.options)}
-
-    def settings(self, lr: float, seed: int) -> Any:
-        from dictembed.training import TrainSettings
-
-        return TrainSettings(
-            lr=lr,
-            batch_size=self.batch_size,
-            epochs=self.epochs,
-            warmup_ratio=self.warmup_ratio,
-            seed=seed,
-            checkpoint_every=self.checkpoint_every,
-            grad_accum=self.grad_accum,
-            group_by_length=self.group_by_length,
-        )

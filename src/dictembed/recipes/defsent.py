@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from torch import nn
 
@@ -16,6 +16,7 @@ from dictembed.errors import MissingHeadError
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples, token_lengths
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.config import MethodOptions, RunConfig, option
+from dictembed.recipes.registry import Paper
 from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root, space_fingerprint
 from dictembed.reverse_dictionary import ReverseDictionary
 
@@ -23,9 +24,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class DefSentOptions(MethodOptions):
+class EntryOptions(MethodOptions):
+    """The options every entry-prediction method (DefSent, DefSent+) has."""
+
     pooling: str = option("mean", "pooling of the sentence vector", choices=POOLINGS)
     pooler: str = option("none", "apply the model's own dense pooler", choices=("none", "model"))
+
+
+@dataclass
+class DefSentOptions(EntryOptions):
     space: str = option(
         "auto",
         "entry space; auto falls back to word embeddings when the model has no MLM head",
@@ -47,8 +54,9 @@ def load_splits(config: RunConfig) -> dict[str, Dictionary]:
 
 def base_encoder(config: RunConfig) -> Encoder:
     """A fresh copy of the original pre-trained model with the configured pooling and pooler."""
+    options = config.options_as(EntryOptions)
     return load_encoder(
-        config, config.model, pooling=config.pooling, pooler=config.pooler, max_length=config.max_length
+        config, config.model, pooling=options.pooling, pooler=options.pooler, max_length=config.max_length
     )
 
 
@@ -62,12 +70,13 @@ def load_encoder(config: RunConfig, model: str, **settings: Any) -> Encoder:
 
 def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySpace:
     """The MLM head over single-token words; the word-embedding FALLBACK when asked or when there is no head."""
-    if config.space == "word-embeddings":
+    space = config.options_as(DefSentOptions).space
+    if space == "word-embeddings":
         return WordEmbeddingSpace.from_encoder(encoder, words)
     try:
         return MLMHeadSpace.from_pretrained(config.model, words, encoder.tokenizer)
     except MissingHeadError as err:
-        if config.space == "mlm-head":
+        if space == "mlm-head":
             raise
         log.warning("%s -- FALLBACK: using the frozen input word embeddings as the entry space", err)
         return WordEmbeddingSpace.from_encoder(encoder, words)
@@ -84,20 +93,26 @@ def entry_dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, conf
     return metrics
 
 
+def stage_space(stage: Stage) -> EntrySpace:
+    """The entry space of an entry recipe's stage (its `stage` always builds one)."""
+    return cast(EntrySpace, stage.space)
+
+
 class EntryRecipe(Recipe):
     """What DefSent and DefSent+ share: a frozen entry space, definitions as examples, entry dev metrics."""
 
     def build(self, config: RunConfig, stage: Stage, seed: int) -> Built:
         encoder = base_encoder(config)
-        examples = seeded_sample(entry_examples(stage.data["splits"]["train"], stage.space), config.limit, seed)
+        space = stage_space(stage)
+        examples = seeded_sample(entry_examples(stage.data["splits"]["train"], space), config.limit, seed)
         lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
-        return Built(EntryPrediction(encoder, stage.space), examples, entry_collate(encoder), lengths=lengths)
+        return Built(EntryPrediction(encoder, space), examples, entry_collate(encoder), lengths=lengths)
 
     def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
-        return objective.encoder
+        return cast(EntryPrediction, objective).encoder  # the objective `build` made, unwrapped
 
     def dev_metrics(self, config: RunConfig, stage: Stage, built: Built, encoder: Encoder) -> dict[str, float]:
-        return entry_dev_metrics(encoder, stage.space, stage.data["splits"]["dev"], config)
+        return entry_dev_metrics(encoder, stage_space(stage), stage.data["splits"]["dev"], config)
 
 
 class DefSent(EntryRecipe):
@@ -105,6 +120,21 @@ class DefSent(EntryRecipe):
 
     name = "defsent"
     options = DefSentOptions
+    paper = Paper(
+        "DefSent",
+        'Hayato Tsukagoshi, Ryohei Sasano and Koichi Takeda. "DefSent: Sentence Embeddings using Definition '
+        'Sentences". ACL-IJCNLP 2021.',
+        """@inproceedings{tsukagoshi2021defsent,
+  title = {{DefSent}: Sentence Embeddings using Definition Sentences},
+  author = {Tsukagoshi, Hayato and Sasano, Ryohei and Takeda, Koichi},
+  booktitle = {Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
+               11th International Joint Conference on Natural Language Processing (Volume 2: Short Papers)},
+  year = {2021},
+  pages = {411--418},
+  publisher = {Association for Computational Linguistics}
+}""",
+    )
+    card_keys = ("space",)  # `best` is the paper's recipe: nothing measured better on MiniLM
     defaults: ClassVar[dict[str, Any]] = {"dictionary": "wordnet", "lrs": [2e-5], "select_on": "mrr"}
 
     def stage(self, config: RunConfig, step: int, before: Stage | None, best: RunResult | None) -> Stage:

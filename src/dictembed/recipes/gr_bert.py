@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from torch import nn
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedModel
 
 from dictembed.dictionary import seeded_sample
 from dictembed.dictionary.triplets import Triplet, TripletReport, build_triplets
@@ -24,6 +24,7 @@ from dictembed.objectives.gloss_regularizer import GlossCollator, GlossRegulariz
 from dictembed.objectives.mlm import load_masked_lm
 from dictembed.recipes.config import MethodOptions, RunConfig, option
 from dictembed.recipes.defsent import load_splits
+from dictembed.recipes.registry import Paper
 from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root
 from dictembed.record import RunRecord
 
@@ -70,7 +71,10 @@ def gloss_setup(
     tokenizer = load_pretrained(AutoTokenizer, model)
     collate = GlossCollator(tokenizer, config.max_length)
     dev, _ = keep_fitting(seeded_sample(dev_triplets, config.dev_limit, seed), collate, "dev")
-    objective = GlossRegularizedMLM(load_masked_lm(model), config.arch, config.gloss_weight, config.gloss_temperature)
+    options = config.options_as(GRBertOptions)
+    objective = GlossRegularizedMLM(
+        load_masked_lm(model), options.arch, options.gloss_weight, options.gloss_temperature
+    )
     return tokenizer, collate, dev, objective
 
 
@@ -82,18 +86,40 @@ def heldout_gloss_accuracy(model: str, config: RunConfig, seed: int = 0) -> dict
     return gloss_accuracy(objective, dev, collate, config.batch_size)
 
 
+def gr_objective(objective: nn.Module) -> GlossRegularizedMLM:
+    """The GR-BERT objective that `GRBert.build` made (a run's `Built.objective`, or the trained one unwrapped)."""
+    return cast(GlossRegularizedMLM, objective)
+
+
 class GRBert(Recipe):
     """Train the gloss-regularised masked LM; keep MT's context encoder or SC's enc2, pooled first-last-avg."""
 
     name = "gr-bert"
     options = GRBertOptions
+    paper = Paper(
+        "GR-BERT",
+        'Yu Lin, Zhecheng An, Peihao Wu and Zejun Ma. "Improving Contextual Representation with Gloss Regularized '
+        'Pre-training". Findings of NAACL 2022.',
+        """@inproceedings{lin2022grbert,
+  title = {Improving Contextual Representation with Gloss Regularized Pre-training},
+  author = {Lin, Yu and An, Zhecheng and Wu, Peihao and Ma, Zejun},
+  booktitle = {Findings of the Association for Computational Linguistics: NAACL 2022},
+  year = {2022},
+  pages = {907--920},
+  publisher = {Association for Computational Linguistics}
+}""",
+    )
+    card_keys = ("arch", "gloss_weight", "gloss_temperature")  # `best` is the paper's: GR-MT on MiniLM left
+    # STS and lexical substitution unchanged within noise
     defaults: ClassVar[dict[str, Any]] = {"dictionary": GR_DICTIONARY, "lrs": [2e-5], "select_on": "stsb_dev"}
     select_choices = ("stsb_dev", "gloss_acc")
 
     def stage(self, config: RunConfig, step: int, before: Stage | None, best: RunResult | None) -> Stage:
         triplets, reports = load_triplets(config)
         data = {"triplets": triplets, "reports": {n: asdict(r) for n, r in reports.items()}}
-        return Stage(runs_root(config.output), config.select_on, data, prefix=f"{config.arch}-")
+        return Stage(
+            runs_root(config.output), config.select_on, data, prefix=f"{config.options_as(GRBertOptions).arch}-"
+        )
 
     def build(self, config: RunConfig, stage: Stage, seed: int) -> Built:
         tokenizer, collate, dev, objective = gloss_setup(config.model, config, stage.data["triplets"]["dev"], seed)
@@ -108,9 +134,8 @@ class GRBert(Recipe):
         return Built(objective, train, collate, {"tokenizer": tokenizer, "dev": dev}, details)
 
     def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
-        return Encoder(
-            objective.kept.base_model, built.state["tokenizer"], pooling=POOLING, max_length=config.max_length
-        )
+        backbone = cast(PreTrainedModel, gr_objective(objective).kept.base_model)  # typed nn.Module in transformers
+        return Encoder(backbone, built.state["tokenizer"], pooling=POOLING, max_length=config.max_length)
 
     def dev_metrics(self, config: RunConfig, stage: Stage, built: Built, encoder: Encoder) -> dict[str, float]:
         """Held-out gloss-matching accuracy / loss and STS-B dev Spearman x 100 (first-last-avg)."""
@@ -118,7 +143,8 @@ class GRBert(Recipe):
 
         metrics: dict[str, float] = {}
         if built.state["dev"]:
-            metrics.update(gloss_accuracy(built.objective, built.state["dev"], built.collate, config.batch_size))
+            objective, collate = gr_objective(built.objective), cast(GlossCollator, built.collate)
+            metrics.update(gloss_accuracy(objective, built.state["dev"], collate, config.batch_size))
         else:
             log.warning("no held-out triplets: gloss accuracy not measured")
         metrics["stsb_dev"] = float(evaluate_stsb_dev(encoder))
@@ -126,4 +152,4 @@ class GRBert(Recipe):
 
     def save(self, stage: Stage, built: Built, encoder: Encoder, folder: Any, record: RunRecord) -> None:
         """The encoder with the kept masked LM's head, so lexical substitution can read it."""
-        encoder.save(folder, record, full_model=built.objective.kept)
+        encoder.save(folder, record, full_model=gr_objective(built.objective).kept)

@@ -1,8 +1,8 @@
 """Training presets: per method, the settings each preset stands for.
 
 `paper` is each paper's recipe: the method's options dataclass defaults and its recipe's defaults for the
-shared options. `best` is the configuration measured best in benchmarks/RESULTS.md on the embedded
-all-MiniLM-L6-v2, written as changes to `paper`. Explicit settings always win over the preset (`resolve`).
+shared options. `best` is the configuration measured best on the embedded all-MiniLM-L6-v2 (docs/results.md),
+each recipe's `best`, written as changes to `paper`. Explicit settings always win over the preset (`resolve`).
 Keys are `RunConfig` field names or the method's own option names.
 """
 
@@ -12,32 +12,11 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from dictembed.recipes.registry import RECIPES, get_recipe
+from dictembed.recipes.registry import METHODS, get_recipe
 
-METHODS = tuple(RECIPES)
 PRESETS = ("paper", "best")
-DEFAULT_METHOD = "defsent-plus"  # the method that measured best (benchmarks/RESULTS.md)
+DEFAULT_METHOD = "defsent-plus"  # the method that measured best (docs/results.md)
 DEFAULT_PRESET = "best"
-
-# `best` as changes to `paper`. DefSent: nothing measured better than the paper's recipe (the word-embedding
-# fallback stays below MiniLM). GR-BERT: GR-MT on MiniLM left STS and lexical substitution unchanged within
-# noise. DefSent+: on MiniLM, 3,000 WordNet definitions, mean pooling, AMP entries and cosine logits (tau
-# 0.05) at lr 1e-4 raised STS avg from 78.87 to 80.63; the paper's dot logits gained at most 0.23 over four
-# learning rates, and AC entries fell below the untouched model. Batches grouped by length train 1.5x faster
-# on the CPU with the same STS avg over seeds 0-2 (80.80 against 80.83, within the seed spread).
-BEST: dict[str, dict[str, Any]] = {
-    "defsent": {},
-    "defsent-plus": {
-        "pooling": "mean",
-        "pooler": "none",
-        "entries": "amp",
-        "similarity": "cosine",
-        "entry_temperature": 0.05,
-        "lrs": [1e-4],
-        "group_by_length": True,
-    },
-    "gr-bert": {},
-}
 
 
 def own_options(method: str) -> list[str]:
@@ -52,7 +31,7 @@ def preset_settings(method: str, preset: str) -> dict[str, Any]:
     recipe = get_recipe(method)
     paper = {f.name: f.default for f in fields(recipe.options)}
     paper.update({k: list(v) if isinstance(v, list) else v for k, v in recipe.defaults.items()})
-    return {**paper, **BEST.get(method, {})} if preset == "best" else paper
+    return {**paper, **recipe.best} if preset == "best" else paper
 
 
 def not_settable(method: str, given: Mapping[str, Any]) -> list[str]:

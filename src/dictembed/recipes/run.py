@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from torch import nn
@@ -29,9 +29,9 @@ from dictembed.evaluation._common import mean_sd
 from dictembed.io import staged_dir
 from dictembed.model_card import write_model_card
 from dictembed.recipes.config import MethodOptions, RunConfig
-from dictembed.recipes.registry import get_recipe
+from dictembed.recipes.registry import Paper, get_recipe
 from dictembed.record import RunRecord
-from dictembed.training import Trainer
+from dictembed.training import Trainer, TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +79,15 @@ class RunResult:
 
 
 class Recipe(ABC):
-    """A method: its options, its defaults for the shared options, and how to set up, train and save a run."""
+    """A method: its paper, its options and presets, the settings its model card shows, and how to set up,
+    train and save a run. The `paper` preset is the options' defaults with `defaults`; `best` changes it."""
 
     name: ClassVar[str]
+    paper: ClassVar[Paper]
     options: ClassVar[type[MethodOptions]]
     defaults: ClassVar[dict[str, Any]]  # the method's values of the shared options left None in RunConfig
+    best: ClassVar[dict[str, Any]] = {}  # the `best` preset, as changes to the paper's settings
+    card_keys: ClassVar[tuple[str, ...]] = ()  # the method's own options its model card shows
     select_choices: ClassVar[tuple[str, ...]] = ("mrr", "top1", "top3", "top10", "stsb_dev")  # dev metrics
     publishes_history: ClassVar[bool] = False  # record every stage's selection under selection["pst"]
 
@@ -112,6 +116,20 @@ class Recipe(ABC):
         encoder.save(folder, record)
         if stage.space is not None:
             stage.space.save(folder)
+
+
+def train_settings(config: RunConfig, lr: float, seed: int) -> TrainSettings:
+    """The Trainer's settings of one (lr, seed) run."""
+    return TrainSettings(
+        lr=lr,
+        batch_size=config.batch_size,
+        epochs=config.epochs,
+        warmup_ratio=config.warmup_ratio,
+        seed=seed,
+        checkpoint_every=config.checkpoint_every,
+        grad_accum=config.grad_accum,
+        group_by_length=config.group_by_length,
+    )
 
 
 def space_fingerprint(space: EntrySpace) -> str:
@@ -153,7 +171,9 @@ def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
         log.warning("retraining %s: its saved configuration differs in %s", run_dir, ", ".join(changed))
         return None
     log.info("reusing finished run %s", run_dir / "model")
-    return RunResult(run_dir / "model", record.lr, record.seed, record.dev, record.throughput)
+    # `train_run` saved this record (its `run` is this identity), with the run's lr and seed
+    lr, seed = cast(float, record.lr), cast(int, record.seed)
+    return RunResult(run_dir / "model", lr, seed, record.dev, record.throughput)
 
 
 def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: int) -> RunResult:
@@ -163,7 +183,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     if (done := finished_run(run_dir, identity)) is not None:
         return done
     built = recipe.build(config, stage, seed)
-    settings = config.settings(lr, seed)
+    settings = train_settings(config, lr, seed)
     place = {"device": config.device, "precision": config.precision}
     if settings.group_by_length and built.lengths is None:
         log.warning("%s does not group batches by length; --group-by-length is ignored", config.method)
@@ -177,7 +197,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     record = RunRecord(
         method=config.method,
         base_model=config.model,
-        config=config.to_dict(),
+        config=config,
         run=identity,
         lr=lr,
         seed=seed,
@@ -205,7 +225,7 @@ def select(results: list[RunResult], key: str) -> tuple[RunResult, dict[str, Any
         str(lr): {k: dict(zip(("mean", "sd"), mean_sd([r.dev[k] for r in runs]), strict=True)) for k in runs[0].dev}
         for lr, runs in by_lr.items()
     }
-    best_lr = max(by_lr, key=lambda lr: summary[str(lr)][key]["mean"])
+    best_lr = max(by_lr, key=lambda lr: cast(float, summary[str(lr)][key]["mean"]))  # only the sd may be None
     best = max(by_lr[best_lr], key=lambda r: r.dev[key])
     return best, {"selected_on": key, "best_lr": best_lr, "best_seed": best.seed, "by_lr": summary}
 
@@ -217,7 +237,7 @@ def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Pat
         record = RunRecord.load(staging, required=True)
         record.selection = summary
         record.save(staging)
-        write_model_card(staging, record.to_dict())
+        write_model_card(staging, record, name=Path(output).name)
     return Path(output)
 
 

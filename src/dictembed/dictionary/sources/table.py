@@ -55,7 +55,7 @@ def _check_columns(path: Path, header: list[str], wanted: list[str], line: int) 
 def table_format(path: Path, fmt: str | None = None) -> str:
     """`fmt` if given, else the format named by the file suffix (.tsv, .csv, .jsonl)."""
     fmt = fmt or FORMATS.get(path.suffix.lower())
-    if fmt not in FORMATS.values():
+    if fmt is None or fmt not in FORMATS.values():
         raise DictEmbedError(
             f"{path}: unknown table format {fmt or path.suffix!r}; use a .tsv, .csv or .jsonl file "
             f"or name the format ({', '.join(FORMATS.values())})"

@@ -1,0 +1,128 @@
+"""The ONNX graph of an encoder's backbone: export with torch's TorchScript-based exporter (`dynamo=False`,
+dynamic batch and sequence axes), fusion of attention / LayerNorm / GELU with onnxruntime's transformer
+optimizer where the architecture allows, and dynamic int8 quantisation (`quantize_dynamic`: int8 weights,
+activations quantised per batch at run time). Works on any object with `backbone` and `tokenizer`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from dictembed.extras import require
+
+FP32_FILE = "model.onnx"
+INT8_FILE = "model_qint8.onnx"
+QUANTIZATIONS = ("int8",)  # weight quantisation of the exported graph
+# model types onnxruntime's transformer optimizer knows how to fuse (attention, LayerNorm, GELU)
+OPTIMIZABLE = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "mpnet": "bert", "distilbert": "bert"}
+
+
+@dataclass
+class QuantizeSettings:
+    """`quantize_dynamic` settings; the defaults are the ones measured best on MiniLM (benchmarks/onnx_int8.py)."""
+
+    op_types: list[str] = field(default_factory=lambda: ["MatMul", "Attention"])
+    per_channel: bool = True
+    reduce_range: bool = False
+    weight_type: str = "QInt8"  # or "QUInt8"
+    exclude_last_layers: int = 0  # keep the MatMuls of the last N transformer layers in fp32
+
+
+class _Forward(nn.Module):
+    """The backbone as a function of keyword tensors, returning the last hidden state (what the exporter traces)."""
+
+    def __init__(self, backbone: nn.Module, names: list[str]) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.names = names
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.backbone(**dict(zip(self.names, inputs, strict=True)), return_dict=True).last_hidden_state
+
+
+def export_backbone(encoder: Any, path: Path, opset: int = 17) -> list[str]:
+    """Export `encoder.backbone` (eager attention, on the CPU) to the ONNX file `path`; returns its input names."""
+    backbone = copy.deepcopy(encoder.backbone).cpu().eval()
+    if hasattr(backbone, "set_attn_implementation"):
+        try:  # the eager attention exports as the MatMul/Softmax pattern onnxruntime's optimizer fuses
+            backbone.set_attn_implementation("eager")
+        except (ValueError, ImportError, AttributeError):
+            pass
+    names = ["input_ids", "attention_mask"]
+    if "token_type_ids" in encoder.tokenizer.model_input_names:
+        names.append("token_type_ids")
+    sample = encoder.tokenizer(["an example sentence", "a second, longer example sentence"], padding=True)
+    inputs = tuple(
+        torch.tensor(sample[n]) if n in sample else torch.zeros_like(torch.tensor(sample["input_ids"])) for n in names
+    )
+    axes = {n: {0: "batch", 1: "sequence"} for n in names} | {"last_hidden_state": {0: "batch", 1: "sequence"}}
+    with torch.no_grad():
+        torch.onnx.export(
+            _Forward(backbone, names),
+            inputs,
+            str(path),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    return names
+
+
+def optimize_graph(source: Path, target: Path, config: Any) -> dict[str, int]:
+    """Fuse attention / LayerNorm / GELU with onnxruntime's transformer optimizer (BERT-like models); returns
+    the fused operator counts, or {} (and copies `source`) where the architecture is not one it knows."""
+    kind = OPTIMIZABLE.get(getattr(config, "model_type", ""))
+    if kind is None:
+        shutil.copyfile(source, target)
+        return {}
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimized = optimize_model(
+        str(source),
+        model_type=kind,
+        num_heads=int(config.num_attention_heads),
+        hidden_size=int(config.hidden_size),
+        opt_level=1,  # fusions only: the saved graph stays portable across CPUs
+    )
+    optimized.save_model_to_file(str(target))
+    return {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
+
+
+def quantize_int8(source: Path, target: Path, settings: QuantizeSettings | None = None) -> None:
+    """Dynamic int8 quantisation of `source` into `target` with `settings`."""
+    quantization = require("onnx", "onnxruntime.quantization")
+    onnx = require("onnx", "onnx")
+    settings = settings or QuantizeSettings()
+    exclude: list[str] = []
+    if settings.exclude_last_layers:
+        graph = onnx.load(str(source), load_external_data=False).graph
+        layers = sorted({int(p) for n in graph.node for p in _layer_of(n.name)})
+        last = set(layers[-settings.exclude_last_layers :])
+        exclude = [n.name for n in graph.node if any(int(p) in last for p in _layer_of(n.name))]
+    quantization.quantize_dynamic(
+        str(source),
+        str(target),
+        op_types_to_quantize=list(settings.op_types),
+        per_channel=settings.per_channel,
+        reduce_range=settings.reduce_range,
+        weight_type=getattr(quantization.QuantType, settings.weight_type),
+        nodes_to_exclude=exclude or None,
+        # the fused graph's contrib ops (Attention, SkipLayerNormalization) defeat ONNX shape inference
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
+
+
+def _layer_of(name: str) -> list[str]:
+    """The transformer layer index in an exported node name ("/backbone/encoder/layer.3/...": ["3"])."""
+    return re.findall(r"layer[._](\d+)[/._]", name)

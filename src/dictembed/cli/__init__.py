@@ -1,0 +1,111 @@
+"""`dictembed` commands: train | encode | export | predict | serve | evaluate | finetune | data | plot | push | cache.
+
+Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
+--json stdout is exactly one JSON document and the human-readable text goes to stderr. Logging always goes
+to stderr. Exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted; an error is one line
+`dictembed: error: ...` on stderr.
+
+Layout: one module per command group (`train`, `encode`, `predict`, `evaluate`, `finetune`, `data`, `hub`,
+`cache`), each with `COMMANDS` (name -> one-line help), `register(subparsers)` adding its parsers and options,
+and the `run_*` handlers beside them; `options` holds the options several commands share, `report` the
+printing. Registration is lazy: `main` registers in full only the command its arguments name, and every other
+command by name and help alone, so `dictembed --help` and `--version` import neither torch nor transformers.
+For that reason the command modules import the torch-heavy parts of the package inside their `register`
+functions and handlers, the one deliberate place for function-local imports in the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterable
+
+from dictembed import __version__
+from dictembed.cli import cache, data, encode, evaluate, finetune, hub, predict, train
+from dictembed.cli.encode import read_sentences
+from dictembed.cli.options import HelpFormatter, add_output_options
+from dictembed.cli.report import UsageError, emit, run_command
+from dictembed.cli.train import train_options
+from dictembed.errors import DictEmbedError
+
+__all__ = ["build_parser", "main", "read_sentences", "train_options"]
+
+COMMAND_MODULES = (train, encode, predict, evaluate, finetune, data, hub, cache)  # in the order --help lists
+EPILOG = """\
+output: a human-readable table on stdout; with --json exactly one JSON document on stdout and the table on
+stderr. Logging always goes to stderr.
+exit status: 0 success, 1 runtime error (one line `dictembed: error: ...` on stderr), 2 usage error,
+130 interrupted."""
+INTERRUPT_HINTS = {"train": " (train again with --resume to continue)", "encode": " (a .npy continues when run again)"}
+
+
+def build_parser(full: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: the commands named in `full` (None: every command) with all their options,
+    the others with their name and one-line help only (which needs neither torch nor transformers)."""
+    parser = argparse.ArgumentParser(
+        prog="dictembed", description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=HelpFormatter
+    )
+    add_output_options(parser, suppress=False)
+    parser.add_argument("--version", action="version", version=f"dictembed {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    wanted = None if full is None else set(full)
+    for module in COMMAND_MODULES:
+        if wanted is None or wanted & set(module.COMMANDS):
+            module.register(subparsers)
+        else:
+            for name, help_text in module.COMMANDS.items():
+                subparsers.add_parser(name, help=help_text)
+    return parser
+
+
+def named_command(argv: list[str]) -> str | None:
+    """The command the arguments name: the first that is not an option (the top level's take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def configure_logging(level: int) -> None:
+    """Logging on stderr at `level`; transformers' own messages and progress bars off."""
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger().setLevel(level)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def error_message(err: BaseException) -> str:
+    """One line for a runtime error; file errors name the file."""
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{err.filename}: {err.strerror or err}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"input is not {err.encoding} text ({err.reason} at byte {err.start})"
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0, 1 runtime error, 2 usage error, 130 interrupted)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = named_command(argv)
+    try:
+        args = build_parser(full=[command] if command else []).parse_args(argv)
+    except SystemExit as stop:  # argparse: --help, --version and usage errors
+        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    configure_logging(args.log_level)
+    try:
+        report = run_command(args)
+    except UsageError as err:
+        args.parser.print_usage(sys.stderr)
+        print(f"{args.parser.prog}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"dictembed: interrupted{INTERRUPT_HINTS.get(args.command, '')}", file=sys.stderr)
+        return 130
+    except (DictEmbedError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        print(f"dictembed: error: {error_message(err)}", file=sys.stderr)
+        return 1
+    from dictembed.devices import is_main_process
+
+    if is_main_process():  # a distributed launch reports once
+        emit(report, args.json)
+    return 0

@@ -1,0 +1,60 @@
+"""`dictembed cache list | clear`: the entry-space cache."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dictembed.cli.options import add_command, add_command_group
+from dictembed.cli.report import Report, UsageError
+
+CACHE_HELP = "$DICTEMBED_CACHE, else ~/.cache/dictembed"
+COMMANDS = {"cache": f"the entry-space cache ({CACHE_HELP})"}
+
+
+def register(subparsers: Any) -> None:
+    """`cache` and its tasks."""
+    tasks = add_command_group(subparsers, "cache", COMMANDS["cache"])
+    for name, func, help_text in [
+        ("list", run_list, "the cached entry spaces: file, size, date and what built them"),
+        ("clear", run_clear, "remove the cached entry spaces (only files dictembed wrote)"),
+    ]:
+        p, (shared, _) = add_command(tasks, name, func, help_text)
+        shared.add_argument("--cache-dir", default=None, help=f"the cache folder (default: {CACHE_HELP})")
+    p.add_argument("--yes", action="store_true", help="remove without asking")
+
+
+def run_list(args: argparse.Namespace) -> Report:
+    from dictembed.cache import cache_folder, human_size, list_cache
+
+    folder = cache_folder(args.cache_dir or None)
+    spaces = list_cache(folder)
+    lines = [f"{len(spaces)} cached entry space(s) in {folder}, {human_size(sum(s.size for s in spaces))}"]
+    for space in spaces:
+        row = space.to_dict()
+        src = space.source
+        built = ", ".join(
+            f"{key} {src[key]}" for key in ("model", "dictionary", "entries", "ica", "entry_count") if key in src
+        )
+        lines.append(f"  {space.path.name}  {human_size(space.size):>9}  {row['modified']}  {built or '(no sidecar)'}")
+    data = {"cache_dir": str(folder), "spaces": [s.to_dict() for s in spaces]}
+    return Report(data, "\n".join(lines))
+
+
+def run_clear(args: argparse.Namespace) -> Report:
+    from dictembed.cache import cache_folder, clear_cache, human_size, own_files
+
+    folder = cache_folder(args.cache_dir or None)
+    files = own_files(folder)
+    total = sum(p.stat().st_size for p in files if p.exists())
+    if files and not args.yes:
+        what = f"{len(files)} file(s), {human_size(total)}, from {folder}"
+        if not sys.stdin.isatty():
+            raise UsageError(f"this removes {what}: pass --yes to confirm")
+        print(f"remove {what}? [y/N] ", end="", file=sys.stderr, flush=True)
+        if input().strip().lower() not in ("y", "yes"):
+            return Report({"cache_dir": str(folder), "removed": [], "freed": 0}, "nothing removed")
+    removed, freed = clear_cache(folder)
+    data = {"cache_dir": str(folder), "removed": [str(p) for p in removed], "freed": freed}
+    return Report(data, f"removed {len(removed)} file(s) from {folder}, freed {human_size(freed)}")

@@ -1,0 +1,73 @@
+"""`dictembed data stats` (dictionary sizes per split) and `dictembed plot entries` (entry-space figures)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dictembed.cli.options import (
+    add_command,
+    add_command_group,
+    add_dictionary,
+    add_encoding,
+    add_model,
+    add_wordnet_dir,
+    natural,
+)
+from dictembed.cli.report import Report
+
+COMMANDS = {"data": "dictionary data", "plot": "figures"}
+
+
+def register(subparsers: Any) -> None:
+    """`data` and `plot` with their tasks."""
+    tasks = add_command_group(subparsers, "data", COMMANDS["data"])
+    text = "words, definitions and lengths per split (DefSent Table 1)"
+    p, (shared, _) = add_command(tasks, "stats", run_stats, text)
+    p.add_argument("--split-seed", type=natural, default=0, help="seed of the 8:1:1 split by headword")
+    add_dictionary(shared, "wordnet", "comma list of dictionaries or files")
+    add_encoding(shared, "utf-8", "encoding of the dictionary files")
+    add_wordnet_dir(shared)
+    add_model(shared)
+
+    tasks = add_command_group(subparsers, "plot", COMMANDS["plot"])
+    text = "2-D SVD / whitened PCA of entry spaces across PST steps"
+    p, (shared, output) = add_command(tasks, "entries", run_plot_entries, text)
+    p.add_argument("--final-only", action="store_true", help="plot only the saved model, not every PST step")
+    add_model(shared, required=True, help_text="saved model folder(s)", many=True)
+    output.add_argument("--output", required=True, help="folder for the figures")
+
+
+def run_stats(args: argparse.Namespace) -> Report:
+    from transformers import AutoTokenizer
+
+    from dictembed.dictionary import dictionary_stats, format_stats_table, load_dictionary, split_by_headword
+    from dictembed.loading import load_pretrained
+    from dictembed.paths import default_model
+
+    dictionary = load_dictionary(args.dictionary, wordnet_dir=args.wordnet_dir, encoding=args.encoding)
+    tokenizer = load_pretrained(AutoTokenizer, args.model or default_model())
+    rows = dictionary_stats(split_by_headword(dictionary, seed=args.split_seed), tokenizer)
+    return Report({"dictionary": args.dictionary, "splits": rows}, format_stats_table(rows))
+
+
+def run_plot_entries(args: argparse.Namespace) -> Report:
+    from dictembed.extras import require
+
+    require("plot", "matplotlib.figure")  # before any work: a missing extra is a one-line hint
+    from dictembed.entry_space import EntrySpace
+    from dictembed.geometry import isotropy_metrics, plot_entry_spaces, plot_isotropy
+    from dictembed.record import RunRecord
+
+    paths: list[tuple[str, Path]] = []
+    for model in args.model:
+        history = RunRecord.load(model, required=True).selection.get("pst", [])
+        if history and not args.final_only:
+            paths += [(f"{Path(model).name} step {h['step']}", Path(h["path"])) for h in history]
+        else:
+            paths.append((Path(model).name, Path(model)))
+    spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}
+    written = plot_entry_spaces(spaces, args.output)
+    written.append(plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output))
+    return Report({"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))

@@ -1,0 +1,166 @@
+"""`dictembed encode` (sentences to a .npy/.npz matrix) and `dictembed export` (a model for ONNX Runtime)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from dictembed.cli.options import (
+    add_batch_size,
+    add_command,
+    add_encoder,
+    add_encoding,
+    add_model,
+    add_overwrite,
+    array_path,
+    load_encoder,
+    positive_int,
+)
+from dictembed.cli.report import Report
+from dictembed.errors import DictEmbedError
+from dictembed.io import read_lines
+
+COMMANDS = {
+    "encode": "encode one sentence per line to a .npy or .npz matrix",
+    "export": "export a model for ONNX Runtime inference (optionally int8)",
+}
+QUANTIZATIONS = ("int8", "uint8", "binary", "ubinary")  # Encoder.encode(quantize=...) / sentence-transformers
+
+
+def read_sentences(path: Path, encoding: str = "utf-8") -> list[str]:
+    """One sentence per line, split on "\\n" only (one trailing "\\r" stripped): one row per line, whatever
+    other line-break characters (\\u2028, \\x0c, \\x85, ...) the sentences contain (`dictembed.io.read_lines`:
+    a missing file, a folder or bytes that are not `encoding` are a one-line error naming file:line)."""
+    return read_lines(path, encoding)
+
+
+def save_array(path: Path, array: Any) -> None:
+    """Write exactly `path`: .npy (np.save) or .npz (np.savez, key "embeddings")."""
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        if path.suffix == ".npz":
+            np.savez(f, embeddings=array)
+        else:
+            np.save(f, array)
+
+
+def register(subparsers: Any) -> None:
+    """`encode` and `export`."""
+    p, (shared, output) = add_command(subparsers, "encode", run_encode, COMMANDS["encode"])
+    p.add_argument("--input", required=True, help="text, one sentence per line (split on \\n only)")
+    add_encoding(p, "utf-8", "encoding of --input")
+    p.add_argument(
+        "--chunk-size",
+        type=positive_int,
+        default=10_000,
+        help="lines read, encoded and saved at a time to a .npy (float32, binary, ubinary): a run killed "
+        "midway continues after its last saved chunk when run again",
+    )
+    p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
+    p.add_argument(
+        "--quantize",
+        choices=QUANTIZATIONS,
+        default=None,
+        help="quantise the embeddings (sentence-transformers' quantize_embeddings; default: none, float32)",
+    )
+    add_encoder(shared)
+    add_batch_size(shared, 32, "sentences per forward pass")
+    shared.add_argument(
+        "--backend",
+        choices=["torch", "onnx"],
+        default=None,
+        help="run the backbone with torch or ONNX Runtime (CPU) (default: onnx for an exported folder, else torch)",
+    )
+    output.add_argument("--output", type=array_path, required=True, help="the .npy or .npz file to write")
+    add_overwrite(output, "replace an existing --output file")
+
+    p, (shared, output) = add_command(subparsers, "export", run_export, COMMANDS["export"])
+    p.add_argument("--format", choices=["onnx"], default="onnx", help="export format")
+    p.add_argument("--quantize", choices=["int8"], default=None, help="dynamic int8 quantisation (default: fp32)")
+    p.add_argument("--no-optimize", action="store_true", help="skip onnxruntime's attention/LayerNorm fusions")
+    add_model(shared)
+    output.add_argument("--output", required=True, help="folder to write (the model's save plus onnx/)")
+    add_overwrite(output, "replace an existing --output folder")
+
+
+def encode_streamed(args: argparse.Namespace) -> Report:
+    """`encode` to .npy: chunk by chunk into a memory map, resumable after a kill (`dictembed.streaming`)."""
+    from dictembed.streaming import encode_to_npy
+
+    encoder = load_encoder(args)
+    quantize = args.quantize or "float32"
+    done = encode_to_npy(
+        encoder,
+        Path(args.input),
+        args.output,
+        encoding=args.encoding,
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        normalize=args.normalize,
+        quantize=quantize,
+        show_progress=args.log_level < logging.WARNING,
+    )
+    rows, dim = done["rows"], done["dim"]
+    data = {
+        "output": str(args.output),
+        "rows": rows,
+        "dim": dim,
+        "dtype": done["dtype"],
+        "quantize": quantize,
+        "precision": encoder.compute_precision,
+        "device": str(encoder.device),
+        "resumed_from": done["resumed_from"],
+    }
+    return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
+
+
+def run_encode(args: argparse.Namespace) -> Report:
+    from dictembed.streaming import STREAMABLE
+
+    if args.output.exists() and not args.overwrite:
+        raise DictEmbedError(f"--output {args.output} already exists; pass --overwrite to replace it")
+    if args.output.suffix == ".npy" and (args.quantize or "float32") in STREAMABLE:
+        return encode_streamed(args)  # int8/uint8 calibrate over every row: encoded in memory below
+    sentences = read_sentences(Path(args.input), args.encoding)
+    encoder = load_encoder(args)
+    quantize = args.quantize or "float32"
+    with encoder.autocast():
+        vectors = encoder.encode(
+            sentences,
+            batch_size=args.batch_size,
+            show_progress_bar=args.log_level < logging.WARNING,
+            normalize_embeddings=args.normalize,
+            quantize=quantize,
+        )
+    save_array(args.output, vectors)
+    rows, dim = vectors.shape
+    data = {
+        "output": str(args.output),
+        "rows": rows,
+        "dim": dim,
+        "dtype": str(vectors.dtype),
+        "quantize": quantize,
+        "precision": encoder.compute_precision,
+        "device": str(encoder.device),
+        "backend": "onnx" if encoder.onnx is not None else "torch",
+    }
+    return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
+
+
+def run_export(args: argparse.Namespace) -> Report:
+    from dictembed.backends.onnx.export import export
+    from dictembed.backends.onnx.runtime import exported_file
+    from dictembed.paths import default_model
+
+    output = Path(args.output)
+    if output.exists() and not args.overwrite:
+        raise DictEmbedError(f"--output {output} already exists; pass --overwrite to replace it")
+    path = export(args.model or default_model(), output, quantize=args.quantize, optimize=not args.no_optimize)
+    file, manifest = exported_file(path)
+    data = {"output": str(path), "format": args.format, **manifest, "file": file.relative_to(path).as_posix()}
+    size = file.stat().st_size / 1e6
+    return Report(data, f"wrote {path} ({data['file']}, {size:.1f} MB, {args.quantize or 'fp32'})")

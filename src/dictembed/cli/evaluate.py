@@ -1,0 +1,182 @@
+"""`dictembed evaluate sts | senteval | reverse-dictionary | lexsub | mteb`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from dictembed.cli.options import (
+    add_command,
+    add_command_group,
+    add_device,
+    add_dictionary,
+    add_encoder,
+    add_encoding,
+    add_limit,
+    add_model,
+    add_tasks,
+    add_wordnet_dir,
+    check_known,
+    load_encoder,
+)
+from dictembed.cli.report import Report, UsageError, table
+
+COMMANDS = {"evaluate": "evaluate a model"}
+
+
+def register(subparsers: Any) -> None:
+    """`evaluate` and its tasks."""
+    tasks = add_command_group(subparsers, "evaluate", COMMANDS["evaluate"])
+
+    p, (shared, _) = add_command(tasks, "sts", run_sts, "unsupervised STS12-16, STS-B, SICK-R")
+    add_tasks(p, "comma list, e.g. STS12,STSB (default: all seven)")
+    p.add_argument("--aggregation", choices=["all", "mean", "wmean"], default="all", help="STS12-16 subsets")
+    p.add_argument("--per-subset", action="store_true", help="also report every STS12-16 subset")
+    p.add_argument("--whiten", action="store_true", help="BERT-whitening fitted on each task's sentences")
+    add_encoder(shared)
+
+    p, (shared, _) = add_command(tasks, "senteval", run_senteval, "SentEval transfer tasks")
+    add_tasks(p, "comma list (default: all seven)")
+    p.add_argument("--jobs", type=int, default=1, help="processes fitting the classifiers' folds (-1: all cores)")
+    add_encoder(shared)
+
+    text = "MRR and top-1/3/10 on held-out headwords"
+    p, (shared, _) = add_command(tasks, "reverse-dictionary", run_reverse_dictionary, text)
+    p.add_argument("--split", choices=["train", "dev", "test"], default="test", help="which headwords")
+    p.add_argument(
+        "--queries",
+        default=None,
+        metavar="oxford|chang|FILE",
+        help="score ANOTHER dictionary's definitions against the model's entries (default: none)",
+    )
+    p.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="the split's own definitions, each left out of its gold entry (default: off)",
+    )
+    p.add_argument(
+        "--baseline", choices=["tfidf"], default=None, help="TF-IDF of definitions instead of the model (default: none)"
+    )
+    add_model(shared, required=True)
+    add_dictionary(shared, None, "default: the dictionary the model was trained on")
+    add_encoding(shared, None, "encoding of dictionary table files (default: as trained)")
+    add_wordnet_dir(shared)
+    add_limit(shared, "rank the first N definitions")
+    add_device(shared)
+
+    text = "lexical substitution: LS07 (all) or the CoInCo trial split"
+    p, (shared, _) = add_command(tasks, "lexsub", run_lexsub, text)
+    p.add_argument("--dataset", choices=["LS07", "CoInCo"], default="LS07", help="benchmark")
+    p.add_argument(
+        "--post", nargs="*", default=[], choices=["+emb", "+valid", "emb", "valid"], help="post-processing steps"
+    )
+    p.add_argument("--validation-model", default=None, help="for +valid (default: the model itself)")
+    p.add_argument(
+        "--scoring",
+        choices=["auto", "head", "embeddings"],
+        default="auto",
+        help="p(x|s) from the MLM head, or h . E^T (auto: the head when the model has one)",
+    )
+    add_model(shared)
+    add_limit(shared, "the first N instances")
+    add_device(shared)
+
+    p, (shared, output) = add_command(tasks, "mteb", run_mteb, "MTEB tasks through the mteb package")
+    add_tasks(p, "comma list of MTEB task names, e.g. STSBenchmark", required=True)
+    add_encoder(shared)
+    output.add_argument("--output-folder", default=None, help="folder for mteb's result files (default: none written)")
+
+
+def run_sts(args: argparse.Namespace) -> Report:
+    from dictembed.evaluation.sts import STS_TASKS, evaluate_sts
+
+    check_known(args.tasks, STS_TASKS, "--tasks")
+    encoder = load_encoder(args)
+    with encoder.autocast():
+        result = evaluate_sts(
+            encoder, tasks=args.tasks, aggregation=args.aggregation, per_subset=args.per_subset, whitening=args.whiten
+        )
+    return Report(result, table(result, f"STS (Spearman x 100, {args.aggregation})"))
+
+
+def run_senteval(args: argparse.Namespace) -> Report:
+    from dictembed.evaluation.senteval import SENTEVAL_TASKS, evaluate_senteval
+
+    check_known(args.tasks, SENTEVAL_TASKS, "--tasks")
+    encoder = load_encoder(args)
+    with encoder.autocast():
+        result = evaluate_senteval(encoder, tasks=args.tasks, jobs=args.jobs)
+    return Report(result, table(result, "SentEval transfer (accuracy %)"))
+
+
+def run_reverse_dictionary(args: argparse.Namespace) -> Report:
+    """The model's own held-out definitions, or with --queries / --leave-one-out / --baseline the leak-free
+    evaluation (`dictembed.evaluation.leak_free`)."""
+    if args.queries or args.leave_one_out or args.baseline:
+        return run_leak_free(args)
+    from dictembed.dictionary import split_by_headword
+    from dictembed.evaluation.ranking import reverse_dictionary_metrics
+    from dictembed.reverse_dictionary import ReverseDictionary, model_dictionary
+
+    source = model_dictionary(args.model, args.dictionary, args.wordnet_dir, args.encoding)
+    reverse_dictionary = ReverseDictionary.load(args.model, device=args.device, precision=args.precision)
+    split = split_by_headword(source.load(), seed=source.split_seed)[args.split]
+    ranks = reverse_dictionary.ranks(split, limit=args.limit)
+    result = {**reverse_dictionary_metrics(ranks), "n": int(len(ranks))}
+    return Report(result, table(result, f"reverse dictionary on the {args.split} headwords"))
+
+
+def run_leak_free(args: argparse.Namespace) -> Report:
+    from dictembed.evaluation.leak_free import evaluate_leak_free
+
+    if bool(args.queries) == bool(args.leave_one_out):
+        raise UsageError("give either --queries oxford|chang|FILE or --leave-one-out")
+    result = evaluate_leak_free(
+        args.model,
+        queries=args.queries,
+        leave_one_out=args.leave_one_out,
+        baseline=args.baseline,
+        split=args.split,
+        limit=args.limit,
+        dictionary=args.dictionary,
+        wordnet_dir=args.wordnet_dir,
+        encoding=args.encoding,
+        device=args.device,
+        precision=args.precision,
+    )
+    if args.queries:
+        title = f"reverse dictionary: {args.queries} definitions against the model's entries"
+    else:
+        title = f"reverse dictionary, leave-one-out, on the {args.split} headwords"
+    title += " (TF-IDF baseline)" if args.baseline == "tfidf" else ""
+    return Report(result, table(result, title))
+
+
+def run_lexsub(args: argparse.Namespace) -> Report:
+    from dictembed.devices import autocast, resolve_device
+    from dictembed.evaluation.lexsub import evaluate_lexsub
+    from dictembed.paths import default_model
+
+    device = resolve_device(args.device)
+    with autocast(device, args.precision):
+        result = evaluate_lexsub(
+            args.model or default_model(),
+            dataset=args.dataset,
+            post=[p.lstrip("+") for p in args.post],
+            validation_model=args.validation_model,
+            limit=args.limit,
+            scoring=args.scoring,
+            progress=args.log_level < logging.WARNING,
+            device=str(device),
+        )
+    return Report(result, table(result, f"{args.dataset} (x 100)"))
+
+
+def run_mteb(args: argparse.Namespace) -> Report:
+    from dictembed.evaluation.mteb import evaluate_mteb
+
+    encoder = load_encoder(args)
+    with encoder.autocast():
+        result = evaluate_mteb(encoder, tasks=args.tasks, output_folder=args.output_folder)
+    return Report(result, table(result, "MTEB (main score x 100)"))

@@ -1,0 +1,68 @@
+"""`dictembed finetune stsb`: supervised fine-tuning on STS-B, test Spearman over seeds."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dictembed.cli.options import (
+    add_batch_size,
+    add_command,
+    add_command_group,
+    add_device,
+    add_limit,
+    add_model,
+    fraction,
+    list_of,
+    natural,
+    positive_int,
+)
+from dictembed.cli.report import Report, table
+
+COMMANDS = {"finetune": "supervised fine-tuning"}
+
+
+def register(subparsers: Any) -> None:
+    """`finetune` and its tasks."""
+    tasks = add_command_group(subparsers, "finetune", COMMANDS["finetune"])
+    text = "siamese cosine regression on STS-B train, test Spearman mean ± sd"
+    p, (shared, output) = add_command(tasks, "stsb", run_stsb, text)
+    p.add_argument("--ratio", type=fraction, default=1.0, help="fraction of STS-B train: 1.0, 0.5, 0.2")
+    p.add_argument(
+        "--seeds", type=list_of(natural), default="0", metavar="SEED,...", help="comma list of seeds, each trained"
+    )
+    p.add_argument("--epochs", type=positive_int, default=4, help="training epochs")
+    p.add_argument("--pooling", choices=["cls", "mean", "max"], default="mean", help="pooling")
+    add_model(shared)
+    add_batch_size(shared, 16, "training batch size")
+    add_limit(shared, "the first N training pairs")
+    add_device(shared)
+    output.add_argument(
+        "--output", default=None, help="keep the fine-tuned models here, one folder a seed (default: none)"
+    )
+
+
+def run_stsb(args: argparse.Namespace) -> Report:
+    from dictembed.evaluation.sts_supervised import finetune_stsb_seeds
+    from dictembed.paths import default_model
+
+    result = finetune_stsb_seeds(
+        args.model or default_model(),
+        ratio=args.ratio,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        pooling=args.pooling,
+        output_dir=args.output,
+        limit=args.limit,
+        device=args.device,
+        precision=args.precision,
+    )
+    summary = {
+        "ratio": args.ratio,
+        "test_mean": result["mean"],
+        "test_sd": result["sd"],
+        "dev_mean": result["dev_mean"],
+        "dev_sd": result["dev_sd"],
+    }
+    return Report(result, table(summary, f"supervised STS-B, {len(args.seeds)} seed(s), Spearman x 100"))

@@ -1,0 +1,223 @@
+"""The options several commands share, each defined once (`add_xxx(parser_or_group)`), their argparse types,
+and the parser helpers every command module builds its subcommands with."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dictembed.cli.report import Handler, UsageError
+from dictembed.io import text_encoding
+from dictembed.search_options import DEFAULT_K, POS_TAGS, WORD_COUNTS
+
+Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
+
+ARRAY_SUFFIXES = (".npy", ".npz")
+
+
+# ------------------------------------------------------------------------ argument types
+def number(convert: Callable[[str], Any], minimum: float, strict: bool, maximum: float | None = None) -> Callable:
+    """An argparse `type=` that converts and checks the bounds, with a one-line message on failure."""
+    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    bound += f" and <= {maximum:g}" if maximum is not None else ""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {convert.__name__}") from None
+        low_ok = value > minimum if strict else value >= minimum
+        if not math.isfinite(value) or not low_ok or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def list_of(parse_one: Callable[[str], Any]) -> Callable[[str], list]:
+    """A comma-separated, non-empty list of `parse_one` values."""
+
+    def parse(text: str) -> list:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("expected a non-empty comma-separated list")
+        return [parse_one(item) for item in items]
+
+    return parse
+
+
+positive_int = number(int, 0, strict=True)
+natural = number(int, 0, strict=False)
+positive_float = number(float, 0, strict=True)
+non_negative_float = number(float, 0, strict=False)
+fraction = number(float, 0, strict=True, maximum=1.0)
+port = number(int, 0, strict=False, maximum=65535)
+names = list_of(str)
+
+
+def array_path(text: str) -> Path:
+    """A .npy or .npz file name."""
+    if Path(text).suffix not in ARRAY_SUFFIXES:
+        raise argparse.ArgumentTypeError(f"{text!r} must end in .npy or .npz")
+    return Path(text)
+
+
+def repo_id(text: str) -> str:
+    """A Hub repository id, user/name."""
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Hub repository id of the form user/name")
+    return text
+
+
+def check_known(given: list[str] | None, allowed: Iterable[str], flag: str) -> None:
+    """A UsageError naming the unknown entries of a comma list."""
+    allowed = list(allowed)
+    if unknown := [n for n in given or [] if n not in allowed]:
+        raise UsageError(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(allowed)}")
+
+
+# ---------------------------------------------------------------------- parser helpers
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Appends "(default: ...)" to every option whose help does not already state its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.required or action.default in (None, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
+def add_output_options(group: Group, suppress: bool) -> None:
+    """-v, -q and --json. Subcommands get them with SUPPRESS defaults, so a value given before the subcommand
+    is not overwritten by the subcommand's default."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    level = group.add_mutually_exclusive_group()
+    for flags, const, text in [
+        (("-v", "--verbose"), logging.DEBUG, "debug logging on stderr"),
+        (("-q", "--quiet"), logging.WARNING, "only warnings and errors on stderr, no progress bars"),
+    ]:
+        level.add_argument(
+            *flags,
+            dest="log_level",
+            action="store_const",
+            const=const,
+            default=default(logging.INFO),
+            help=f"{text} (default: info)",
+        )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=default(False),
+        help="print the result as one JSON document on stdout, the table on stderr (default: a table on stdout)",
+    )
+
+
+def add_command(
+    subparsers: Any, name: str, func: Handler, help_text: str, groups: Sequence[str] = ("shared options",)
+) -> tuple[argparse.ArgumentParser, list[Any]]:
+    """A subcommand with defaults shown in its help: the parser (its own options go in its "options"), one
+    argument group per title of `groups`, then "output options" with -v, -q and --json (returned last)."""
+    parser = subparsers.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+    parser.set_defaults(func=func, parser=parser)
+    made = [parser.add_argument_group(title) for title in groups]
+    output = parser.add_argument_group("output options")
+    add_output_options(output, suppress=True)
+    return parser, [*made, output]
+
+
+def add_command_group(subparsers: Any, name: str, help_text: str) -> Any:
+    """A command with tasks (`dictembed evaluate sts`): the subparsers its tasks are added to."""
+    parser = subparsers.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+    return parser.add_subparsers(dest="task", required=True, metavar="TASK")
+
+
+# ---------------------------------------------------------------------- shared options
+def add_model(group: Group, required: bool = False, help_text: str | None = None, many: bool = False) -> None:
+    """--model: a hub name or a local folder (optional ones default to the embedded model)."""
+    if help_text is None:
+        help_text = "hub name or local folder" + ("" if required else " (default: the embedded all-MiniLM-L6-v2)")
+    group.add_argument("--model", required=required, default=None, nargs="+" if many else None, help=help_text)
+
+
+def add_device(group: Group) -> None:
+    """--device and --precision (the compute dtype) of a command that loads a model."""
+    from dictembed.devices import COMPUTE_PRECISIONS, DEVICE_HELP, PRECISION_HELP
+
+    group.add_argument("--device", default="auto", help=DEVICE_HELP)
+    group.add_argument("--precision", choices=COMPUTE_PRECISIONS, default="auto", help=PRECISION_HELP)
+
+
+def add_encoder(group: Group) -> None:
+    """--model, --pooling, --device and --precision: what `load_encoder` reads."""
+    add_model(group)
+    group.add_argument("--pooling", default=None, help="override the pooling (default: the model's saved pooling)")
+    add_device(group)
+
+
+def load_encoder(args: argparse.Namespace) -> Any:
+    """The encoder on --device with --precision as its compute precision (`Encoder.autocast`); --backend onnx
+    (where the command has it) runs the backbone with ONNX Runtime on the CPU."""
+    from dictembed.devices import loader_device
+    from dictembed.encoder import Encoder
+    from dictembed.paths import default_model
+
+    encoder = Encoder.load(
+        args.model or default_model(),
+        pooling=getattr(args, "pooling", None),
+        device=loader_device(getattr(args, "device", "auto")),
+        backend=getattr(args, "backend", None),
+    )
+    return encoder.set_precision(getattr(args, "precision", "auto"))
+
+
+def add_tasks(group: Group, help_text: str, required: bool = False) -> None:
+    """--tasks: a comma list of benchmark task names."""
+    group.add_argument("--tasks", type=names, required=required, default=None, help=help_text)
+
+
+def add_batch_size(group: Group, default: int, help_text: str) -> None:
+    group.add_argument("--batch-size", type=positive_int, default=default, help=help_text)
+
+
+def add_limit(group: Group, help_text: str) -> None:
+    group.add_argument("--limit", type=positive_int, default=None, metavar="N", help=f"{help_text} (default: all)")
+
+
+def add_dictionary(group: Group, default: str | None, help_text: str) -> None:
+    group.add_argument("--dictionary", default=default, help=help_text)
+
+
+def add_wordnet_dir(group: Group) -> None:
+    group.add_argument("--wordnet-dir", default=None, help="WordNet database folder (default: the system's WordNet)")
+
+
+def add_encoding(group: Group, default: str | None, help_text: str) -> None:
+    """--encoding: a text encoding Python knows (checked at parse time)."""
+    group.add_argument("--encoding", type=text_encoding, default=default, help=help_text)
+
+
+def add_pos(group: Group) -> None:
+    group.add_argument(
+        "--pos", default=None, help=f"only words of this part of speech: {', '.join(POS_TAGS)} (default: any)"
+    )
+
+
+def add_words(group: Group) -> None:
+    group.add_argument("--words", choices=WORD_COUNTS, default=WORD_COUNTS[0], help="single words, phrases or any")
+
+
+def add_top_k(group: Group) -> None:
+    group.add_argument("--top-k", type=positive_int, default=DEFAULT_K, help="how many results to list")
+
+
+def add_overwrite(group: Group, help_text: str) -> None:
+    group.add_argument("--overwrite", action="store_true", help=help_text)

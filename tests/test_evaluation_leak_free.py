@@ -1,0 +1,236 @@
+"""Reverse-dictionary evaluation that cannot leak (dictembed.evaluation.leak_free): metrics, cross-dictionary
+queries, exact leave-one-out entries, the TF-IDF baseline and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dictembed.cli import main
+from dictembed.dictionary.core import Dictionary
+from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.errors import DictEmbedError
+from dictembed.evaluation import leak_free
+from dictembed.evaluation.ranking import ranks_from_scores
+
+
+@pytest.fixture(scope="module")
+def encoder(bert_path):
+    from dictembed.encoder import Encoder
+
+    return Encoder.load(bert_path, pooling="mean", device="cpu").eval()
+
+
+def _dictionary(words: dict[str, list[str]], name: str = "d") -> Dictionary:
+    d = Dictionary(name=name)
+    for word, definitions in words.items():
+        for definition in definitions:
+            d.add(word, definition)
+    return d
+
+
+def _without(dictionary: Dictionary, headword: str, definition: str) -> Dictionary:
+    """The same dictionary (same headword order) minus one definition of `headword`."""
+    out = Dictionary(name=dictionary.name)
+    for entry in dictionary:
+        for sense in entry.senses:
+            if not (entry.headword == headword and sense.definition == definition):
+                out.add(entry.headword, sense.definition)
+    return out
+
+
+# ---------------------------------------------------------------------- leave-one-out
+@pytest.mark.parametrize(("entries", "similarity"), [("amp", "cosine"), ("ac", "dot"), ("amp", "dot")])
+def test_leave_one_out_equals_a_space_rebuilt_without_the_definition(encoder, toy_dictionary, entries, similarity):
+    space = DefinitionSpace.build(encoder, toy_dictionary, entries, similarity=similarity, temperature=0.1)
+    assert space.counts.tolist() == [2] * len(toy_dictionary)
+    pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
+    for headword in ("dog", "river"):
+        query = toy_dictionary[headword].definitions[0]
+        gold = space.index[headword]
+        loo = space.leave_one_out(np.array([gold]), pooled.encode([query]))
+        rebuilt = DefinitionSpace.build(
+            encoder, _without(toy_dictionary, headword, query), entries, similarity=similarity, temperature=0.1
+        )
+        np.testing.assert_allclose(loo[0], rebuilt.matrix[gold].numpy(), atol=1e-5)
+        assert rebuilt.counts[gold] == 1
+        # the rank of the gold entry is that against the rebuilt space
+        queries = leak_free.QuerySet([query], np.array([gold]), 1, 0)
+        ranks = leak_free.leave_one_out_ranks(encoder, space, encoder, queries)
+        with torch.no_grad():
+            expected = ranks_from_scores(rebuilt(encoder(encoder.tokenize([query]))).numpy(), np.array([gold]))
+        assert ranks.tolist() == expected.tolist()
+
+
+def test_single_definition_headwords_are_counted_not_scored(encoder, toy_dictionary) -> None:
+    toy_dictionary.add("sun", "the star that lights the day")
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp", similarity="cosine")
+    extra = _dictionary({"sun": ["the star that lights the day"], "moon": ["it shines at night"]})
+    queries = leak_free.leave_one_out_queries(space, toy_dictionary)
+    assert queries.single == 1 and queries.kept == 17 and queries.dropped == 0 and len(queries.definitions) == 16
+    assert "the star that lights the day" not in queries.definitions
+    assert leak_free.leave_one_out_queries(space, extra).counts() == {"n": 0, "kept": 1, "dropped": 1, "single": 1}
+    with pytest.raises(DictEmbedError, match="single definition"):
+        space.leave_one_out(np.array([space.index["sun"]]), np.zeros((1, space.matrix.shape[1])))
+
+
+def test_counts_are_saved_and_old_or_ica_spaces_refuse_leave_one_out(encoder, toy_dictionary, tmp_path) -> None:
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp", similarity="cosine")
+    space.save(tmp_path / "new")
+    loaded = EntrySpace.load(tmp_path / "new")
+    assert loaded.counts.tolist() == space.counts.tolist()
+    DefinitionSpace(space.words, space.matrix, "cosine", 0.05, space.kind).save(tmp_path / "old", dtype="fp32")
+    old = EntrySpace.load(tmp_path / "old")
+    assert old.counts is None and torch.equal(old.matrix, space.matrix)
+    with pytest.raises(DictEmbedError, match="without its per-entry definition counts"):
+        leak_free.leave_one_out_queries(old, toy_dictionary)
+    ica = DefinitionSpace(space.words, space.matrix, kind="definitions-amp-ica")
+    with pytest.raises(DictEmbedError, match="ICA"):
+        leak_free.leave_one_out_queries(ica, toy_dictionary)
+
+
+def test_counts_do_not_change_the_run_fingerprint(encoder, toy_dictionary) -> None:
+    from dictembed.recipes.run import space_fingerprint
+
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+    bare = DefinitionSpace(space.words, space.matrix, space.similarity, space.temperature, space.kind)
+    assert space_fingerprint(space) == space_fingerprint(bare)
+
+
+def test_cached_space_keeps_its_counts(encoder, toy_dictionary, tmp_path) -> None:
+    first = DefinitionSpace.build(encoder, toy_dictionary, "ac", cache_dir=tmp_path)
+    again = DefinitionSpace.build(encoder, toy_dictionary, "ac", cache_dir=tmp_path)
+    assert again.counts.tolist() == first.counts.tolist() and torch.equal(again.matrix, first.matrix)
+
+
+# ---------------------------------------------------------------------- cross-dictionary
+def test_cross_dictionary_kept_and_dropped() -> None:
+    words = ["dog", "cat", "ice cream", "Paris", "march", "March"]
+    queries = _dictionary(
+        {
+            "dog": ["a barking pet", "a hound"],
+            "ice_cream": ["a frozen dessert"],
+            "paris": ["the capital of France"],
+            "March": ["the third month"],
+            "zebra": ["a striped horse", "an African equid"],
+            "ice cream cone": ["a cone of ice cream"],
+        }
+    )
+    q = leak_free.cross_dictionary_queries(words, queries)
+    assert (q.kept, q.dropped) == (5, 3)
+    assert q.gold.tolist() == [0, 0, 2, 3, 5]  # exact spelling first: March -> March
+    assert q.definitions[2] == "a frozen dessert"
+    limited = leak_free.cross_dictionary_queries(words, queries, limit=2)
+    assert (limited.kept, limited.dropped, len(limited.definitions)) == (5, 3, 2)
+
+
+def test_model_ranks_match_the_space_logits(encoder, toy_dictionary) -> None:
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp", similarity="cosine")
+    q = leak_free.cross_dictionary_queries(space.words, _dictionary({"dog": ["it barks"], "cat": ["it purrs"]}))
+    with torch.no_grad():
+        scores = space(encoder(encoder.tokenize(q.definitions))).numpy()
+    assert leak_free.model_ranks(encoder, space, q).tolist() == ranks_from_scores(scores, q.gold).tolist()
+
+
+# ---------------------------------------------------------------------------- TF-IDF
+def test_tfidf_ranks_by_hand() -> None:
+    d = _dictionary({"a": ["red apple", "red wine"], "b": ["green apple"], "c": ["blue sky"]})
+    tfidf = leak_free.TfidfBaseline(["a", "b", "c"], d)
+    # n = 3 documents; smooth idf = ln((1 + n) / (1 + df)) + 1: apple df 2, every other term df 1
+    idf_apple, idf_one = math.log(4 / 3) + 1, math.log(4 / 2) + 1
+    q_norm = math.hypot(idf_one, idf_apple)  # "red apple": red and apple once each
+    a_norm = math.sqrt(5 * idf_one**2 + idf_apple**2)  # a: red twice, apple, wine
+    b_norm = math.hypot(idf_one, idf_apple)  # b: green, apple
+    expected = [(2 * idf_one**2 + idf_apple**2) / (q_norm * a_norm), idf_apple**2 / (q_norm * b_norm), 0.0]
+    np.testing.assert_allclose(tfidf.scores(["red apple"])[0], expected, atol=1e-12)
+    queries = leak_free.QuerySet(["red apple", "green apple", "blue sky"], np.array([0, 0, 2]), 3, 0)
+    assert tfidf.ranks(queries).tolist() == [1, 2, 1]
+    # leave-one-out: a without "red apple" is "red wine" (red, wine once each)
+    loo = tfidf.leave_one_out(["red apple"], np.array([0])).toarray()[0]
+    vocabulary = tfidf.vectorizer.vocabulary_
+    assert loo[vocabulary["red"]] == pytest.approx(1 / math.sqrt(2))
+    assert loo[vocabulary["wine"]] == pytest.approx(1 / math.sqrt(2)) and loo[vocabulary["apple"]] == 0
+    one = leak_free.QuerySet(["red apple"], np.array([0]), 1, 0)
+    # gold (red wine) scores idf_one / (sqrt 2 q_norm) = 0.563 > b's 0.366: still first
+    assert tfidf.ranks(one, leave_one_out=True).tolist() == [1]
+    # "blue sky" left out of c leaves nothing: c scores 0 and ties with b at the bottom
+    assert tfidf.ranks(leak_free.QuerySet(["blue sky"], np.array([2]), 1, 0), leave_one_out=True).tolist() == [3]
+
+
+# ---------------------------------------------------------------------------- command line
+def _write_tsv(path: Path, words: dict[str, list[str]]) -> Path:
+    path.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, defs in words.items() for d in defs))
+    return path
+
+
+@pytest.fixture(scope="module")
+def saved_model(bert_path, tmp_path_factory):
+    """A DefSent+ AMP model folder by hand: the tiny BERT, its space with counts, a record naming both."""
+    from conftest import TOY_WORDS
+
+    from dictembed.dictionary import load_dictionary
+    from dictembed.encoder import Encoder
+    from dictembed.recipes.config import RunConfig
+    from dictembed.record import RunRecord
+
+    root = tmp_path_factory.mktemp("leakfree")
+    words = {**TOY_WORDS, "sun": ["the star that lights the day"]}
+    tsv = _write_tsv(root / "toy.tsv", words)
+    encoder = Encoder.load(bert_path, pooling="mean", device="cpu")
+    space = DefinitionSpace.build(encoder, load_dictionary(str(tsv)), "amp", similarity="cosine")
+    settings = {"model": str(bert_path), "pooling": "mean", "pooler": "none", "dictionary": str(tsv), "split_seed": 0}
+    config = RunConfig.create("defsent-plus", **settings)
+    record = RunRecord(method="defsent-plus", config=config, pst_step=1, entry_encoder=str(bert_path))
+    folder = root / "model"
+    encoder.save(folder, record=record)
+    space.save(folder)
+    other = _write_tsv(root / "other.tsv", {"dog": ["it barks"], "sun": ["a hot star"], "zebra": ["a striped horse"]})
+    return folder, other
+
+
+def _run_json(argv: list[str], capsys) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_cross_dictionary_leave_one_out_and_tfidf(saved_model, capsys) -> None:
+    folder, other = saved_model
+    base = ["evaluate", "reverse-dictionary", "--model", str(folder)]
+    cross = _run_json([*base, "--queries", str(other)], capsys)
+    assert (cross["n"], cross["kept"], cross["dropped"]) == (2, 2, 1)
+    assert set(cross) >= {"mrr", "median_rank", "acc1", "acc10", "acc100", "top1", "top3", "top10"}
+    loo = _run_json([*base, "--leave-one-out", "--split", "train"], capsys)
+    assert loo["kept"] == loo["n"] + loo["single"] and loo["dropped"] == 0 and 1 <= loo["median_rank"] <= 9
+    for extra in (["--queries", str(other)], ["--leave-one-out", "--split", "train"]):
+        tfidf = _run_json([*base, "--baseline", "tfidf", *extra], capsys)
+        assert {k: tfidf[k] for k in ("n", "kept", "dropped")} == {
+            k: (cross if extra[0] == "--queries" else loo)[k] for k in ("n", "kept", "dropped")
+        }
+
+
+def _last_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and captured.out == ""
+    return captured.err.strip().splitlines()[-1]
+
+
+def test_cli_old_space_and_bad_options_give_one_line_errors(saved_model, tmp_path, capsys) -> None:
+    import shutil
+
+    folder, other = saved_model
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    space = EntrySpace.load(old)
+    DefinitionSpace(space.words, space.matrix, space.similarity, space.temperature, space.kind).save(old)
+    base = ["evaluate", "reverse-dictionary", "--model", str(old)]
+    assert main([*base, "--leave-one-out", "--split", "train"]) == 1
+    assert "without its per-entry definition counts" in _last_error_line(capsys)
+    assert main([*base, "--queries", str(other)]) == 0  # cross-dictionary queries need no counts
+    capsys.readouterr()
+    assert main([*base, "--queries", str(other), "--leave-one-out"]) == 2
+    assert "either --queries" in _last_error_line(capsys)

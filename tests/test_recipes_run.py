@@ -1,0 +1,242 @@
+"""The run layer: one loop for every recipe, the typed run record, correct reuse and resume, safe checkpoints,
+and an output folder that is never lost."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import shutil
+
+import pytest
+import torch
+
+from dictembed.cli import main
+from dictembed.encoder import Encoder
+from dictembed.entry_space import WordEmbeddingSpace
+from dictembed.errors import DictEmbedError
+from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
+from dictembed.recipes.config import RunConfig
+from dictembed.recipes.registry import RECIPES, get_recipe
+from dictembed.recipes.run import Recipe, train
+from dictembed.record import LEGACY_RECORD_NAME, RECORD_NAME, RunRecord
+from dictembed.training import Trainer, TrainSettings
+
+
+@pytest.fixture()
+def toy_tsv(toy_dictionary, tmp_path):
+    path = tmp_path / "toy.tsv"
+    path.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, d in toy_dictionary.pairs()))
+    return str(path)
+
+
+def _config(bert_path, toy_tsv, output, **settings) -> RunConfig:
+    base = {"pooling": "mean", "pooler": "none", "entries": "amp", "similarity": "cosine", "lrs": [1e-3]}
+    return RunConfig.create(
+        "defsent-plus", model=str(bert_path), dictionary=toy_tsv, output=str(output), **base | settings
+    )
+
+
+def test_every_method_is_a_registered_recipe() -> None:
+    for method in RECIPES:
+        recipe = get_recipe(method)
+        assert isinstance(recipe, Recipe) and recipe.name == method
+        config = RunConfig.create(method)
+        assert isinstance(config.options, recipe.options)
+
+
+def test_options_belong_to_their_method() -> None:
+    with pytest.raises(DictEmbedError, match="does not take entries"):
+        RunConfig.create("defsent", entries="amp")
+    with pytest.raises(DictEmbedError, match="does not take pooling"):
+        RunConfig.create("gr-bert", pooling="cls")
+    plus, gr = RunConfig.create("defsent-plus", entry_temperature=0.1), RunConfig.create("gr-bert")
+    assert plus.options.entry_temperature == 0.1 and gr.options.gloss_temperature == 0.05  # two taus, one per method
+    with pytest.raises(DictEmbedError, match="selects on"):
+        RunConfig.create("gr-bert", select_on="mrr")
+
+
+def test_version_1_record_and_config_still_read(tmp_path) -> None:
+    legacy = {
+        "method": "defsent-plus",
+        "lr": 1e-4,
+        "seed": 0,
+        "dev": {"stsb_dev": 87.3},
+        "triplets": {"train": {}},
+        "config": {"method": "defsent-plus", "pooling": "mean", "entries": "amp", "temperature": 0.2, "lrs": [1e-4]},
+    }
+    (tmp_path / LEGACY_RECORD_NAME).write_text(json.dumps(legacy))
+    record = RunRecord.load(tmp_path, required=True)
+    assert record.version == 1 and record.dev == {"stsb_dev": 87.3} and "triplets" in record.details
+    config = record.config  # typed: the version-1 flat options are read into the method's options
+    options = config.options
+    assert (options.pooling, options.entries, options.entry_temperature, config.lrs) == ("mean", "amp", 0.2, [1e-4])
+    (tmp_path / RECORD_NAME).write_text("{not json")
+    with pytest.raises(DictEmbedError, match="corrupt run record"):
+        RunRecord.load(tmp_path)
+
+
+def test_a_finished_run_is_reused_only_under_the_same_configuration(bert_path, toy_tsv, tmp_path, caplog) -> None:
+    caplog.set_level(logging.INFO)
+    out = train(_config(bert_path, toy_tsv, tmp_path / "out"))
+    first = (out / "model.safetensors").read_bytes()
+    caplog.clear()
+    train(_config(bert_path, toy_tsv, tmp_path / "out", overwrite=True))
+    assert "reusing finished run" in caplog.text and (out / "model.safetensors").read_bytes() == first
+    caplog.clear()
+    out = train(_config(bert_path, toy_tsv, tmp_path / "out", overwrite=True, limit=5))
+    assert "retraining" in caplog.text and "differs in limit" in caplog.text
+    assert RunRecord.load(out).train_examples == 5 and RunRecord.load(out).config.limit == 5
+
+
+def test_the_output_folder_is_never_lost(bert_path, toy_tsv, tmp_path) -> None:
+    thesis = tmp_path / "mine" / "thesis.txt"
+    thesis.parent.mkdir()
+    thesis.write_text("years of work")
+    with pytest.raises(DictEmbedError, match="holds no dictembed model"):
+        train(_config(bert_path, toy_tsv, thesis.parent))
+    assert thesis.read_text() == "years of work"
+    out = train(_config(bert_path, toy_tsv, tmp_path / "model"))
+    with pytest.raises(DictEmbedError, match="--overwrite"):
+        train(_config(bert_path, toy_tsv, out))
+    assert main(["train", "--model", str(bert_path), "--dictionary", toy_tsv, "--output", str(thesis.parent)]) == 1
+
+
+def test_a_run_reruns_from_its_saved_configuration(bert_path, toy_tsv, tmp_path, capsys) -> None:
+    out = train(_config(bert_path, toy_tsv, tmp_path / "first", seeds=[3]))
+    assert main(["train", "--config", str(out / RECORD_NAME), "--output", str(tmp_path / "again"), "--json"]) == 0
+    again = RunRecord.load(tmp_path / "again", required=True)
+    first = RunRecord.load(out)
+    assert again.run == first.run and again.config.options == first.config.options
+    # The same training, the same embeddings (the checkpoint's unused BERT pooler is drawn anew at each load).
+    sentences = ["a pet that barks", "water from the sky"]
+    expected = Encoder.load(str(out), device="cpu").encode(sentences)
+    assert (Encoder.load(str(tmp_path / "again"), device="cpu").encode(sentences) == expected).all()
+
+
+# ------------------------------------------------------------------------------ checkpoints
+def _trainer(bert_path, toy_dictionary, run_dir, identity=None) -> tuple[Trainer, Encoder]:
+    torch.manual_seed(123)
+    encoder = Encoder.load(str(bert_path), pooling="mean", device="cpu")
+    space = WordEmbeddingSpace.from_encoder(encoder, toy_dictionary.headwords)
+    settings = TrainSettings(lr=1e-3, batch_size=4, epochs=2, seed=7, checkpoint_every=3)
+    examples = entry_examples(toy_dictionary, space)
+    identity = identity or {"limit": None}
+    return Trainer(
+        EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir, identity
+    ), encoder
+
+
+def _weights(encoder: Encoder) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in encoder.state_dict().items()}
+
+
+class Payload:
+    """Unpickling this writes a marker file: proof that code ran."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_checkpoints_hold_no_pickle_and_a_planted_one_never_runs(bert_path, toy_dictionary, tmp_path) -> None:
+    straight_trainer, straight = _trainer(bert_path, toy_dictionary, tmp_path / "straight")
+    straight_trainer.fit()
+    killed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    killed.fit(max_steps=5)
+    checkpoint = tmp_path / "run" / "checkpoint"
+    assert {p.suffix for p in checkpoint.iterdir()} <= {".safetensors", ".json"}
+    marker = tmp_path / "executed"
+    for name in ("custom_checkpoint_0.pkl", "random_states_0.pkl", "optimizer.bin"):
+        (checkpoint / name).write_bytes(pickle.dumps(Payload(str(marker))))
+    resumed, encoder = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    resumed.fit(resume=True)
+    assert not marker.exists()
+    assert resumed.progress.step == 8
+    for name, value in _weights(straight).items():
+        assert torch.equal(value, encoder.state_dict()[name]), name
+
+
+def test_a_kill_between_the_two_renames_leaves_a_resumable_checkpoint(bert_path, toy_dictionary, tmp_path) -> None:
+    killed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    killed.fit(max_steps=5)
+    checkpoint = tmp_path / "run" / "checkpoint"
+    shutil.move(checkpoint, checkpoint.with_name("checkpoint.partial"))  # killed after setting the old one aside
+    resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    resumed.fit(resume=True, max_steps=6)
+    assert resumed.progress.step == 6  # went on from step 5, not from step 0
+
+
+def test_resume_means_what_it_says(bert_path, toy_dictionary, tmp_path, caplog) -> None:
+    caplog.set_level(logging.INFO)
+    killed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    killed.fit(max_steps=5)
+    fresh, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    fresh.fit(max_steps=1)  # no --resume: the checkpoint is not used
+    assert fresh.progress.step == 1 and "pass --resume to continue it" in caplog.text
+    other, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run", identity={"limit": 3})
+    other.fit(max_steps=1)  # the checkpoint fresh left at step 1 belongs to another configuration
+    other_again, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run", identity={"limit": 5})
+    other_again.fit(resume=True, max_steps=2)
+    assert other_again.progress.step == 2 and "trained with another configuration" in caplog.text
+    caplog.clear()
+    nothing, _ = _trainer(bert_path, toy_dictionary, tmp_path / "empty")
+    nothing.fit(resume=True, max_steps=1)
+    assert "--resume: no checkpoint" in caplog.text
+
+
+def test_a_second_train_into_the_same_output_refuses(bert_path, toy_tsv, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from dictembed.recipes.run import runs_root
+
+    lock = runs_root(tmp_path / "out") / "train.lock"
+    lock.parent.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from filelock import FileLock; h = FileLock({str(lock)!r}); h.acquire(); print(1, flush=1); input()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "1"  # the other process holds the lock
+        with pytest.raises(DictEmbedError, match="another dictembed train is writing"):
+            train(_config(bert_path, toy_tsv, tmp_path / "out"))
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert train(_config(bert_path, toy_tsv, tmp_path / "out")).is_dir()  # released with its process
+
+
+def test_ctrl_c_writes_a_checkpoint_at_the_current_step(bert_path, toy_dictionary, tmp_path) -> None:
+    import os
+    import signal
+
+    straight_trainer, straight = _trainer(bert_path, toy_dictionary, tmp_path / "straight")
+    straight_trainer.fit()
+    trainer, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    collate = trainer.collate
+    calls = []
+
+    def interrupt_at_the_third_batch(items):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # as a user's Ctrl-C, in the middle of step 3
+        return collate(items)
+
+    trainer.collate = interrupt_at_the_third_batch
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    saved = json.loads((tmp_path / "run" / "checkpoint" / "run.json").read_text())
+    # The step under way was finished, then saved (the loader collates one batch ahead, so step 2 or 3).
+    assert saved["step"] in (2, 3)
+    resumed, encoder = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    resumed.fit(resume=True)
+    for name, value in _weights(straight).items():
+        assert torch.equal(value, encoder.state_dict()[name]), name

@@ -1,0 +1,265 @@
+"""Broken, hostile and unknown model folders: every one is refused with one line naming the model (and the
+file), never a traceback; nothing in a model folder is executed (pickles, Python files named by `auto_map` or
+`modules.json`); saving, loading and encoding a local model never use the network."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PlantedPickle, cli_refuses, cli_succeeds, damaged_copy, one_line_error
+
+from dictembed.cli import main
+
+pytestmark = pytest.mark.usefixtures("restore_log_level")
+
+
+def _damaged(saved: Path, tmp_path: Path, name: str, how: str) -> Path:
+    """A copy of the saved model at tmp_path/m with one file damaged (see conftest's `damage`)."""
+    return damaged_copy(saved, tmp_path / "m", name, how)
+
+
+def _encode_fails(folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    source = tmp_path / "in.txt"
+    source.write_text("a dog barks\n")
+    args = ["encode", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "v.npy")]
+    assert main(args) == 1
+    assert not (tmp_path / "v.npy").exists()
+    return one_line_error(capsys)
+
+
+def _encode_args(model: Path | str, tmp_path: Path) -> list[str]:
+    source = tmp_path / "in.txt"
+    source.write_text("a dog barks\n")
+    return ["encode", "--model", str(model), "--input", str(source), "--output", str(tmp_path / "v.npy")]
+
+
+# ------------------------------------------------------------------------------------ not a model
+@pytest.mark.parametrize(
+    "model",
+    ["no-such-model", "model.txt", "empty-model", "no-such-user/no-such-model", "a/b/c d"],
+    ids=["missing folder", "a file", "an empty folder", "a hub name, offline", "neither a folder nor a hub id"],
+)
+def test_what_is_not_a_model_is_named(model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path: Path | str = model
+    if model in ("no-such-model", "model.txt", "empty-model"):
+        path = tmp_path / model
+        if model == "model.txt":
+            path.write_text("not a model")
+        elif model == "empty-model":
+            path.mkdir()
+    cli_refuses(capsys, _encode_args(path, tmp_path), model)
+    assert not (tmp_path / "v.npy").exists()
+
+
+# ------------------------------------------------------------------------------------ damaged folders
+DAMAGED = [  # (file, damage (see conftest's `damage`), what the error names besides the model folder)
+    ("tokenizer.json", "rm", "tokenizer"),
+    ("model.safetensors", "rm", ""),
+    ("config.json", "rm", ""),
+    ("modules.json", "[]", "modules.json"),
+    ("sentence_bert_config.json", "{oops", "sentence_bert_config.json"),
+    ("tokenizer_config.json", "{oops", "tokenizer_config.json"),
+    ("dictembed.json", "{oops", "dictembed.json"),
+    ("config_sentence_transformers.json", "{oops", "config_sentence_transformers.json"),
+]
+
+
+@pytest.mark.parametrize(
+    ("plain", "name", "how", "named"),
+    [
+        *[(False, *case) for case in DAMAGED],
+        *[(True, *case) for case in DAMAGED if case[0] in ("tokenizer.json", "model.safetensors")],
+    ],
+    ids=lambda value: {True: "plain HF folder", False: "dictembed save"}.get(value, value or "-"),
+)
+def test_damaged_model_files_are_refused(
+    plain: bool, name: str, how: str, named: str, saved_bert: Path, bert_path: Path, tmp_path: Path, capsys
+) -> None:
+    """Every file of a dictembed save (or of a plain Hugging Face folder) removed or corrupt: one error line."""
+    folder = damaged_copy(bert_path if plain else saved_bert, tmp_path / "damaged-model", name, how)
+    cli_refuses(capsys, _encode_args(folder, tmp_path), "damaged-model", *[named] if named else [])
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_a_config_of_another_shape_is_refused(saved_bert: Path, tmp_path: Path, capsys) -> None:
+    folder = damaged_copy(saved_bert, tmp_path / "resized-model")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"hidden_size": 64, "intermediate_size": 128}))
+    cli_refuses(capsys, _encode_args(folder, tmp_path), "resized-model")
+
+
+def test_missing_tokenizer_files_are_refused(
+    saved_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without its tokenizer files a folder would load a 5-token vocabulary and encode every word as [UNK]: refused."""
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(saved_bert, tmp_path, "tokenizer.json", "rm")
+    (folder / "vocab.txt").unlink(missing_ok=True)
+    with pytest.raises(ModelLoadError, match=r"the tokenizer has 5 tokens for the model's 30522; .*missing or broken"):
+        Encoder.load(str(folder), device="cpu")
+    assert str(folder) in _encode_fails(folder, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "named"),
+    [
+        ("model.safetensors", "half", "model.safetensors is corrupt or truncated"),
+        ("model.safetensors", "", "model.safetensors is corrupt or truncated"),
+        ("config.json", "{oops", "config.json is corrupt or truncated"),
+        ("tokenizer.json", "[1, 2", "tokenizer.json is corrupt or truncated"),
+        ("1_Pooling/config.json", "{oops", "1_Pooling/config.json is corrupt or truncated"),
+        ("modules.json", "{oops", "modules.json: corrupt module list"),
+        ("modules.json", '{"a": 1}', "modules.json: corrupt module list"),
+    ],
+)
+def test_corrupt_model_files_name_the_file(
+    name: str, damage: str, named: str, saved_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(saved_bert, tmp_path, name, damage)
+    with pytest.raises(ModelLoadError, match=f"{folder}.*{named}") as caught:
+        Encoder.load(str(folder), device="cpu")
+    assert "\n" not in str(caught.value)
+    assert named in _encode_fails(folder, tmp_path, capsys)
+
+
+def test_truncated_weights_of_a_plain_model_folder(bert_path: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(Path(shutil.copytree(bert_path, tmp_path / "plain")), tmp_path, "model.safetensors", "half")
+    with pytest.raises(ModelLoadError, match=r"model\.safetensors is corrupt or truncated \(Error while deserializing"):
+        Encoder.load(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize("escape", ["../../outside", "/etc", "link"])
+def test_module_paths_outside_the_folder_are_not_followed(escape: str, saved_bert: Path, tmp_path: Path) -> None:
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(saved_bert, tmp_path, "README.md", "rm")
+    if escape == "link":
+        (folder / "link").symlink_to(tmp_path.parent, target_is_directory=True)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[1]["path"] = escape
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ModelLoadError, match=f"modules.json: module path '{escape}' leads outside the model folder"):
+        Encoder.load(str(folder), device="cpu")
+
+
+def test_an_absolute_module_path_is_refused_even_to_a_real_module(saved_bert: Path, tmp_path: Path, capsys) -> None:
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[1]["path"] = str(saved_bert / "1_Pooling")
+    (folder / "modules.json").write_text(json.dumps(modules))
+    cli_refuses(capsys, _encode_args(folder, tmp_path), "modules.json")
+
+
+# ------------------------------------------------------------------------------------ nothing is executed
+def test_pickled_weights_are_refused_not_run(saved_bert: Path, tmp_path: Path) -> None:
+    """A planted pytorch_model.bin in place of the safetensors: refused by name, and the pickle never runs."""
+    import pickle
+
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    class Planted:
+        def __reduce__(self) -> tuple[object, tuple[str, str]]:
+            return open, (str(tmp_path / "EXECUTED"), "w")
+
+    folder = _damaged(saved_bert, tmp_path, "model.safetensors", "rm")
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Planted()))
+    with pytest.raises(ModelLoadError, match=r"pytorch_model\.bin was refused"):
+        Encoder.load(str(folder), device="cpu")
+    assert not (tmp_path / "EXECUTED").exists()
+
+
+def test_pickles_beside_the_safetensors_are_never_loaded(saved_bert: Path, tmp_path: Path, capsys) -> None:
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    for name in ("pytorch_model.bin", "training_args.bin", "optimizer.pt"):
+        (folder / name).write_bytes(PlantedPickle(tmp_path / "EXECUTED").dumps())
+    cli_succeeds(capsys, _encode_args(folder, tmp_path))
+    assert not (tmp_path / "EXECUTED").exists()
+
+
+def _with_python_file(saved_bert: Path, tmp_path: Path) -> Path:
+    """A copy of the saved model holding evil.py, whose import creates tmp_path/EXECUTED."""
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    marker = tmp_path / "EXECUTED"
+    (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w')\nfrom transformers import BertModel as Evil\n")
+    return folder
+
+
+def test_auto_map_to_a_python_file_is_not_followed(saved_bert: Path, tmp_path: Path, capsys) -> None:
+    """config.json's auto_map needs trust_remote_code, which dictembed never passes: the model loads as a BERT."""
+    folder = _with_python_file(saved_bert, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"auto_map": {"AutoModel": "evil.Evil"}}))
+    cli_succeeds(capsys, _encode_args(folder, tmp_path))
+    assert not (tmp_path / "EXECUTED").exists()
+
+
+def test_a_module_type_naming_a_python_file_is_refused(saved_bert: Path, tmp_path: Path, capsys) -> None:
+    folder = _with_python_file(saved_bert, tmp_path)
+    modules = json.loads((folder / "modules.json").read_text())
+    (folder / "modules.json").write_text(json.dumps([modules[0], modules[1] | {"type": "evil.Evil"}]))
+    cli_refuses(capsys, _encode_args(folder, tmp_path), str(folder))
+    assert not (tmp_path / "EXECUTED").exists()
+
+
+# ------------------------------------------------------------------------------------ no network
+NETWORK_PROBE = r"""
+import json, socket, sys, time
+
+attempts = []
+
+
+def refuse(self, address, *args, **kwargs):
+    attempts.append(f"connect {address!r}")
+    raise OSError("network disabled by the test")
+
+
+def lookup(host, *args, **kwargs):
+    attempts.append(f"getaddrinfo {host!r}")
+    raise socket.gaierror("network disabled by the test")
+
+
+socket.socket.connect = socket.socket.connect_ex = refuse
+socket.getaddrinfo = lookup
+from dictembed.encoder import Encoder
+
+start = time.perf_counter()
+Encoder.load(sys.argv[1], device="cpu").save(sys.argv[2])
+vectors = Encoder.load(sys.argv[2], device="cpu").encode(["a dog barks"])
+print(json.dumps({"seconds": time.perf_counter() - start, "attempts": attempts, "shape": list(vectors.shape)}))
+"""
+
+
+def test_save_load_and_encode_never_touch_the_network(
+    bert_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a fresh process without HF_HUB_OFFLINE (conftest sets it for the tests), behind a closed proxy."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    command = [sys.executable, "-c", NETWORK_PROBE, str(bert_path), str(tmp_path / "m")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ), check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["attempts"] == []
+    assert result["shape"] == [1, 32]
+    assert result["seconds"] < 10

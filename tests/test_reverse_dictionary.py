@@ -1,0 +1,265 @@
+"""`ReverseDictionary.search` for people: grouped synonyms, filters, definitions; `predict --input`; the
+everyday-descriptions regression set (checked against a real model only when DICTEMBED_EVERYDAY_MODEL names one)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dictembed.cli import main
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace, MLMHeadSpace
+from dictembed.errors import DictEmbedError
+from dictembed.reverse_dictionary import EntryGroups, ReverseDictionary, load_description_pairs, top_indices
+
+EVERYDAY = Path(__file__).parent / "data" / "everyday_descriptions.tsv"
+SHORT = "lasting a very short time"
+# word -> [(definition, pos)]; the first three share their one definition, so their vectors are identical.
+SENSES: dict[str, list[tuple[str, str]]] = {
+    "transitory": [(SHORT, "s")],
+    "fugacious": [(SHORT, "s")],
+    "short-lived": [(SHORT, "a")],
+    "giraffe": [("tallest living quadruped with a very long neck", "n")],
+    "girl": [("a young woman", "n")],
+    "ice cream": [("frozen dessert made of cream and sugar", "n")],
+    "run": [("move fast by using one's feet", "v"), ("a score in baseball", "n")],
+    "quickly": [("with rapid movements", "r")],
+}
+WORDS = list(SENSES)
+SYNONYMS = ["transitory", "fugacious", "short-lived"]
+
+
+@pytest.fixture(scope="module")
+def space() -> DefinitionSpace:
+    rows = np.random.default_rng(0).normal(size=(len(WORDS), 32)).astype(np.float32)
+    rows[1] = rows[2] = rows[0]
+    return DefinitionSpace(WORDS, rows, similarity="cosine", temperature=0.05)
+
+
+@pytest.fixture(scope="module")
+def dictionary() -> Dictionary:
+    d = Dictionary(name="senses")
+    for word, senses in SENSES.items():
+        for definition, pos in senses:
+            d.add(word, definition, pos=pos)
+    return d
+
+
+@pytest.fixture(scope="module")
+def encoder(bert_path) -> Encoder:
+    return Encoder.load(str(bert_path), pooling="mean")
+
+
+@pytest.fixture(scope="module")
+def rd(encoder, space, dictionary) -> ReverseDictionary:
+    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy")
+
+
+def _words(results) -> list[str]:
+    return [word for result in results for word in result.words]
+
+
+# ---------------------------------------------------------------------------- grouping
+def test_entry_groups_hash_identical_rows_once(space) -> None:
+    groups = EntryGroups.of(space.matrix.numpy())
+    assert len(groups) == len(WORDS) - 2
+    assert groups.members(0).tolist() == [0, 1, 2] and groups.first.tolist() == [0, 3, 4, 5, 6, 7]
+    mask = np.zeros(len(WORDS), dtype=bool)
+    mask[[1, 6]] = True
+    assert groups.any(mask).tolist() == [True, False, False, False, True, False]
+
+
+def test_synonyms_are_one_result_scored_by_cosine(rd, encoder, space) -> None:
+    results = rd.search(SHORT, k=10)
+    assert len(results) == len(WORDS) - 2 and sorted(_words(results)) == sorted(WORDS)
+    synonyms = next(r for r in results if "fugacious" in r.words)
+    assert synonyms.words == SYNONYMS
+    assert synonyms.definitions == {w: [SHORT] for w in SYNONYMS}
+    assert synonyms.pos == {"transitory": ["a"], "fugacious": ["a"], "short-lived": ["a"]}  # satellite s -> a
+    h = encoder.encode(SHORT)
+    matrix = space.matrix.numpy()
+    cosine = matrix @ h / np.linalg.norm(matrix, axis=1) / np.linalg.norm(h)
+    assert [r.score for r in results] == pytest.approx(sorted(set(cosine.tolist()), reverse=True), abs=1e-5)
+    assert rd.score_kind == "cosine"
+    assert synonyms.to_dict()["words"] == SYNONYMS and set(synonyms.to_dict()) == {
+        "words",
+        "score",
+        "definitions",
+        "pos",
+    }
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"pos": "a"}, SYNONYMS),
+        ({"pos": "adjective"}, SYNONYMS),
+        ({"pos": "noun"}, ["giraffe", "girl", "ice cream", "run"]),
+        ({"pos": "v"}, ["run"]),
+        ({"pos": "R"}, ["quickly"]),
+        ({"pattern": "gir*"}, ["giraffe", "girl"]),
+        ({"pattern": "GIRA"}, ["giraffe"]),  # a prefix, case-insensitive
+        ({"pattern": "/^g.*e$/"}, ["giraffe"]),
+        ({"pattern": "fug*"}, ["fugacious"]),  # the group shows only its matching word
+        ({"pattern": "*-*"}, ["short-lived"]),
+        ({"words": "phrase"}, ["ice cream"]),
+        ({"words": "single", "pos": "n"}, ["giraffe", "girl", "run"]),
+        ({"pattern": "zzz"}, []),
+    ],
+)
+def test_filters(rd, filters, expected) -> None:
+    assert sorted(_words(rd.search("a tall animal", k=10, **filters))) == sorted(expected)
+
+
+def test_k_limits_the_results_after_filtering(rd) -> None:
+    assert len(rd.search("a tall animal", k=2, pos="n")) == 2
+    assert len(rd.search("a tall animal", k=100)) == len(WORDS) - 2
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"words": "many"}, "word count"),
+        ({"pattern": "/(/"}, "regular expression"),
+        ({"pattern": "x" * 101}, "long"),
+        ({"pos": "x"}, "unknown part of speech 'x'"),
+    ],
+)
+def test_bad_filters_are_errors(rd, filters, message) -> None:
+    with pytest.raises(DictEmbedError, match=message):
+        rd.search("a tall animal", **filters)
+
+
+def test_without_a_dictionary_results_have_no_definitions(encoder, space) -> None:
+    bare = ReverseDictionary(encoder, space)
+    results = bare.search(SHORT, k=3)
+    assert len(results) == 3 and all(r.definitions == {} for r in results)
+    with pytest.raises(DictEmbedError, match="part of speech"):
+        bare.search(SHORT, pos="n")
+
+
+def test_a_dictionary_that_cannot_be_loaded_is_logged_once(encoder, space, tmp_path, caplog) -> None:
+    missing = ReverseDictionary(encoder, space, dictionary=str(tmp_path / "gone.tsv"))
+    with caplog.at_level(logging.WARNING, logger="dictembed.reverse_dictionary"):
+        for _ in range(3):
+            assert all(r.definitions == {} for r in missing.search(SHORT, k=3))
+    assert len([r for r in caplog.records if "cannot load dictionary" in r.message]) == 1
+    assert "gone.tsv" in missing.dictionary_error
+
+
+def test_search_many_predict_and_top_indices(rd) -> None:
+    queries = [SHORT, "a young woman", "with rapid movements"]
+    many = rd.search_many(queries, k=4, pos="n")
+    assert [[r.to_dict() for r in rs] for rs in many] == [[r.to_dict() for r in rd.search(q, 4, "n")] for q in queries]
+    ranked = rd.predict(SHORT, top_k=3)  # the model's softmax over single entries, ungrouped
+    assert len(ranked) == 3 and all(w in WORDS and 0 < p < 1 for w, p in ranked)
+    scores = np.array([0.5, 0.9, 0.9, 0.1, 0.7])
+    assert top_indices(scores, None, 3).tolist() == [1, 2, 4]  # ties by index
+    assert top_indices(scores, np.array([1, 0, 1, 1, 0], dtype=bool), 10).tolist() == [2, 0, 3]
+    assert top_indices(scores, np.zeros(5, dtype=bool), 3).tolist() == []
+
+
+def test_a_space_without_a_matrix_scores_by_probability(bert_path, encoder) -> None:
+    space = MLMHeadSpace.from_pretrained(str(bert_path), ["dog", "cat", "car", "rain"], encoder.tokenizer)
+    results = ReverseDictionary(encoder, space).search("a pet that barks", k=4)
+    assert ReverseDictionary(encoder, space).score_kind == "probability"
+    scores = [r.score for r in results]
+    assert len(results) == 4 and scores == sorted(scores, reverse=True) and sum(scores) == pytest.approx(1, abs=1e-4)
+
+
+# -------------------------------------------------------------------- predict on the CLI
+@pytest.fixture(scope="module")
+def model_dir(served_model) -> Path:
+    return served_model
+
+
+def test_predict_input_prints_one_json_document(model_dir, tmp_path, capsys) -> None:
+    queries = tmp_path / "queries.txt"
+    queries.write_text("a domesticated animal that barks\n\na vehicle with four wheels and an engine\n")
+    assert main(["predict", "--model", str(model_dir), "--input", str(queries), "--top-k", "3", "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert [d["query"] for d in data] == [
+        "a domesticated animal that barks",
+        "a vehicle with four wheels and an engine",
+    ]
+    assert all(len(d["results"]) == 3 for d in data)
+    assert set(data[0]["results"][0]) == {"word", "words", "score", "definitions", "pos"}
+    assert any(r["words"] == ["car", "automobile", "motor car"] for r in data[1]["results"])
+    assert "a domesticated animal that barks\n  1  " in captured.err  # the table, on stderr
+
+
+def test_predict_filters_and_table(model_dir, capsys) -> None:
+    assert main(["predict", "--model", str(model_dir), "a machine you drive", "--words", "phrase", "--pos", "n"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines] == ["motor", "ice"]  # "motor car", "ice cream"
+    assert "a vehicle with four wheels and an engine" in lines[0] or "a machine you drive on roads" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["predict", "--model", "{model}"],
+        ["predict", "--model", "{model}", "a pet", "--input", "{model}/x.txt"],
+        ["predict", "--model", "{model}", "a pet", "--pattern", "/(/"],
+        ["predict", "--model", "{model}", "a pet", "--words", "many"],
+        ["predict", "--model", "{model}", "a pet", "--pos", "x"],
+    ],
+)
+def test_predict_usage_errors(model_dir, argv, capsys) -> None:
+    assert main([a.format(model=model_dir) for a in argv]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_predict_input_without_queries_is_a_runtime_error(model_dir, tmp_path, capsys) -> None:
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    assert main(["predict", "--model", str(model_dir), "--input", str(tmp_path / "empty.txt")]) == 1
+    assert "no queries" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- everyday descriptions
+def test_everyday_descriptions_file_format() -> None:
+    pairs = load_description_pairs(EVERYDAY)
+    assert (
+        len(pairs) >= 10
+        and ("a long-necked African animal", ["giraffe", "camelopard", "Giraffa camelopardalis"]) in pairs
+    )
+    assert len({d for d, _ in pairs}) == len(pairs) and all(words for _, words in pairs)
+
+
+def test_description_pairs_errors_name_the_line(tmp_path) -> None:
+    (tmp_path / "bad.tsv").write_text("description\texpected\na tall animal\n")
+    with pytest.raises(DictEmbedError, match="bad.tsv:2"):
+        load_description_pairs(tmp_path / "bad.tsv")
+    (tmp_path / "header.tsv").write_text("query\tword\n")
+    with pytest.raises(DictEmbedError, match="header"):
+        load_description_pairs(tmp_path / "header.tsv")
+
+
+def test_hit_ranks_on_the_tiny_model(model_dir) -> None:
+    pairs = [("a domesticated animal that barks", ["dog", "hound"]), ("a domesticated animal", ["no such word"])]
+    ranks = ReverseDictionary.load(model_dir).hit_ranks(pairs, k=5)
+    assert ranks[0] in range(1, 6) and ranks[1] is None
+
+
+@pytest.mark.skipif(not os.environ.get("DICTEMBED_EVERYDAY_MODEL"), reason="set DICTEMBED_EVERYDAY_MODEL to a model")
+def test_everyday_descriptions_hit_the_top_10_of_a_real_model() -> None:
+    pairs = load_description_pairs(EVERYDAY)
+    ranks = ReverseDictionary.load(os.environ["DICTEMBED_EVERYDAY_MODEL"]).hit_ranks(pairs, k=10)
+    hits = sum(rank is not None for rank in ranks)
+    print(f"everyday descriptions: {hits}/{len(pairs)} in the top 10")
+    misses = [d for (d, _), rank in zip(pairs, ranks, strict=True) if rank is None]
+    assert hits >= len(pairs) // 2, f"{hits}/{len(pairs)} in the top 10; missed: {misses}"
+
+
+def test_an_empty_query_is_an_error_not_a_result(rd, model_dir, capsys) -> None:
+    with pytest.raises(DictEmbedError, match="empty query"):
+        rd.search("   ")
+    assert main(["predict", "--model", str(model_dir), ""]) == 1
+    assert "empty query" in capsys.readouterr().err
