@@ -13,6 +13,7 @@ from dictembed.entry_space import WordEmbeddingSpace
 from dictembed.errors import DictEmbedError
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
 from dictembed.recipes.config import RunConfig
+from dictembed.recipes.run import train_settings
 from dictembed.training import Trainer, TrainSettings
 
 SENTENCES = ["a dog barks", "water that falls from clouds", "a man who rules a country"]
@@ -67,7 +68,7 @@ def test_run_config_records_the_resolved_precision_and_grad_accum() -> None:
     identity = config.run_identity()
     assert identity["precision"] == "fp32" and identity["grad_accum"] == 2 and "device" not in identity
     assert RunConfig.create("defsent-plus", device="cpu", precision="bf16").precision == "bf16"
-    assert config.settings(1e-3, 0).grad_accum == 2
+    assert train_settings(config, 1e-3, 0).grad_accum == 2
 
 
 def test_encoder_compute_precision_autocasts_inference(bert_without_dropout) -> None:

@@ -441,8 +441,9 @@ class Encoder(nn.Module):
         model card (README.md). Nothing is sent over the network.
 
         `full_model` (e.g. the *ForMaskedLM whose base model is this backbone) is saved in place of the bare
-        backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it. `name`
-        is the model's name in its card (default: the folder's name).
+        backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it. `record`
+        defaults to the one the encoder was loaded with; `name` is the model's name in its card (default: the
+        folder's name).
         """
         path = Path(path)
         staging = path.with_name(path.name + ".partial")
@@ -459,6 +460,8 @@ class Encoder(nn.Module):
         save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length))
         if full_model is not None:
             full_model.save_pretrained(staging)
+        if record is None and self.record.exists:  # a loaded model saved again (e.g. exported) keeps its record
+            record = copy.deepcopy(self.record)
         if not isinstance(record, RunRecord):
             record = RunRecord.from_dict({"base_model": self.base_model, **(record or {})})
         record.encoder = self.config

@@ -234,7 +234,9 @@ def _training_section(record: dict[str, Any]) -> list[str]:
     if config.get("preset"):
         rows.append(("preset", config["preset"]))
     rows += [(_label(key), config[key]) for key in _training_keys(record, config) if key in config]
-    rows += [(key, record[key]) for key in ("train_examples", "final_loss", "throughput") if key in record]
+    rows += [
+        (key, record[key]) for key in ("train_examples", "final_loss", "throughput") if record.get(key) is not None
+    ]
     encoder = _dict(record.get("encoder"))
     keys = ("pooling", "pooler", "modules", "max_length", "normalize", "dim")
     rows += [(f"encoder {key}", _encoder_value(key, encoder[key])) for key in keys if key in encoder]

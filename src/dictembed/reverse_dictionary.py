@@ -31,21 +31,22 @@ import torch
 from torch.nn import functional as F
 
 from dictembed.devices import loader_device
+from dictembed.dictionary import load_dictionary
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MatrixSpace
 from dictembed.errors import DictEmbedError
+from dictembed.evaluation.ranking import ranks_from_scores
 from dictembed.loading import resolve_model
 from dictembed.record import RunRecord
+from dictembed.search_options import POS_TAGS, WORD_COUNTS
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 
 log = logging.getLogger(__name__)
 
-WORD_COUNTS = ("any", "single", "phrase")
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
-POS_TAGS = ("n", "v", "a", "r")
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
 
@@ -256,8 +257,6 @@ class ReverseDictionary:
 
     def ranks(self, dictionary: Dictionary, limit: int | None = None, seed: int = 0) -> np.ndarray:
         """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry."""
-        from dictembed.evaluation.ranking import ranks_from_scores
-
         pairs = seeded_sample([(w, d) for w, d in dictionary.pairs() if w in self.space.index], limit, seed)
         ranks = [np.zeros(0)]
         for start in range(0, len(pairs), 512):  # 512 rows of scores over every entry at a time
@@ -291,8 +290,6 @@ class ReverseDictionary:
         with self._lock:
             if not self._dictionary_tried:
                 self._dictionary_tried = True
-                from dictembed.dictionary import load_dictionary
-
                 try:
                     self._dictionary = load_dictionary(
                         str(self.dictionary_spec),
@@ -426,8 +423,6 @@ class ModelDictionary:
 
     def load(self) -> Dictionary:
         """The dictionary itself."""
-        from dictembed.dictionary import load_dictionary
-
         return load_dictionary(self.spec, wordnet_dir=self.wordnet_dir, encoding=self.encoding, columns=self.columns)
 
 

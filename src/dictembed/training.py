@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
-from dictembed.devices import wait_for_everyone
+from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision, wait_for_everyone
 from dictembed.io import STAGING_SUFFIX, staged_dir
 
 log = logging.getLogger(__name__)
@@ -96,8 +96,6 @@ def make_accelerator(device: str | torch.device | None = None, precision: str = 
     auto) as accelerate's mixed precision. Under `accelerate launch` each process keeps the device the launcher
     gave it; in a single process an earlier Accelerator's state (another device or precision) is reset."""
     from accelerate.state import AcceleratorState, PartialState
-
-    from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision
 
     processes = PartialState._shared_state.get("num_processes") or int(os.environ.get("WORLD_SIZE", "1"))
     distributed = int(processes) > 1

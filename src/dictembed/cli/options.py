@@ -90,7 +90,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
         text = action.help or ""
         if "default" in text or action.required or action.default in (None, argparse.SUPPRESS):
             return text
-        return super()._get_help_string(action)
+        return super()._get_help_string(action) or text
 
 
 def add_output_options(group: Group, suppress: bool) -> None:

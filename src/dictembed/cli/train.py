@@ -156,11 +156,11 @@ def run(args: argparse.Namespace) -> Report:
     )
     path = train(config)
     saved = RunRecord.load(path, required=True)
-    data = {
+    data: dict[str, Any] = {
         "output": str(path),
         "preset": config.preset,
         "dev": saved.dev,
         "config": record_config(saved),
         "selection": saved.selection,
     }
-    return Report(data, f"saved {path}\n" + table(data["dev"], "dev metrics of the selected model"))
+    return Report(data, f"saved {path}\n" + table(saved.dev, "dev metrics of the selected model"))

@@ -28,13 +28,17 @@ import torch
 from torch.nn import functional as F
 
 from dictembed.devices import loader_device
+from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import normalize_key
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.errors import DictEmbedError
-from dictembed.evaluation.ranking import ranks_from_scores
+from dictembed.evaluation.ranking import ranks_from_scores, reverse_dictionary_metrics
+from dictembed.loading import resolve_model
+from dictembed.record import RunRecord
+from dictembed.reverse_dictionary import model_dictionary
 
 log = logging.getLogger(__name__)
 CHUNK = 256  # queries scored against every entry at a time
@@ -238,8 +242,6 @@ class TfidfBaseline:
 
 def summary(ranks: np.ndarray, queries: QuerySet) -> dict[str, float]:
     """The metrics of `ranks` with the query counts."""
-    from dictembed.evaluation.ranking import reverse_dictionary_metrics
-
     return {**reverse_dictionary_metrics(ranks), **queries.counts()}
 
 
@@ -260,11 +262,6 @@ def evaluate_leak_free(
     dictionary's definitions (oxford, chang or a file) against the model's entries, or `leave_one_out`, the
     model's own `split` definitions each left out of its gold entry; scored by the model or, with
     `baseline="tfidf"`, by TF-IDF. `dictionary`, `wordnet_dir` and `encoding` replace the model's own."""
-    from dictembed.dictionary import load_dictionary, split_by_headword
-    from dictembed.loading import resolve_model
-    from dictembed.record import RunRecord
-    from dictembed.reverse_dictionary import model_dictionary
-
     if bool(queries) == leave_one_out:
         raise DictEmbedError("give either queries (oxford, chang or a file) or leave_one_out")
     if baseline not in (None, "tfidf"):

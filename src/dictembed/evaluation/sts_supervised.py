@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dictembed.devices import autocast, resolve_device, resolve_precision
 from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
 from dictembed.evaluation._common import mean_sd, resolve_data_dir
 from dictembed.evaluation.sts import load_stsb
@@ -85,8 +86,6 @@ def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean", devic
     """A SentenceTransformer: a sentence-transformers folder as saved (its own pooling), or a plain
     Hugging Face encoder wrapped as Transformer + Pooling(`pooling`, one of cls|mean|max); on `device`
     ("auto"/None: CUDA, else MPS, else CPU)."""
-    from dictembed.devices import resolve_device
-
     device = str(resolve_device(device))
     if pooling not in POOLINGS:
         raise DictEmbedError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
@@ -204,8 +203,6 @@ def finetune_stsb(
     train = subsample(load_stsb_pairs("train", data_dir, limit), ratio, seed)
     dev = load_stsb_pairs("dev", data_dir, limit)
     test = load_stsb_pairs("test", data_dir, limit)
-    from dictembed.devices import autocast, resolve_device, resolve_precision
-
     chosen = resolve_device(device)
     precision = resolve_precision(precision, chosen)
     model = load_bi_encoder(model_name_or_path, pooling, str(chosen))

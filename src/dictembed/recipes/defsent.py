@@ -8,11 +8,14 @@ from typing import Any, ClassVar, cast
 
 from torch import nn
 
+from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary, seeded_sample, single_token_filter, split_by_headword
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
 from dictembed.errors import MissingHeadError
+from dictembed.evaluation.ranking import reverse_dictionary_metrics
+from dictembed.evaluation.sts import evaluate_stsb_dev
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples, token_lengths
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.config import MethodOptions, RunConfig, option
@@ -63,8 +66,6 @@ def base_encoder(config: RunConfig) -> Encoder:
 def load_encoder(config: RunConfig, model: str, **settings: Any) -> Encoder:
     """`Encoder.load` on the run's device ("auto": the best one) with the run's compute precision, which the
     entry spaces and dev metrics built from it use."""
-    from dictembed.devices import loader_device
-
     return Encoder.load(model, device=loader_device(config.device), **settings).set_precision(config.precision)
 
 
@@ -84,9 +85,6 @@ def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySp
 
 def entry_dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, config: RunConfig) -> dict[str, float]:
     """Reverse-dictionary MRR/top-k on dev headwords and STS-B dev Spearman x 100."""
-    from dictembed.evaluation.ranking import reverse_dictionary_metrics
-    from dictembed.evaluation.sts import evaluate_stsb_dev
-
     ranks = ReverseDictionary(encoder, space).ranks(dev, limit=config.dev_limit)
     metrics = {k: float(v) for k, v in reverse_dictionary_metrics(ranks).items()}
     metrics["stsb_dev"] = float(evaluate_stsb_dev(encoder))

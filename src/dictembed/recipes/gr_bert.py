@@ -19,6 +19,7 @@ from dictembed.dictionary import seeded_sample
 from dictembed.dictionary.triplets import Triplet, TripletReport, build_triplets
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
+from dictembed.evaluation.sts import evaluate_stsb_dev
 from dictembed.loading import load_pretrained
 from dictembed.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy
 from dictembed.objectives.mlm import load_masked_lm
@@ -139,8 +140,6 @@ class GRBert(Recipe):
 
     def dev_metrics(self, config: RunConfig, stage: Stage, built: Built, encoder: Encoder) -> dict[str, float]:
         """Held-out gloss-matching accuracy / loss and STS-B dev Spearman x 100 (first-last-avg)."""
-        from dictembed.evaluation.sts import evaluate_stsb_dev
-
         metrics: dict[str, float] = {}
         if built.state["dev"]:
             objective, collate = gr_objective(built.objective), cast(GlossCollator, built.collate)

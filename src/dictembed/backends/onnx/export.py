@@ -57,7 +57,7 @@ def export(
     staging = output.with_name(output.name + ".export")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        encoder.save(staging)
+        encoder.save(staging, name=output.name)
         folder = staging / ONNX_DIR
         folder.mkdir()
         with tempfile.TemporaryDirectory() as scratch:
