@@ -25,10 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dictembed.dictionary import load_dictionary
 from dictembed.entry_space import SPACE_DIR, EntrySpace
-from dictembed.record import RunRecord
-from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.reverse_dictionary import ReverseDictionary, model_dictionary
 
 
 def sample_pairs(dictionary, n: int, seed: int) -> list[tuple[str, str]]:
@@ -71,8 +69,7 @@ def main() -> None:
 
     load_before = os.getloadavg()
     rd = ReverseDictionary.load(args.model, device="cpu")
-    config = RunRecord.load(args.model).config
-    dictionary = load_dictionary(config.get("dictionary", "wordnet"), wordnet_dir=config.get("wordnet_dir"))
+    dictionary = model_dictionary(args.model).load()
     pairs = sample_pairs(dictionary, args.queries, args.seed)
     start = time.perf_counter()
     h = torch.cat(list(rd._pooled([d for _, d in pairs], batch_size=64)))  # encoded once for both spaces

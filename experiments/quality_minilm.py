@@ -85,7 +85,7 @@ def model_path(kind: str, config: RunConfig | None) -> str:
     if kind == "defsent":
         return str(train(config))
     saved = RunRecord.load(config.output)
-    if saved.config != json.loads(json.dumps(config.to_dict())):
+    if saved.config is None or saved.config.to_dict() != config.to_dict():
         train(config)  # finished (lr, seed, step) runs inside are reused; only what changed trains
     history = RunRecord.load(config.output, required=True).selection.get("pst")
     if kind.startswith("step"):

@@ -41,6 +41,7 @@ from dictembed.evaluation import leak_free
 from dictembed.loading import resolve_model
 from dictembed.paths import default_model
 from dictembed.record import RunRecord
+from dictembed.reverse_dictionary import model_dictionary
 
 COLUMNS = ("kept", "dropped", "single", "n", "mrr", "median_rank", "acc1", "acc10", "acc100")
 
@@ -105,18 +106,13 @@ def main() -> None:
     start = time.perf_counter()
     folder = resolve_model(args.models[0])
     record = RunRecord.load(folder, required=True)
-    config = record.config
+    source = model_dictionary(folder)
     common = EntrySpace.load(folder)
     if not isinstance(common, DefinitionSpace):
         raise DictEmbedError(
             f"{args.models[0]}: the first model must have a DefSent+ definition space, not {common.kind!r}"
         )
-    dictionary = load_dictionary(
-        config.get("dictionary", "wordnet"),
-        wordnet_dir=config.get("wordnet_dir"),
-        encoding=config.get("encoding") or "utf-8",
-        columns=config.get("columns"),
-    )
+    dictionary = source.load()
     entry_encoder = leak_free.load_entry_encoder(folder, record, "cpu", "fp32")
     common_name = f"{folder.name}'s"
     scorers: list[dict[str, Any]] = []
@@ -176,7 +172,7 @@ def main() -> None:
         add(name, "TF-IDF", "common", tfidf.ranks(queries), queries)
 
     if args.loo_limit:
-        test = split_by_headword(dictionary, seed=config.get("split_seed", 0))["test"]
+        test = split_by_headword(dictionary, seed=source.split_seed)["test"]
         queries = leak_free.leave_one_out_queries(common, test, limit=args.loo_limit)
         name = f"{dictionary.name} test, leave-one-out"
         for scorer in scorers:

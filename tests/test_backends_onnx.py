@@ -346,7 +346,8 @@ def test_cli_encode_missing_onnx_file(exports: dict[str, Path], tmp_path: Path, 
 
 def test_onnx_and_torch_spaces_have_their_own_cache_entries(exports: dict[str, Path], toy_dictionary, tmp_path) -> None:
     """The same folder loaded on ONNX int8 and on torch builds other vectors: neither may reuse the other's."""
-    from dictembed.entry_space import DefinitionSpace, cache_key
+    from dictembed.cache import cache_key
+    from dictembed.entry_space import DefinitionSpace
 
     onnx = Encoder.load(exports["int8"])
     torch_encoder = Encoder.load(exports["int8"], backend="torch")

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from dictembed import cache
+from dictembed.cache import cache_key
 from dictembed.cli import main
 from dictembed.encoder import Encoder
-from dictembed.entry_space import SAVE_DTYPE, SPACE_DIR, DefinitionSpace, EntrySpace, MLMHeadSpace, cache_key
+from dictembed.entry_space import SAVE_DTYPE, SPACE_DIR, DefinitionSpace, EntrySpace, MLMHeadSpace
 from dictembed.errors import DictEmbedError
 
 

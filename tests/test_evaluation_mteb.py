@@ -102,7 +102,7 @@ def encoder(bert_path: Path) -> Encoder:
     return Encoder.load(str(bert_path), pooling="mean")
 
 
-def test_encoder_is_an_mteb_encoder(mteb: Any, encoder: Encoder) -> None:
+def test_mteb_encoder_meets_the_protocol(mteb: Any, encoder: Encoder) -> None:
     model = MtebEncoder(encoder)
     assert isinstance(model, mteb.EncoderProtocol)
     meta = model.mteb_model_meta

@@ -1,7 +1,7 @@
 """The one entry-space cache shared by every run: `$DICTEMBED_CACHE`, else the user cache folder
 (`$XDG_CACHE_HOME/dictembed`, else `~/.cache/dictembed`), like Hugging Face's own cache.
 
-A cached space is `definitions-<key>.safetensors` (its float32 matrix, keyed by `entry_space.cache_key`) with a
+A cached space is `definitions-<key>.safetensors` (its float32 matrix, keyed by `cache_key`) with a
 small JSON sidecar `definitions-<key>.json` saying what it was built from. Building one is serialised by a file
 lock in `.locks/` (a second process building the same space waits, then loads the finished file), and the
 matrix is written to a temporary name and renamed into place, so the cache never holds a half-written file.
@@ -10,6 +10,7 @@ matrix is written to a temporary name and renamed into place, so the cache never
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -26,6 +27,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
 from dictembed.devices import is_main_process, wait_for_everyone
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.io import STAGING_SUFFIX, atomic_write
 
@@ -204,3 +207,19 @@ def human_size(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
     return f"{value:.1f} GB"
+
+
+def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool) -> str:
+    """A hash of the encoder's weights (but the backbone's unused pooler) and modules, the dictionary's pairs,
+    the entry type and ICA."""
+    digest = hashlib.sha1()
+    encoder.hash_weights(digest)
+    for headword, definition in dictionary.pairs():
+        digest.update(f"{headword}\t{definition}\n".encode())
+    modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
+    digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
+    if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
+        digest.update(f"|{encoder.compute_precision}".encode())
+    if encoder.onnx is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights
+        digest.update(f"|onnx|{json.dumps(encoder.onnx.manifest, sort_keys=True)}".encode())
+    return digest.hexdigest()[:16]

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import torch
 from sentence_transformers import quantize_embeddings
 
 from dictembed.errors import DictEmbedError
-
-if TYPE_CHECKING:
-    from dictembed.encoder import Quantization
+from dictembed.quantization import Quantization
 
 
 def process_count() -> int:

@@ -1,11 +1,10 @@
 """Encoder: a Hugging Face backbone, a pooling and the sentence-transformers modules that follow it (Dense,
-Normalize, ...). Loads a hub name or a folder, encodes like `SentenceTransformer.encode`, and saves a
-sentence-transformers folder with a `dictembed.json` that records the full configuration.
+Normalize, ...): the model only. It tokenizes, pools, encodes like `SentenceTransformer.encode` through one
+batching path (`embed`), and saves a sentence-transformers folder with a `dictembed.json` run record.
 
-cls / mean / max (and every other sentence-transformers pooling mode) are computed by sentence-transformers'
-own `Pooling` module, and every module after it is the one sentence-transformers loads, so an `Encoder`
-gives the same embeddings as `SentenceTransformer(path)`. Only `prompt` and `first_last_avg` pooling,
-which sentence-transformers has no module for, are this package's code (`dictembed.pooling`).
+cls / mean / max (and every other sentence-transformers pooling mode) are sentence-transformers' own `Pooling`
+module, so an `Encoder` gives the same embeddings as `SentenceTransformer(path)`; only `prompt` and
+`first_last_avg`, which sentence-transformers has no module for, are this package's (`dictembed.pooling`).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import shutil
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -35,14 +34,12 @@ from dictembed.io import replace_dir
 from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, resolve_model, save_parts
 from dictembed.model_card import write_model_card
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
+from dictembed.quantization import QUANTIZATIONS
 from dictembed.record import RunRecord
+from dictembed.tokenization import tokenize_counting_cuts
 
 log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx")
-Quantization = Literal[
-    "float32", "int8", "uint8", "binary", "ubinary"
-]  # of the output vectors (`encode(quantize=...)`)
-QUANTIZATIONS: tuple[Quantization, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
 
 
 class Encoder(nn.Module):
@@ -65,10 +62,8 @@ class Encoder(nn.Module):
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
     ) -> None:
-        """`modules` are sentence-transformers modules applied after pooling (Dense, Normalize, LayerNorm...);
-        `normalize=True` appends a Normalize module when there is none; `pooling_module` is a loaded
-        sentence-transformers Pooling module (kept for its settings, e.g. include_prompt); `record` is the
-        run record the model was loaded with (what it is and how it was trained)."""
+        """`modules`: sentence-transformers modules after the pooling (Dense, Normalize...), a Normalize appended for
+        `normalize=True`; `pooling_module`: a loaded Pooling (its settings kept); `record`: how it was made."""
         super().__init__()
         self.backbone = backbone
         self.tokenizer = tokenizer
@@ -83,7 +78,6 @@ class Encoder(nn.Module):
         self.default_prompt_name = default_prompt_name
         self._truncated = 0  # sentences `tokenize` cut at max_length since `reset_truncated`
 
-    # ----------------------------------------------------------------- settings
     @property
     def pooling(self) -> str:
         return self._pooling
@@ -172,7 +166,6 @@ class Encoder(nn.Module):
         """sentence-transformers' name for `dim`."""
         return self.dim
 
-    # ----------------------------------------------------------------- loading
     @classmethod
     def load(
         cls,
@@ -216,7 +209,6 @@ class Encoder(nn.Module):
             return attach(encoder.to("cpu"), folder)
         return encoder.to(device or best_device())
 
-    # ----------------------------------------------------------------- forward
     def _texts(self, sentences: Sequence[str], prompt: str | None = None) -> list[str]:
         """Validate input, prefix a prompt, and wrap sentences in the template when pooling by prompt."""
         for i, s in enumerate(sentences):
@@ -229,19 +221,10 @@ class Encoder(nn.Module):
         return prompt_texts(self.tokenizer, sentences, self.max_length)
 
     def tokenize(self, sentences: Sequence[str], prompt: str | None = None) -> dict[str, torch.Tensor]:
-        """Tokenize with dynamic padding (to the longest in the batch) and truncation at max_length; with a
-        prompt that the pooling excludes, `prompt_length` says how many leading tokens to skip. Sentences cut at
-        max_length are added to `self._truncated` (`encode` reports them)."""
-        texts = self._texts(sentences, prompt)
-        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        full = (encoded["attention_mask"].sum(1) >= self.max_length).nonzero().flatten().tolist()
-        if full:  # only rows that fill the window can have been cut: the fast tokenizer kept their overflow
-            if encoded.encodings:
-                cut = sum(bool(encoded.encodings[i].overflowing) for i in full)
-            else:
-                ids = self.tokenizer([texts[i] for i in full], truncation=False)["input_ids"]
-                cut = sum(len(row) > self.max_length for row in ids)
-            self._truncated += cut
+        """Model inputs (`tokenize_counting_cuts`, the cut sentences counted for `report_truncated`); with a prompt
+        that the pooling excludes, `prompt_length` says how many leading tokens to skip."""
+        encoded, cut = tokenize_counting_cuts(self.tokenizer, self._texts(sentences, prompt), self.max_length)
+        self._truncated += cut
         batch = dict(encoded)
         if prompt and not self.pooling_module.include_prompt:
             batch["prompt_length"] = torch.tensor(len(self.tokenizer(prompt)["input_ids"]) - 1)
@@ -355,7 +338,8 @@ class Encoder(nn.Module):
         self.eval()
         self.reset_truncated()
         try:
-            with tqdm(total=len(texts), desc="encode", disable=not show, leave=False, unit="text") as bar:
+            batches = sum(-(-len(texts[start : start + chunk]) // batch_size) for start in range(0, len(texts), chunk))
+            with tqdm(total=batches, desc="encode", disable=not show, leave=False) as bar:
                 for start in range(0, len(texts), chunk):
                     yield self._embed_chunk(texts[start : start + chunk], batch_size, prompt, bar.update)
         finally:
@@ -365,7 +349,7 @@ class Encoder(nn.Module):
     def _embed_chunk(
         self, texts: list[str], batch_size: int, prompt: str | None, done: Callable[[int], Any]
     ) -> torch.Tensor:
-        """The vectors of `texts` in order, run as length-sorted batches (longest first); `done(n)` after each."""
+        """The vectors of `texts` in order, run as length-sorted batches (longest first); `done(1)` after each."""
         order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
         batches = [[texts[i] for i in order[start : start + batch_size]] for start in range(0, len(order), batch_size)]
         threads = self.onnx.threads if self.onnx is not None else 1
@@ -378,24 +362,21 @@ class Encoder(nn.Module):
             chunks = [torch.zeros(0, self.dim)]
             for vectors in pooled:
                 chunks.append(vectors)
-                done(len(vectors))
+                done(1)
         vectors = torch.empty(len(texts), self.dim)
         vectors[torch.from_numpy(order)] = torch.cat(chunks)
         return vectors
 
     def _grad_off(self) -> contextlib.AbstractContextManager:
-        """inference_mode (as sentence-transformers does): no autograd bookkeeping at all, a few % faster than
-        no_grad on the CPU. Under autocast no_grad: in inference mode autocast re-casts every weight for every
-        batch (its cast cache is off there), 13 % slower in bf16 on the CPU."""
+        """inference_mode (no autograd bookkeeping, a few % faster on the CPU); under autocast no_grad, since in
+        inference mode autocast re-casts every weight for every batch (13 % slower in bf16 on the CPU)."""
         return torch.inference_mode() if self.compute_precision == "fp32" else torch.no_grad()
 
     def _forward_batches(
         self, batches: list[list[str]], prefix: str | None, threads: int
     ) -> Generator[torch.Tensor, None, None]:
-        """The pooled float32 CPU vectors of each batch, in order. With `threads` > 1 (the ONNX backend) up to
-        `threads` batches run at once on worker threads, each run single-threaded (`OnnxBackbone.single`); the
-        batches are the same either way, and are tokenised here, in order, so the tokenizer and the truncation
-        count stay on one thread."""
+        """The pooled float32 CPU vectors of each batch, in order; with `threads` > 1 (ONNX) that many run at once
+        (`OnnxBackbone.run_batches`), tokenised here in order so the tokenizer and the cut count stay on one thread."""
         tokenized = (self.tokenize(batch, prefix) for batch in batches)
 
         def pooled(batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -429,7 +410,6 @@ class Encoder(nn.Module):
             if not name.startswith("backbone.pooler."):
                 digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
 
-    # ------------------------------------------------------------------ saving
     def save(
         self,
         path: str | Path,
@@ -441,9 +421,8 @@ class Encoder(nn.Module):
         model card (README.md). Nothing is sent over the network.
 
         `full_model` (e.g. the *ForMaskedLM whose base model is this backbone) is saved in place of the bare
-        backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it. `record`
-        defaults to the one the encoder was loaded with; `name` is the model's name in its card (default: the
-        folder's name).
+        backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it. `name`
+        is the model's name in its card (default: the folder's name).
         """
         path = Path(path)
         staging = path.with_name(path.name + ".partial")
@@ -460,8 +439,6 @@ class Encoder(nn.Module):
         save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length))
         if full_model is not None:
             full_model.save_pretrained(staging)
-        if record is None and self.record.exists:  # a loaded model saved again (e.g. exported) keeps its record
-            record = copy.deepcopy(self.record)
         if not isinstance(record, RunRecord):
             record = RunRecord.from_dict({"base_model": self.base_model, **(record or {})})
         record.encoder = self.config

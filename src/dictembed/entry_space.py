@@ -12,7 +12,6 @@ Every space is frozen: it keeps copies of its tensors, never the encoder's, and 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -26,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from dictembed.cache import cached_matrix, space_path
+from dictembed.cache import cache_key, cached_matrix, space_path
 from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes
@@ -436,19 +435,3 @@ def ica_transform(matrix: np.ndarray, seed: int = 42, scale: float = 100.0) -> n
         )
     ica = FastICA(n_components=matrix.shape[1], whiten="unit-variance", max_iter=1000, random_state=seed)
     return ica.fit_transform(matrix) * scale
-
-
-def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool) -> str:
-    """A hash of the encoder's weights (but the backbone's unused pooler) and modules, the dictionary's pairs,
-    the entry type and ICA."""
-    digest = hashlib.sha1()
-    encoder.hash_weights(digest)
-    for headword, definition in dictionary.pairs():
-        digest.update(f"{headword}\t{definition}\n".encode())
-    modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
-    digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
-    if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
-        digest.update(f"|{encoder.compute_precision}".encode())
-    if encoder.onnx is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights
-        digest.update(f"|onnx|{json.dumps(encoder.onnx.manifest, sort_keys=True)}".encode())
-    return digest.hexdigest()[:16]

@@ -8,6 +8,7 @@ every option flat in `config`. `RunRecord.load` reads both.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
 from dictembed.recipes.config import RunConfig
+
+log = logging.getLogger(__name__)
 
 RECORD_NAME = "dictembed.json"
 LEGACY_RECORD_NAME = "defsent.json"
@@ -65,7 +68,11 @@ class RunRecord:
         known = {f.name for f in fields(cls)}
         record = cls(**{k: v for k, v in data.items() if k in known and k != "config"})
         if data.get("config"):
-            record.config = RunConfig.from_dict(data["config"])
+            try:
+                record.config = RunConfig.from_dict(data["config"])
+            except (DictEmbedError, TypeError, ValueError, AttributeError) as err:  # e.g. another version's method
+                log.warning("the run configuration is not one this version reads (%s); it is kept as read", err)
+                record.details["config"] = data["config"]
         record.details.update({k: v for k, v in data.items() if k not in known})
         record.version = int(data.get("version", 1))
         return record
@@ -73,7 +80,7 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the config's as `RunConfig.to_dict`)."""
         data = asdict(self)
-        data["config"] = self.config.to_dict() if self.config is not None else {}
+        data["config"] = self.config.to_dict() if self.config is not None else data["details"].pop("config", {})
         return data
 
     @classmethod

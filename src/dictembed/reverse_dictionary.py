@@ -237,9 +237,10 @@ class ReverseDictionary:
 
     # ------------------------------------------------------------------ the model's own scores
     def _pooled(self, texts: list[str], batch_size: int) -> Iterator[torch.Tensor]:
-        """The pooled float32 vectors of `texts` on the encoder's device, `CHUNK` texts at a time, in order."""
+        """The pooled float32 vectors of `texts` on the encoder's device, `batch_size` rows at a time, in order
+        (encoded `CHUNK` at a time as length-sorted batches; scored a batch at a time, as scores span every entry)."""
         for vectors in self.encoder.embed(texts, batch_size, show_progress=False, chunk=CHUNK):
-            yield vectors.to(self.encoder.device)
+            yield from vectors.to(self.encoder.device).split(batch_size)
 
     @torch.no_grad()
     def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:

@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -34,9 +34,7 @@ from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.distributed import broadcast_int, encode_across_processes
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.io import ENCODING_HINT, STAGING_SUFFIX, atomic_write
-
-if TYPE_CHECKING:
-    from dictembed.encoder import Quantization
+from dictembed.quantization import Quantization
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from dictembed.cli.options import (
 from dictembed.cli.report import Report
 from dictembed.errors import DictEmbedError
 from dictembed.io import read_lines
+from dictembed.quantization import QUANTIZATIONS
 
 COMMANDS = {
     "encode": "encode one sentence per line to a .npy or .npz matrix",
     "export": "export a model for ONNX Runtime inference (optionally int8)",
 }
-QUANTIZATIONS = ("int8", "uint8", "binary", "ubinary")  # Encoder.encode(quantize=...) / sentence-transformers
 
 
 def read_sentences(path: Path, encoding: str = "utf-8") -> list[str]:
@@ -50,6 +50,8 @@ def save_array(path: Path, array: Any) -> None:
 
 def register(subparsers: Any) -> None:
     """`encode` and `export`."""
+    from dictembed.backends.onnx.graph import WEIGHT_QUANTIZATIONS
+
     p, (shared, output) = add_command(subparsers, "encode", run_encode, COMMANDS["encode"])
     p.add_argument("--input", required=True, help="text, one sentence per line (split on \\n only)")
     add_encoding(p, "utf-8", "encoding of --input")
@@ -63,7 +65,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
     p.add_argument(
         "--quantize",
-        choices=QUANTIZATIONS,
+        choices=[q for q in QUANTIZATIONS if q != "float32"],
         default=None,
         help="quantise the embeddings (sentence-transformers' quantize_embeddings; default: none, float32)",
     )
@@ -80,7 +82,9 @@ def register(subparsers: Any) -> None:
 
     p, (shared, output) = add_command(subparsers, "export", run_export, COMMANDS["export"])
     p.add_argument("--format", choices=["onnx"], default="onnx", help="export format")
-    p.add_argument("--quantize", choices=["int8"], default=None, help="dynamic int8 quantisation (default: fp32)")
+    p.add_argument(
+        "--quantize", choices=WEIGHT_QUANTIZATIONS, default=None, help="dynamic int8 quantisation (default: fp32)"
+    )
     p.add_argument("--no-optimize", action="store_true", help="skip onnxruntime's attention/LayerNorm fusions")
     add_model(shared)
     output.add_argument("--output", required=True, help="folder to write (the model's save plus onnx/)")

@@ -19,6 +19,7 @@ Every rank is that of the gold entry among ALL entries, ties pessimistic (`ranks
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -119,10 +120,12 @@ def with_counts(space: DefinitionSpace, dictionary: Dictionary) -> DefinitionSpa
     return DefinitionSpace(space.words, space.matrix, space.similarity, space.temperature, space.kind, counts)
 
 
-def _vectors(encoder: Encoder, texts: list[str], batch_size: int) -> torch.Tensor:
-    """The float32 vectors of `texts` on the encoder's device (length-sorted batches, `Encoder.embed`)."""
-    vectors = encoder.encode(texts, batch_size=batch_size, show_progress_bar=False, convert_to_tensor=True)
-    return cast(torch.Tensor, vectors).to(encoder.device)  # convert_to_tensor=True: a tensor
+def _chunks(encoder: Encoder, queries: QuerySet, batch_size: int) -> Iterator[tuple[int, torch.Tensor]]:
+    """(start, vectors on the encoder's device) of the queries, `CHUNK` at a time (`Encoder.embed`: length-sorted
+    batches, one truncation warning for the whole set)."""
+    vectors = encoder.embed(queries.definitions, batch_size, show_progress=False, chunk=CHUNK)
+    for start, h in zip(range(0, len(queries.definitions), CHUNK), vectors, strict=True):
+        yield start, h.to(encoder.device)
 
 
 @torch.no_grad()
@@ -130,8 +133,7 @@ def model_ranks(encoder: Encoder, space: Any, queries: QuerySet, batch_size: int
     """Ranks of the gold entries of `queries` encoded by `encoder`, scored by `space` (its own logits)."""
     space = space.to(encoder.device)
     ranks = [np.zeros(0)]
-    for start in range(0, len(queries.definitions), CHUNK):
-        h = _vectors(encoder, queries.definitions[start : start + CHUNK], batch_size)
+    for start, h in _chunks(encoder, queries, batch_size):
         scores = space(h).float().cpu().numpy()
         ranks.append(ranks_from_scores(scores, queries.gold[start : start + CHUNK]))
     return np.concatenate(ranks)
@@ -159,12 +161,11 @@ def leave_one_out_ranks(
     pooled_entry = entry_encoder.with_pooling(entry_pooling(space))
     space = space.to(encoder.device)
     ranks = [np.zeros(0)]
-    for start in range(0, len(queries.definitions), CHUNK):
+    for start, h in _chunks(encoder, queries, batch_size):
         texts, gold = queries.definitions[start : start + CHUNK], queries.gold[start : start + CHUNK]
         with pooled_entry.autocast():
             v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
         loo = torch.from_numpy(space.leave_one_out(gold, v)).to(encoder.device)
-        h = _vectors(encoder, texts, batch_size)
         scores = space(h).float()
         if space.similarity == "cosine":
             own = (F.normalize(h, dim=-1) * F.normalize(loo, dim=-1)).sum(-1) / space.temperature

@@ -40,9 +40,10 @@ class MtebEncoder:
         self._hash: tuple[Any, str] | None = None
 
     def encode(self, inputs: Any, batch_size: int = 32, show_progress_bar: bool | None = None, **kwargs: Any) -> Any:
-        """The vectors of an mteb input (a DataLoader of text batches, flattened in order) or of a list of texts."""
+        """The vectors of an mteb input (a DataLoader of text batches, flattened in order) or of a list of texts;
+        the other keywords (mteb's `encode_kwargs`: normalize_embeddings, prompt, ...) are `Encoder.encode`'s."""
         texts = mteb_texts(inputs)
-        return self.encoder.encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)
+        return self.encoder.encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar, **kwargs)
 
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
         """Cosine similarity of every row of `a` with every row of `b`."""

@@ -1,8 +1,8 @@
 """The methods `--method` names, each mapped to its recipe. A new method is a recipe file plus one line here.
 
 Each recipe carries what is known about its method: its options, presets, paper and model-card keys
-(`dictembed.recipes.run.Recipe`). Recipes are imported when first asked for, so that reading this table (and a
-run record) needs none of the training code.
+(`dictembed.recipes.run.Recipe`). A recipe's module is imported when the recipe is first asked for (reading a
+run record's config asks for it), so that this table itself imports none of the training code.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ the manifest that marks the folder as exported (`Encoder.load(folder)` then runs
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import tempfile
@@ -20,7 +21,7 @@ import torch
 from dictembed.backends.onnx.graph import (
     FP32_FILE,
     INT8_FILE,
-    QUANTIZATIONS,
+    WEIGHT_QUANTIZATIONS,
     QuantizeSettings,
     export_backbone,
     optimize_graph,
@@ -31,6 +32,18 @@ from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.io import replace_dir
+from dictembed.record import RunRecord
+
+
+def exported_record(record: RunRecord) -> RunRecord | None:
+    """The record an export carries: its source model's run (method, configuration, training figures) without
+    what describes the source folder alone: its dev figures and selection (of the torch weights) and its entry
+    space (not copied into the export). None for a source without a record."""
+    if not record.exists:
+        return None
+    exported = copy.deepcopy(record)
+    exported.dev, exported.selection, exported.entry_space = {}, {}, None
+    return exported
 
 
 def export(
@@ -44,8 +57,8 @@ def export(
     one) and its manifest. `model` is a hub name, a folder or a loaded `Encoder`."""
     require("onnx")
     require("onnx", "onnx")
-    if quantize is not None and quantize not in QUANTIZATIONS:
-        raise DictEmbedError(f"unknown quantization {quantize!r}; choose from {', '.join(QUANTIZATIONS)}")
+    if quantize is not None and quantize not in WEIGHT_QUANTIZATIONS:
+        raise DictEmbedError(f"unknown quantization {quantize!r}; choose from {', '.join(WEIGHT_QUANTIZATIONS)}")
     encoder = model if isinstance(model, Encoder) else Encoder.load(model, device="cpu", backend="torch")
     if encoder.onnx is not None:
         raise DictEmbedError(
@@ -57,7 +70,7 @@ def export(
     staging = output.with_name(output.name + ".export")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        encoder.save(staging, name=output.name)
+        encoder.save(staging, exported_record(encoder.record), name=output.name)
         folder = staging / ONNX_DIR
         folder.mkdir()
         with tempfile.TemporaryDirectory() as scratch:

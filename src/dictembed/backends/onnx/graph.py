@@ -20,7 +20,7 @@ from dictembed.extras import require
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_qint8.onnx"
-QUANTIZATIONS = ("int8",)  # weight quantisation of the exported graph
+WEIGHT_QUANTIZATIONS = ("int8",)  # of the exported graph (output quantisation: dictembed.quantization)
 # model types onnxruntime's transformer optimizer knows how to fuse (attention, LayerNorm, GELU)
 OPTIMIZABLE = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "mpnet": "bert", "distilbert": "bert"}
 

@@ -1,0 +1,1 @@
+"""Inference backends that run an Encoder's backbone in place of torch: `onnx/` (ONNX Runtime)."""
