@@ -465,8 +465,15 @@ print(json.dumps({"codes": codes, "heavy": heavy, "out": out.getvalue()}))
     assert f"dictembed {__version__}" in report["out"]
 
 
-def test_search_options_are_the_reverse_dictionarys() -> None:
-    from dictembed import reverse_dictionary, search_options
+def test_search_filters_take_exactly_the_offered_choices() -> None:
+    from dictembed.errors import DictEmbedError
+    from dictembed.search_options import POS_TAGS, WORD_COUNTS, Filters
 
-    assert search_options.WORD_COUNTS == reverse_dictionary.WORD_COUNTS
-    assert search_options.POS_TAGS == reverse_dictionary.POS_TAGS
+    for words in WORD_COUNTS:
+        assert Filters(words=words).words == words
+    for pos in POS_TAGS:
+        assert Filters(pos=pos).pos == pos
+    with pytest.raises(DictEmbedError, match="word count"):
+        Filters(words="several")
+    with pytest.raises(DictEmbedError, match="part of speech"):
+        Filters(pos="x")

@@ -267,3 +267,118 @@ def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model
     assert isinstance(answers["a feline"], list)
     assert max(batcher.batches) == 5  # the five with the same options in one search_many (then retried)
     assert batcher.search("a small pet that purrs", k=3) and batcher.batches[-1] == 1  # alone: at once
+
+
+# ------------------------------------------------------------------------------ one request never stalls the others
+CATASTROPHIC = ["/(\\w|\\w|\\w|\\w)*!/", "/(.*)*x$/", "/(a|aa)*b/"]  # exponential for a backtracking engine
+
+
+@pytest.mark.parametrize("pattern", CATASTROPHIC)
+def test_patterns_run_in_linear_time(pattern: str) -> None:
+    from dictembed.search_options import pattern_matcher
+
+    matches = pattern_matcher(pattern)
+    words = ["a" * 40, "word " * 8 + "tail", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"] * 2000
+    start = time.perf_counter()
+    assert not any(matches(word) for word in words)
+    assert time.perf_counter() - start < 2.0  # Python's `re` needs minutes for one of these words
+
+
+def test_a_pattern_re2_cannot_run_is_one_line(client) -> None:
+    response = client.get("/api/reverse", params={"q": "a pet", "pattern": "/(a)\\1/"})
+    assert response.status_code == 422 and "backreferences" in response.json()["error"]
+    assert "\n" not in response.json()["error"]
+
+
+def test_a_catastrophic_pattern_does_not_stall_a_normal_query(app) -> None:
+    import threading
+    import urllib.parse
+
+    from dictembed.serve import background_server
+
+    def get(url: str, into: dict, key: str) -> None:
+        start = time.perf_counter()
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                into[key] = (response.status, time.perf_counter() - start)
+        except urllib.error.HTTPError as err:
+            into[key] = (err.code, time.perf_counter() - start)
+
+    with background_server(app) as base:
+        answers: dict[str, tuple[int, float]] = {}
+        attacks = [
+            threading.Thread(
+                target=get,
+                args=(
+                    f"{base}/api/reverse?" + urllib.parse.urlencode({"q": "pet", "pattern": pattern}),
+                    answers,
+                    pattern,
+                ),
+            )
+            for pattern in CATASTROPHIC
+        ]
+        for thread in attacks:
+            thread.start()
+        get(f"{base}/api/reverse?q=a+small+pet+that+purrs&k=2", answers, "normal")
+        get(f"{base}/health", answers, "health")
+        for thread in attacks:
+            thread.join(60)
+    assert answers["normal"][0] == 200 and answers["normal"][1] < 1.0
+    assert answers["health"][0] == 200 and answers["health"][1] < 1.0
+    assert all(answers[pattern][0] == 200 for pattern in CATASTROPHIC)
+
+
+# ------------------------------------------------------------------------------ bodies, HEAD, paths, ports
+def test_an_over_long_body_is_413(client) -> None:
+    from dictembed.serve import MAX_BODY_BYTES
+
+    big = b'{"sentences": ["' + b"a" * (MAX_BODY_BYTES + 10) + b'"]}'
+    response = client.post("/api/encode", content=big, headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "error" in response.json()
+
+    def chunks():  # no Content-Length: refused as it arrives
+        yield b'{"sentences": ["'
+        for _ in range(MAX_BODY_BYTES // (1 << 16) + 2):
+            yield b"a" * (1 << 16)
+        yield b'"]}'
+
+    response = client.post("/api/encode", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert client.get("/health").status_code == 200  # and the server goes on
+
+
+@pytest.mark.parametrize("path", ["/", "/health", "/api/reverse?q=a+pet"])
+def test_head_is_answered_wherever_get_is(client, path: str) -> None:
+    response = client.head(path)
+    assert response.status_code == 200 and response.content == b""
+
+
+def test_no_answer_names_a_path_of_the_machine(client, model_dir) -> None:
+    health = client.get("/health").json()
+    assert health["dictionary"] == "served.tsv"
+    assert str(model_dir.parent) not in json.dumps(health)
+
+
+def test_a_dictionary_that_cannot_load_is_named_without_its_path(model_dir, tmp_path) -> None:
+    from fastapi.testclient import TestClient
+
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.serve import create_app
+
+    rd = ReverseDictionary.load(model_dir)
+    rd.dictionary_spec = str(tmp_path / "gone.tsv")
+    response = TestClient(create_app(reverse_dictionary=rd)).get("/api/reverse", params={"q": "a pet", "pos": "n"})
+    assert response.status_code == 422 and "gone.tsv" in response.json()["error"]
+    assert str(tmp_path) not in response.text
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_the_model_loads(capsys, tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        start = time.perf_counter()
+        assert main(["serve", "--model", str(tmp_path / "no-such-model"), "--port", str(port)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"cannot listen on 127.0.0.1:{port}" in err
+    assert time.perf_counter() - start < 5  # the (missing) model was never loaded

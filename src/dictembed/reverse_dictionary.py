@@ -16,10 +16,8 @@ scores by the model's softmax probability instead; `score_kind` says which.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,66 +38,11 @@ from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores
 from dictembed.loading import resolve_model
 from dictembed.record import RunRecord
-from dictembed.search_options import POS_TAGS, WORD_COUNTS
+from dictembed.search_options import Filters, normalize_pos, pattern_matcher
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 
 log = logging.getLogger(__name__)
-
-POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
-MAX_PATTERN_CHARS = 100
-GLOB_CHARACTERS = "*?["
-
-
-def normalize_pos(pos: str | None) -> str | None:
-    """A part of speech as WordNet's letter (`noun` -> `n`, satellite `s` -> `a`); other tags lower-cased."""
-    if pos is None:
-        return None
-    tag = pos.strip().lower()
-    return POS_ALIASES.get(tag, tag)
-
-
-def pattern_matcher(pattern: str) -> Callable[[str], bool]:
-    """A case-insensitive test for words: `/regex/` (searched anywhere), a glob with `*`, `?` or `[...]`
-    (the whole word), or else a prefix (`g` is every word starting with g)."""
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise DictEmbedError(f"pattern too long: at most {MAX_PATTERN_CHARS} characters")
-    if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
-        try:
-            regex = re.compile(pattern[1:-1], re.IGNORECASE)
-        except re.error as err:
-            raise DictEmbedError(f"invalid regular expression {pattern!r}: {err}") from None
-        return lambda word: regex.search(word) is not None
-    if any(c in pattern for c in GLOB_CHARACTERS):
-        glob = re.compile(fnmatch.translate(pattern), re.IGNORECASE)
-        return lambda word: glob.match(word) is not None
-    prefix = pattern.casefold()
-    return lambda word: word.casefold().startswith(prefix)
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What words a search may return: part of speech, pattern (see `pattern_matcher`), word count."""
-
-    pos: str | None = None
-    pattern: str | None = None
-    words: str = "any"
-
-    def __post_init__(self) -> None:
-        if self.words not in WORD_COUNTS:
-            raise DictEmbedError(f"unknown word count {self.words!r}; choose from {', '.join(WORD_COUNTS)}")
-        object.__setattr__(self, "pos", normalize_pos(self.pos) or None)
-        if self.pos is not None and self.pos not in POS_TAGS:
-            raise DictEmbedError(
-                f"unknown part of speech {self.pos!r}; choose from n, v, a, r (noun, verb, adjective, adverb)"
-            )
-        object.__setattr__(self, "pattern", self.pattern or None)
-        if self.pattern is not None:
-            pattern_matcher(self.pattern)  # fail early on a bad pattern
-
-    @property
-    def active(self) -> bool:
-        return self.pos is not None or self.pattern is not None or self.words != "any"
 
 
 @dataclass
@@ -299,9 +242,23 @@ class ReverseDictionary:
                         columns=self._columns,
                     )
                 except Exception as err:  # best effort: results simply come without definitions
-                    self.dictionary_error = f"cannot load dictionary {self.dictionary_spec!r}: {err}"
-                    log.warning("%s; results come without definitions", self.dictionary_error)
+                    self.dictionary_error = f"cannot load dictionary {self.public_dictionary!r}"
+                    spec = self.dictionary_spec
+                    log.warning("cannot load dictionary %r: %s; results come without definitions", spec, err)
             return self._dictionary
+
+    @property
+    def public_dictionary(self) -> str | None:
+        """The dictionary's name as a server may show it: a path shortened to its file name."""
+        if not self.dictionary_spec:
+            return self.dictionary_spec
+        parts = self.dictionary_spec.split(",")
+        return ",".join(Path(part).name if Path(part).is_absolute() else part for part in parts)
+
+    def filter_mask(self, pos: str | None = None, pattern: str | None = None, words: str = "any") -> None:
+        """Compute (and cache) the entry masks of these filters now: a server does it before taking the model,
+        so that a pattern over every headword never holds up other queries."""
+        self._entry_mask(Filters(pos, pattern, words))
 
     def prepare(self) -> ReverseDictionary:
         """Group the entries and load the dictionary now rather than on the first search."""

@@ -8,9 +8,14 @@ Endpoints (the model is loaded once, when the app is created):
 - `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model"}.
 
 Limits: a query or sentence holds at most 2,000 characters (longer is refused, not truncated), k lies in
-1..100, one request encodes at most 256 sentences. Every error is a JSON object {"error": message}: 400
-invalid UTF-8 in the query string, 404 unknown path, 405 wrong method, 422 a missing, empty, over-long or
-out-of-range parameter, a bad pattern or an invalid JSON body; 500 only for a bug.
+1..100, one request encodes at most 256 sentences, and a request body holds at most 8 MiB. Every error is a
+JSON object {"error": message}: 400 invalid UTF-8 in the query string, 404 unknown path, 405 wrong method,
+413 a body over the limit, 422 a missing, empty, over-long or out-of-range parameter, a bad pattern or an
+invalid JSON body; 500 only for a bug. HEAD is answered wherever GET is.
+
+One request never stalls the others: patterns run on RE2 (linear time), and a search's filters are computed
+before it takes the model, whose lock covers only the encoder pass and the product with the entry matrix.
+No answer names a path of the machine: the dictionary appears by file name only.
 
 FastAPI and uvicorn come with the `serve` extra; they are imported only when a server is made, so a
 missing extra is one line naming `pip install "dictembed[serve]"`.
@@ -18,7 +23,9 @@ missing extra is one line naming `pip install "dictembed[serve]"`.
 
 import contextlib
 import copy
+import json
 import logging
+import socket
 import threading
 import time
 import urllib.parse
@@ -30,8 +37,8 @@ from typing import Annotated, Any
 
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.reverse_dictionary import MAX_PATTERN_CHARS, ReverseDictionary
-from dictembed.search_options import DEFAULT_K, WORD_COUNTS, WordCount
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import DEFAULT_K, MAX_PATTERN_CHARS, WORD_COUNTS, WordCount
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +46,8 @@ MAX_QUERY_CHARS = 2000
 MAX_K = 100
 MAX_SENTENCES = 256
 MAX_REQUEST_LINE = 1 << 20  # h11's buffer: an over-long query reaches the app and gets a JSON 422
+# 256 sentences of 2,000 characters, each written as a 12-byte JSON escape pair at worst (6 MB), and room to spare
+MAX_BODY_BYTES = 8 << 20
 
 
 def page_html() -> str:
@@ -79,6 +88,8 @@ class QueryBatcher:
 
     def search(self, query: str, **options: Any) -> list[Any]:
         item: dict[str, Any] = {"query": query, "options": options, "done": False}
+        filters = {key: options[key] for key in ("pos", "pattern", "words") if key in options}
+        self.rd.filter_mask(**filters)  # before the model lock: a filter over every headword holds up nobody
         with self.queue_lock:
             self.pending.append(item)
         with self.model_lock:
@@ -146,6 +157,7 @@ def create_app(
 
     app = fastapi.FastAPI(title="dictembed reverse dictionary", docs_url=None, redoc_url=None)
     app.state.batcher = batcher
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
     @app.exception_handler(starlette_exceptions.HTTPException)
     async def http_error(request: fastapi.Request, exc: Any) -> Any:
@@ -171,11 +183,11 @@ def create_app(
             return error(400, "the query string is not valid UTF-8")
         return await call_next(request)
 
-    @app.get("/", response_class=responses.HTMLResponse)
+    @app.api_route("/", methods=["GET", "HEAD"], response_class=responses.HTMLResponse)
     def index() -> Any:
         return responses.HTMLResponse(page)
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])
     def health() -> dict[str, Any]:
         return {
             "status": "ok",
@@ -183,11 +195,11 @@ def create_app(
             "entries": len(rd.space),
             "results": len(rd.groups),
             "score_kind": rd.score_kind,
-            "dictionary": rd.dictionary_spec,
+            "dictionary": rd.public_dictionary,
             "definitions": rd.dictionary is not None,
         }
 
-    @app.get("/api/reverse")
+    @app.api_route("/api/reverse", methods=["GET", "HEAD"])
     def reverse(
         q: Annotated[str, fastapi.Query(max_length=MAX_QUERY_CHARS, description="the description")],
         k: Annotated[int, fastapi.Query(ge=1, le=MAX_K)] = DEFAULT_K,
@@ -216,6 +228,65 @@ def create_app(
     return app
 
 
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is refused with 413, by its Content-Length up front, or
+    as it arrives when it has none (chunked), before the app has read more than the limit."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await self._refuse(send)
+            return
+        received, started = 0, False
+
+        async def limited_receive() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:  # an HTTPException: FastAPI's body parsing passes it on as it is
+                raise require("serve", "starlette.exceptions").HTTPException(413, self.message)
+            return message
+
+        async def tracked_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracked_send)
+        except Exception as err:  # the limit hit outside a route's error handlers
+            if getattr(err, "status_code", None) != 413 or started:
+                raise
+            await self._refuse(send)
+
+    @property
+    def message(self) -> str:
+        return f"request body over {self.limit} bytes"
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps({"error": self.message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse, with one line, a host and port this process cannot listen on (in use, not permitted)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise DictEmbedError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+
+
 def server(app: Any, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> Any:
     """A uvicorn server for `app` (not started); its access log goes to stderr, like all logging here."""
     uvicorn = require("serve", "uvicorn")
@@ -239,7 +310,9 @@ def run_server(
     device: str | None = None,
     precision: str | None = "auto",
 ) -> None:
-    """Load the model, then serve until interrupted: Ctrl-C is the normal way to stop, not an error."""
+    """Load the model, then serve until interrupted: Ctrl-C is the normal way to stop, not an error. A port
+    that cannot be listened on is a one-line error before the model is loaded."""
+    check_port(host, port)
     app = create_app(model_path, device=device, precision=precision)
     log.info("serving %s on http://%s:%d", model_path, host, port)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn shuts down gracefully, then re-raises the Ctrl-C
