@@ -68,6 +68,37 @@ def test_push_creates_the_repo_and_uploads_the_folder(model_dir: Path, monkeypat
     assert args == ("someone/tiny",) and kwargs["private"] is True and kwargs["exist_ok"] is True
     assert name == "upload_folder" and upload["repo_id"] == "someone/tiny"
     assert Path(upload["folder_path"]) == model_dir.resolve()
+    assert upload["allow_patterns"] == files  # exactly what a dry run lists
+
+
+def test_push_leaves_out_what_is_not_the_model(
+    model_dir: Path, tmp_path: Path, no_network: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside the model folder")
+    (model_dir / "notes.link").symlink_to(secret)  # its target would be uploaded
+    (model_dir / ".env").write_text("HF_TOKEN=hf_secret")
+    (model_dir / "model.safetensors.1234.partial").write_bytes(b"half a file")
+    (model_dir / ".cache").mkdir(exist_ok=True)
+    (model_dir / ".cache" / "x").write_text("cache")
+    files = push_model(model_dir, "someone/tiny", dry_run=True)
+    assert not {"notes.link", ".env", "model.safetensors.1234.partial", ".cache/x"} & set(files)
+    assert "dictembed.json" in files and "model.safetensors" in files
+    assert "notes.link" in caplog.text and ".env" in caplog.text
+
+
+def test_push_network_failure_of_any_kind_is_one_line(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import HfApi
+
+    class ConnectError(Exception):  # an HTTP client's own error type, not an OSError
+        pass
+
+    def fail(self, *args, **kwargs):
+        raise ConnectError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(HfApi, "create_repo", fail)
+    with pytest.raises(DictEmbedError, match="cannot push .* name resolution"):
+        push_model(model_dir, "someone/tiny", token="hf_dummy")
 
 
 def test_push_failure_is_one_line(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

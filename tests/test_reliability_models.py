@@ -263,3 +263,19 @@ def test_save_load_and_encode_never_touch_the_network(
     assert result["attempts"] == []
     assert result["shape"] == [1, 32]
     assert result["seconds"] < 10
+
+
+def test_a_typo_of_a_local_folder_never_asks_the_hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import huggingface_hub
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the Hub was asked for a local folder's typo")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
+    monkeypatch.setattr("dictembed.loading.snapshot_download", no_network)
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    error = cli_refuses(capsys, _encode_args("models/tinyy", tmp_path), "models/tinyy")
+    assert "not found" in error

@@ -30,12 +30,23 @@ def check_model_folder(model_dir: str | Path) -> Path:
 
 
 def upload_files(model_dir: str | Path) -> list[str]:
-    """The files `upload_folder` would send, as sorted relative POSIX paths (`.git/` and `.cache/` skipped)."""
+    """The files a push sends, as sorted relative POSIX paths: every file of the folder but what is not the model,
+    each kind left out with a warning: hidden files and folders (`.env`, `.git/`, `.cache/`), staging leftovers of
+    an interrupted save (`*.partial`), and links that lead outside the folder (their targets are not the model)."""
     from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
     path = check_model_folder(model_dir).resolve()
-    files = sorted(p.relative_to(path).as_posix() for p in path.glob("**/*") if p.is_file())
-    return sorted(filter_repo_objects(files, ignore_patterns=DEFAULT_IGNORE_PATTERNS))
+    kept, left_out = [], []
+    for file in sorted(p for p in path.glob("**/*") if p.is_file()):
+        relative = file.relative_to(path)
+        outside = not file.resolve().is_relative_to(path)
+        if outside or any(part.startswith(".") or ".partial" in part for part in relative.parts):
+            left_out.append(relative.as_posix())
+        else:
+            kept.append(relative.as_posix())
+    if left_out:
+        log.warning("left out of the push, not model files: %s", ", ".join(left_out))
+    return sorted(filter_repo_objects(kept, ignore_patterns=DEFAULT_IGNORE_PATTERNS))
 
 
 def push_model(
@@ -65,8 +76,9 @@ def push_model(
             folder_path=str(path),
             repo_type="model",
             commit_message=f"Upload {path.name} (dictembed)",
+            allow_patterns=files,  # exactly the files listed, nothing a dry run would not show
         )
-    except (OSError, ValueError) as err:  # HfHubHTTPError and offline/connection errors are OSErrors
+    except Exception as err:  # any hub, HTTP (httpx) or connection failure is one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DictEmbedError(f"cannot push {path} to {repo_id!r}: {first}") from err
     log.info("pushed %d files from %s to https://huggingface.co/%s", len(files), path, repo_id)

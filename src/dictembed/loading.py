@@ -37,6 +37,13 @@ def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
         raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {str(err).splitlines()[0]}") from err
 
 
+def looks_local(name: str) -> bool:
+    """Whether a name that is no folder here still means one: its first part is a folder here (`models/tinyy`
+    where `models/` exists), so it is a typo of a local path, not a Hub repo id to ask the network for."""
+    first = name.split("/", 1)[0]
+    return "/" in name and Path(first).expanduser().is_dir()
+
+
 def resolve_model(name_or_path: str | Path) -> Path:
     """The local folder of a model: the path itself, or the Hugging Face Hub snapshot of a hub name (read from
     the local cache when offline), so a hub model loads exactly like a folder (dictembed.json, entry_space/)."""
@@ -45,7 +52,7 @@ def resolve_model(name_or_path: str | Path) -> Path:
         return path
     if path.exists():
         raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
-    if not HUB_ID.match(str(name_or_path)):
+    if not HUB_ID.match(str(name_or_path)) or looks_local(str(name_or_path)):
         raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
     try:
         return Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE))
