@@ -92,6 +92,38 @@ def test_an_unreadable_cache_file_is_rebuilt(encoder, toy_dictionary, cache_dir,
     assert torch.equal(load_file(str(path))["matrix"], first.matrix)  # the rebuilt file replaced the bad one
 
 
+@pytest.mark.parametrize(
+    "damage,named",
+    [
+        (lambda m: -m, "checksum"),  # a sign-flipped copy: a valid file, other vectors
+        (lambda m: m.index_fill(0, torch.tensor([1]), float("nan")), "finite"),
+        (lambda m: m[:, :-1].contiguous(), "shape"),
+    ],
+    ids=["sign-flipped", "NaN row", "narrower"],
+)
+def test_a_cache_file_that_is_not_what_was_written_is_rebuilt(
+    damage, named: str, encoder, toy_dictionary, cache_dir, caplog
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    first = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=cache_dir)
+    path = cache.space_path(cache_key(encoder, toy_dictionary, "amp", False), cache_dir)
+    save_file({"matrix": damage(load_file(str(path))["matrix"])}, str(path))
+    with caplog.at_level(logging.WARNING, logger="dictembed.cache"):
+        again = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=cache_dir)
+    assert named in caplog.text and str(path) in caplog.text  # the warning names the file and what is wrong
+    assert torch.equal(again.matrix, first.matrix) and torch.equal(load_file(str(path))["matrix"], first.matrix)
+
+
+def test_a_cache_file_written_before_checksums_still_loads(encoder, toy_dictionary, cache_dir, monkeypatch) -> None:
+    first = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=cache_dir)
+    sidecar = cache.space_path(cache_key(encoder, toy_dictionary, "amp", False), cache_dir).with_suffix(".json")
+    info = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({k: v for k, v in info.items() if k != "sha256"}))
+    monkeypatch.setattr(Encoder, "encode", lambda *a, **k: pytest.fail("re-encoded the definitions"))
+    assert torch.equal(DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=cache_dir).matrix, first.matrix)
+
+
 def test_defsent_plus_runs_share_the_cache_in_dictembed_cache(bert_path, toy_dictionary, tmp_path, cache_dir) -> None:
     from dictembed.recipes.config import RunConfig
     from dictembed.recipes.run import train

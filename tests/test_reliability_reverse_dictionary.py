@@ -62,6 +62,64 @@ def test_fewer_words_than_vectors_is_named_by_predict(served_model, tmp_path, ca
     cli_refuses(capsys, _predict(folder, "a pet that barks"), "entry_space")
 
 
+def _rewrite_space(folder: Path, change) -> None:
+    """Load a copy's saved tensors and space.json, let `change` alter them, write them back."""
+    from safetensors.torch import load_file, save_file
+
+    space = folder / "entry_space"
+    tensors = load_file(str(space / "tensors.safetensors"))
+    meta = json.loads((space / "space.json").read_text())
+    change(tensors, meta)
+    save_file(tensors, str(space / "tensors.safetensors"))
+    (space / "space.json").write_text(json.dumps(meta))
+
+
+def _nan_rows(t: dict, meta: dict) -> None:
+    t["matrix"][:3] = float("nan")
+
+
+def _all_inf(t: dict, meta: dict) -> None:
+    t["matrix"][:] = float("inf")
+
+
+def _int8_as_fp16(t: dict, meta: dict) -> None:
+    t["matrix"] = t["matrix"].float().mul(100).to(__import__("torch").int8)
+    meta["dtype"] = "fp16"
+
+
+def _integer_words(t: dict, meta: dict) -> None:
+    meta["words"] = [7, *meta["words"][1:]]
+
+
+def _null_words(t: dict, meta: dict) -> None:
+    meta["words"] = [None, *meta["words"][1:]]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (_nan_rows, "NaN or infinite"),
+        (_all_inf, "NaN or infinite"),
+        (_int8_as_fp16, "torch.int8 matrix, space.json says fp16"),
+        (_integer_words, "non-empty string"),
+        (_null_words, "non-empty string"),
+    ],
+    ids=["NaN rows", "all inf", "int8 labelled fp16", "integer word", "null word"],
+)
+def test_entry_vectors_are_checked_when_loaded(change, named, served_model, tmp_path, capsys) -> None:
+    folder = damaged_copy(served_model, tmp_path / "m")
+    _rewrite_space(folder, change)
+    error = cli_refuses(capsys, _predict(folder, "a pet that barks"), "entry_space")
+    assert named in error
+
+
+def test_an_entry_space_of_another_width_is_refused(served_model, tmp_path, capsys) -> None:
+    folder = damaged_copy(served_model, tmp_path / "m")
+    _rewrite_space(folder, lambda t, meta: t.update(matrix=t["matrix"][:, :-2].contiguous()))
+    error = cli_refuses(capsys, _predict(folder, "a pet that barks"), "dimensions")
+    assert "does not belong to this encoder" in error
+
+
 def test_a_model_without_an_entry_space_is_named(saved_bert, capsys) -> None:
     cli_refuses(capsys, _predict(saved_bert, "a pet that barks"), "entry_space")
 

@@ -72,15 +72,38 @@ def _lock(path: Path) -> FileLock:
     return FileLock(str(folder / f"{path.stem}.lock"))
 
 
+def _digest(matrix: torch.Tensor) -> str:
+    """The SHA-256 of a matrix's bytes: what the sidecar records, so that a cache file changed after it was
+    written (a flipped sign, a truncated copy) is noticed and rebuilt instead of used."""
+    data = matrix.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(data.data).hexdigest()  # the array's buffer, not a copy
+
+
 def _read(path: Path) -> torch.Tensor | None:
-    """The cached matrix, or None (logged) when the file is missing or unreadable."""
+    """The cached matrix, or None (logged, naming the file) when it is missing, unreadable or not the matrix
+    that was written: then it is rebuilt."""
     if not path.exists():
         return None
     try:
-        return load_file(str(path))["matrix"]
+        matrix = load_file(str(path))["matrix"]
     except (OSError, SafetensorError, KeyError) as err:
         log.warning("entry-space cache %s is unreadable (%s); rebuilding it", path, " ".join(str(err).split()))
         return None
+    try:
+        info = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = {}
+    info = info if isinstance(info, dict) else {}
+    if matrix.ndim != 2 or matrix.dtype != torch.float32 or not torch.isfinite(matrix).all():
+        problem = f"not a finite float32 matrix ({matrix.dtype}, shape {list(matrix.shape)})"
+    elif "shape" in info and list(matrix.shape) != info["shape"]:
+        problem = f"of shape {list(matrix.shape)}, recorded {info['shape']}"
+    elif "sha256" in info and _digest(matrix) != info["sha256"]:
+        problem = "changed since it was written (its checksum differs)"
+    else:
+        return matrix
+    log.warning("entry-space cache %s is %s; rebuilding it", path, problem)
+    return None
 
 
 def cached_matrix(path: Path, build: Callable[[], torch.Tensor], source: dict[str, Any] | None = None) -> torch.Tensor:
@@ -104,7 +127,8 @@ def cached_matrix(path: Path, build: Callable[[], torch.Tensor], source: dict[st
             matrix = build()
             if main:
                 atomic_write(path, save({"matrix": matrix.detach().cpu().contiguous()}))
-                info = {**(source or {}), "shape": list(matrix.shape), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                info = {**(source or {}), "shape": list(matrix.shape), "sha256": _digest(matrix)}
+                info["created"] = time.strftime("%Y-%m-%dT%H:%M:%S")
                 atomic_write(_sidecar(path), json.dumps(info, indent=1))
                 log.info("entry space cached in %s", path)
         wait_for_everyone()

@@ -33,7 +33,7 @@ from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
 from dictembed.loading import load_masked_lm_info
 from dictembed.record import SPACE_DIR
-from dictembed.vocab import word_token_ids
+from dictembed.vocab import single_token_words
 
 log = logging.getLogger(__name__)
 # How a saved matrix space stores its matrix (`EntrySpace.save`); loading always upcasts to float32.
@@ -123,6 +123,8 @@ class EntrySpace(nn.Module):
             tensors = load_file(str(folder / "tensors.safetensors"))
         except (OSError, SafetensorError) as err:
             raise DictEmbedError(f"{folder / 'tensors.safetensors'}: corrupt or truncated ({err})") from None
+        if problem := saved_problem(meta, words, tensors):
+            raise DictEmbedError(f"{folder}: the saved entry space cannot be trusted: {problem}")
         try:
             if kind == "MLMHeadSpace":
                 return MLMHeadSpace.from_saved(meta, tensors)
@@ -141,15 +143,19 @@ class EntrySpace(nn.Module):
             raise DictEmbedError(f"{folder}: the saved entry space does not load ({detail})") from None
 
 
-def single_token_words(words: list[str], tokenizer: PreTrainedTokenizerBase) -> tuple[list[str], list[int]]:
-    """The words that are exactly one token of `tokenizer`, with their token ids (first spelling wins)."""
-    kept, ids, seen = [], [], set()
-    for w, tid in zip(words, word_token_ids(tokenizer, words), strict=True):
-        if tid is not None and tid not in seen:
-            seen.add(tid)
-            kept.append(w)
-            ids.append(tid)
-    return kept, ids
+def saved_problem(meta: dict, words: list, tensors: dict[str, torch.Tensor]) -> str | None:
+    """What makes a saved space untrustworthy, or None: words that are not non-empty strings, a matrix whose
+    dtype is not the one space.json records, NaN or infinite values (the space's class checks the shapes)."""
+    if not all(isinstance(word, str) and word.strip() for word in words):
+        return "space.json: every word must be a non-empty string"
+    matrix = tensors.get("matrix")
+    if matrix is not None:
+        recorded = meta.get("dtype")  # older saves record none: any float
+        expected = SAVE_DTYPES[recorded] if recorded is not None else matrix.dtype
+        if matrix.dtype != expected or not matrix.is_floating_point():
+            return f"tensors.safetensors holds a {matrix.dtype} matrix, space.json says {recorded or 'float'}"
+    bad = sorted(name for name, t in tensors.items() if t.is_floating_point() and not torch.isfinite(t).all())
+    return f"tensors.safetensors: {', '.join(bad)} holds NaN or infinite values" if bad else None
 
 
 def _head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:

@@ -145,6 +145,11 @@ class ReverseDictionary:
     ) -> None:
         self.encoder = encoder
         self.space = space.freeze()
+        if isinstance(space, MatrixSpace) and space.matrix.shape[1] != encoder.dim:
+            raise DictEmbedError(
+                f"{name or 'model'}: the entry vectors have {space.matrix.shape[1]} dimensions, the encoder's "
+                f"{encoder.dim}; the entry space does not belong to this encoder"
+            )
         self.name = name or "model"
         self._dictionary = dictionary if isinstance(dictionary, Dictionary) else None
         self.dictionary_spec = dictionary.name if isinstance(dictionary, Dictionary) else dictionary

@@ -70,3 +70,14 @@ def word_token_id(tokenizer: Any, word: str) -> int | None:
     """The id of the single token that spells `word` mid-sentence, or None when it takes several
     tokens, none, or only the unknown token."""
     return word_token_ids(tokenizer, [word])[0]
+
+
+def single_token_words(words: list[str], tokenizer: Any) -> tuple[list[str], list[int]]:
+    """The words that are exactly one token of `tokenizer`, with their token ids (first spelling wins)."""
+    kept, ids, seen = [], [], set()
+    for w, tid in zip(words, word_token_ids(tokenizer, words), strict=True):
+        if tid is not None and tid not in seen:
+            seen.add(tid)
+            kept.append(w)
+            ids.append(tid)
+    return kept, ids
