@@ -214,7 +214,8 @@ def test_a_second_train_into_the_same_output_refuses(bert_path, toy_tsv, tmp_pat
     assert train(_config(bert_path, toy_tsv, tmp_path / "out")).is_dir()  # released with its process
 
 
-def test_ctrl_c_writes_a_checkpoint_at_the_current_step(bert_path, toy_dictionary, tmp_path) -> None:
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])  # Ctrl-C, and what a batch scheduler sends
+def test_ctrl_c_writes_a_checkpoint_at_the_current_step(signum, bert_path, toy_dictionary, tmp_path) -> None:
     import os
     import signal
 
@@ -227,7 +228,7 @@ def test_ctrl_c_writes_a_checkpoint_at_the_current_step(bert_path, toy_dictionar
     def interrupt_at_the_third_batch(items):
         calls.append(1)
         if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGINT)  # as a user's Ctrl-C, in the middle of step 3
+            os.kill(os.getpid(), getattr(signal, signum))  # in the middle of step 3
         return collate(items)
 
     trainer.collate = interrupt_at_the_third_batch

@@ -71,8 +71,9 @@ class Progress:
 
 @contextmanager
 def deferred_interrupt() -> Iterator[Callable[[], bool]]:
-    """While active, a first Ctrl-C (SIGINT) only sets a flag that the training loop reads after each step;
-    a second one interrupts at once. Outside the main thread, signals are left alone."""
+    """While active, a first Ctrl-C (SIGINT) or SIGTERM (what a batch scheduler sends) only sets a flag that the
+    training loop reads after each step; a second one interrupts at once. Outside the main thread, signals are
+    left alone."""
     if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
@@ -84,11 +85,12 @@ def deferred_interrupt() -> Iterator[Callable[[], bool]]:
         received.append(signum)
         log.warning("interrupt received: finishing this step and writing a checkpoint (Ctrl-C again to stop now)")
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield lambda: bool(received)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, before in previous.items():
+            signal.signal(signum, before)
 
 
 def make_accelerator(device: str | torch.device | None = None, precision: str = "fp32") -> Accelerator:
