@@ -279,3 +279,23 @@ def test_a_typo_of_a_local_folder_never_asks_the_hub(
     monkeypatch.chdir(tmp_path)
     error = cli_refuses(capsys, _encode_args("models/tinyy", tmp_path), "models/tinyy")
     assert "not found" in error
+
+
+def test_a_saved_model_is_readable_as_the_umask_allows(served_model: Path, tmp_path: Path) -> None:
+    """safetensors creates its files 0600; a model folder shared with other users needs the umask's mode."""
+    import os
+
+    from dictembed.encoder import Encoder
+    from dictembed.entry_space import EntrySpace
+
+    previous = os.umask(0o022)
+    try:
+        Encoder.load(served_model, device="cpu").save(tmp_path / "copy")
+        EntrySpace.load(served_model).save(tmp_path / "copy")
+    finally:
+        os.umask(previous)
+    files = [p for p in (tmp_path / "copy").rglob("*") if p.is_file()]
+    assert {"model.safetensors", "tensors.safetensors"} <= {p.name for p in files}
+    assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): "0o644" for p in files
+    }

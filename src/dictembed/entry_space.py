@@ -31,6 +31,7 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
+from dictembed.io import with_umask
 from dictembed.loading import load_masked_lm_info
 from dictembed.record import SPACE_DIR
 from dictembed.vocab import single_token_words
@@ -102,6 +103,7 @@ class EntrySpace(nn.Module):
         stored = self._store(tensors, dtype)
         save_file(tensors, folder / "tensors.safetensors")
         (folder / "space.json").write_text(json.dumps({**self._meta(), "dtype": stored}))
+        with_umask(folder)  # safetensors writes 0600
         return folder
 
     @staticmethod

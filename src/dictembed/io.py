@@ -1,11 +1,14 @@
-"""Files: atomic writes (write to a staging name, then rename), so a kill never leaves a half-written result."""
+"""Files: atomic writes (write to a staging name, then rename), so a kill never leaves a half-written result;
+the one reader of text inputs, which reads each input once and within bounds."""
 
 from __future__ import annotations
 
 import codecs
+import io
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,9 +20,28 @@ logger = logging.getLogger(__name__)
 STAGING_SUFFIX = ".partial"
 
 
+def file_mode() -> int:
+    """The mode of an ordinary new file: 0o666 less the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def with_umask(root: Path) -> None:
+    """Give every file under `root` (or `root` itself) the mode of an ordinary new file: some writers (safetensors)
+    create theirs 0600, which other users of a shared model folder then cannot read."""
+    mode = file_mode()
+    files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+    for path in files:
+        if stat.S_IMODE(path.stat().st_mode) != mode:
+            path.chmod(mode)
+
+
 def replace_dir(staging: Path, target: Path) -> None:
     """Move a finished staging folder onto `target`, never leaving a half-written target behind: the old
-    target is renamed aside first and removed only once the new one is in place."""
+    target is renamed aside first and removed only once the new one is in place. Its files get the user's
+    umask (`with_umask`)."""
+    with_umask(staging)
     old = target.with_name(target.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
@@ -72,17 +94,89 @@ def text_encoding(name: str) -> str:
     return name
 
 
-def read_bytes(path: str | Path) -> bytes:
-    """The bytes of a file; a missing file, a folder or an unreadable file is a one-line DataFormatError."""
+# A pipe, FIFO or device can be read only once and may never end (/dev/zero): it is read in chunks, up to
+# MAX_UNSIZED_BYTES, and a line running past MAX_LINE_BYTES stops the read. A plain file's size is known
+# before it is read, so it is read whole, its lines held to the same bound. 16 MiB is far above any real
+# sentence or definition (encoders truncate to a few hundred tokens) yet reached in milliseconds on a stream
+# without newlines; past 2 GiB, text held in memory costs several times that once decoded and split, and
+# `dictembed encode` streams a plain file of any size instead.
+MAX_LINE_BYTES = 16 << 20
+MAX_UNSIZED_BYTES = 2 << 30
+READ_CHUNK_BYTES = 1 << 20
+
+
+def _size(n: int) -> str:
+    """`n` bytes in words: 2 GiB, 16 MiB, 100 bytes."""
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):g} {unit}"
+    return f"{n:,} bytes"
+
+
+def is_regular_file(path: str | Path) -> bool:
+    """Whether `path` (links followed) is a plain file: not a pipe, FIFO, socket or device, whose bytes may be
+    readable only once or never end. A path that cannot be examined is not (its read says why)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def line_too_long(path: str | Path, line: int, limit: int) -> DataFormatError:
+    """The error for a line longer than `limit` bytes."""
+    message = f"line longer than {_size(limit)} (lines are split on \\n only; is this a text file?)"
+    return DataFormatError(path, message, line=line)
+
+
+def _long_line(raw: bytes, limit: int) -> int | None:
+    """The offset at which the first line longer than `limit` bytes starts, or None: such a line is a window
+    of `limit` + 1 bytes without a newline."""
+    start = 0
+    while len(raw) - start > limit:
+        newline = raw.rfind(b"\n", start, start + limit + 1)
+        if newline < 0:
+            return start
+        start = newline + 1
+    return None
+
+
+def _read_unsized(path: Path, max_line: int | None) -> bytes:
+    """The bytes of a pipe, FIFO or device, read once, in chunks: more than MAX_UNSIZED_BYTES, or (with
+    `max_line`) a line that runs past `max_line` bytes, is a DataFormatError as soon as it is seen."""
+    buffer = io.BytesIO()
+    newlines = since_newline = 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(READ_CHUNK_BYTES):
+            if buffer.tell() + len(chunk) > MAX_UNSIZED_BYTES:
+                raise DataFormatError(
+                    path, f"more than {_size(MAX_UNSIZED_BYTES)} from a pipe or device; save it to a file first"
+                )
+            last = chunk.rfind(b"\n")
+            newlines += chunk.count(b"\n")
+            since_newline = since_newline + len(chunk) if last < 0 else len(chunk) - last - 1
+            if max_line is not None and since_newline > max_line:
+                raise line_too_long(path, newlines + 1, max_line)
+            buffer.write(chunk)
+    return buffer.getvalue()
+
+
+def read_bytes(path: str | Path, max_line: int | None = None) -> bytes:
+    """The bytes of a file, read once; a missing file, a folder or an unreadable file is a one-line
+    DataFormatError. A pipe, FIFO or device is read up to MAX_UNSIZED_BYTES; with `max_line`, a line longer
+    than that many bytes is a DataFormatError naming it."""
     path = Path(path)
     try:
-        return path.read_bytes()
+        raw = path.read_bytes() if is_regular_file(path) else _read_unsized(path, max_line)
     except FileNotFoundError:
         reason = "not found"
     except IsADirectoryError:
         reason = "it is a folder"
     except OSError as error:
         reason = (error.strerror or str(error)).lower()
+    else:
+        if max_line is not None and (start := _long_line(raw, max_line)) is not None:
+            raise line_too_long(path, raw.count(b"\n", 0, start) + 1, max_line)
+        return raw
     raise DataFormatError(path, f"cannot read file ({reason})")
 
 
@@ -132,15 +226,26 @@ def _lines_with_fallback(path: Path, raw: bytes, encoding: str, fallback: str) -
     return split_lines("\n".join(lines).removeprefix("\ufeff"))
 
 
+def _newline_is_byte(encoding: str) -> bool:
+    """Whether "\\n" in `encoding` holds the byte 0x0A (UTF-8, Latin-1, UTF-16...; not EBCDIC), so that lines
+    can be measured in bytes before decoding; an unknown encoding is reported by `decode`."""
+    try:
+        return b"\n" in "\n".encode(encoding)
+    except LookupError:
+        return True
+
+
 def read_lines(
     path: str | Path, encoding: str = "utf-8", *, fallback: str | None = None, hint: str | None = ENCODING_HINT
 ) -> list[str]:
     """The lines of a text file (see `split_lines`), a UTF-8 byte order mark skipped.
 
-    Bytes that are not `encoding` raise DataFormatError naming the file, the line, the byte and `hint`;
-    with `fallback` (an ASCII-compatible encoding) such a line is decoded with it instead, and logged.
+    The file is read once (`read_bytes`), so a pipe or FIFO gives all its lines; a line longer than
+    MAX_LINE_BYTES raises DataFormatError naming it. Bytes that are not `encoding` raise DataFormatError naming
+    the file, the line, the byte and `hint`; with `fallback` (an ASCII-compatible encoding) such a line is
+    decoded with it instead, and logged.
     """
-    raw = read_bytes(path)
+    raw = read_bytes(path, MAX_LINE_BYTES if _newline_is_byte(encoding) else None)
     try:
         return split_lines(decode(path, raw, encoding, hint))
     except DataFormatError:

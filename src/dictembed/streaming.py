@@ -9,6 +9,10 @@ model (same size, modification time and first bytes; same vectors for probe sent
 precision and options), it continues after the rows done; anything else starts over. When every row is written the
 partial file is renamed to OUTPUT and the sidecar removed: OUTPUT only ever appears complete.
 
+Only a plain file is counted first and resumed. A pipe, FIFO or device (`--input /dev/stdin`) gives its bytes
+once, so it is read into memory with `dictembed.io.read_lines` (bounded in size and line length) and encoded
+from there, without a progress file. Every line, streamed or not, is held to `dictembed.io.MAX_LINE_BYTES`.
+
 Under a distributed launch (`torchrun`), every process reads each chunk and encodes a share of it
 (`dictembed.distributed.encode_across_processes`); only the main process writes.
 
@@ -33,7 +37,15 @@ from tqdm.auto import tqdm
 from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.distributed import broadcast_int, encode_across_processes
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.io import ENCODING_HINT, STAGING_SUFFIX, atomic_write
+from dictembed.io import (
+    ENCODING_HINT,
+    MAX_LINE_BYTES,
+    STAGING_SUFFIX,
+    atomic_write,
+    is_regular_file,
+    line_too_long,
+    read_lines,
+)
 from dictembed.quantization import Quantization
 
 log = logging.getLogger(__name__)
@@ -58,11 +70,15 @@ def progress_path(output: Path) -> Path:
 
 def iter_lines(path: Path, encoding: str = "utf-8", skip: int = 0) -> Iterator[str]:
     """The lines of `path` after the first `skip`, read lazily (see the module docstring for the splitting);
-    bytes that are not `encoding` raise DataFormatError naming the line."""
+    bytes that are not `encoding`, or a line longer than MAX_LINE_BYTES, raise DataFormatError naming the line."""
     number = 0
     try:
         with open(path, encoding=encoding, newline="\n") as f:
-            for number, line in enumerate(f, start=1):
+            # At most one character past the limit is read: a file without newlines never fills memory. A
+            # character is at least one byte, so a line over the limit in characters is over it in bytes.
+            for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), ""), start=1):
+                if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
+                    raise line_too_long(path, number, MAX_LINE_BYTES)
                 if number <= skip:
                     continue
                 if number == 1:
@@ -189,8 +205,9 @@ def encode_to_npy(
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Encode one sentence per line of `input_path` into the `.npy` file `output`, `chunk_size` lines at a
-    time, resuming an interrupted run of the same job. Returns rows, dim, dtype and the row resumed from.
-    The caller decides whether an existing `output` may be replaced."""
+    time, resuming an interrupted run of the same job (a plain file only: a pipe or device is read once into
+    memory). Returns rows, dim, dtype and the row resumed from. The caller decides whether an existing
+    `output` may be replaced."""
     input_path, output = Path(input_path), Path(output)
     if quantize not in STREAMABLE:
         raise DictEmbedError(f"quantisation {quantize!r} needs every row at once; streaming takes {STREAMABLE}")
@@ -199,23 +216,32 @@ def encode_to_npy(
     if not input_path.exists():
         raise DataFormatError(input_path, "cannot read file (not found)")
     main, cpu = is_main_process(), encoder.device.type == "cpu"
-    rows = count_lines(input_path, encoding)
-    identity = {
-        "format": FORMAT,
-        "input": input_identity(input_path),
-        "encoding": encoding,
-        "rows": rows,
-        "model": model_identity(encoder),
-        "normalize": normalize,
-        "quantize": quantize,
-    }
     partial, sidecar = partial_path(output), progress_path(output)
-    start = broadcast_int(_resume_point(output, identity) if main else 0, cpu=cpu)
+    identity: dict[str, Any] | None = None
+    if is_regular_file(input_path):
+        rows = count_lines(input_path, encoding)
+        identity = {
+            "format": FORMAT,
+            "input": input_identity(input_path),
+            "encoding": encoding,
+            "rows": rows,
+            "model": model_identity(encoder),
+            "normalize": normalize,
+            "quantize": quantize,
+        }
+        start = broadcast_int(_resume_point(output, identity) if main else 0, cpu=cpu)
+        lines = iter_lines(input_path, encoding, skip=start)
+    else:  # read once, held in memory: counting it first would consume it
+        held = read_lines(input_path, encoding)
+        rows, start, lines = len(held), 0, iter(held)
+        if main:  # an earlier run's progress file must not vouch for rows written from this input
+            partial.unlink(missing_ok=True)
+            sidecar.unlink(missing_ok=True)
     matrix = np.load(partial, mmap_mode="r+") if main and start else None
     dim, dtype = (matrix.shape[1], str(matrix.dtype)) if matrix is not None else (None, None)
     bar = tqdm(total=rows, initial=start, unit="rows", desc="encode", disable=not (show_progress and main))
     done, last_log = start, time.monotonic()
-    for chunk in _chunks(iter_lines(input_path, encoding, skip=start), chunk_size):
+    for chunk in _chunks(lines, chunk_size):
         vectors = encode_across_processes(encoder, chunk, batch_size, False, normalize, quantize)
         if main:
             if matrix is None:
@@ -224,8 +250,9 @@ def encode_to_npy(
                 matrix = np.lib.format.open_memmap(partial, mode="w+", dtype=vectors.dtype, shape=(rows, dim))
             matrix[done : done + len(chunk)] = vectors
             matrix.flush()  # the rows reach the file before the progress file says so
-            progress = {**identity, "dim": dim, "dtype": dtype, "rows_done": done + len(chunk)}
-            atomic_write(sidecar, json.dumps(progress))
+            if identity is not None:
+                progress = {**identity, "dim": dim, "dtype": dtype, "rows_done": done + len(chunk)}
+                atomic_write(sidecar, json.dumps(progress))
         done += len(chunk)
         bar.update(len(chunk))
         if time.monotonic() - last_log >= LOG_EVERY_S or done == rows:

@@ -12,11 +12,10 @@ from dictembed.dictionary.sources import (
     load_gcide,
     load_oxford,
     load_oxford_autodict,
-    load_table,
     load_wordnet,
     load_wordnet_examples,
 )
-from dictembed.dictionary.sources.table import COLUMN_NAMES, FORMATS, parse_columns, read_columns
+from dictembed.dictionary.sources.table import COLUMN_NAMES, FORMATS, parse_columns, read_table, table_dictionary
 from dictembed.errors import DictEmbedError
 
 SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
@@ -32,14 +31,13 @@ SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
 def load_user_table(path: str | Path, encoding: str = "utf-8", columns: str | None = None) -> Dictionary:
     """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present.
     `columns` (e.g. "word,-,definition", see `parse_columns`) names the columns of a file without a header
-    line; such a file may also be a .txt file, read as TSV."""
+    line; such a file may also be a .txt file, read as TSV. The file is read once (it may be a pipe or FIFO)."""
+    path = Path(path)
     header = parse_columns(columns) if columns else None
-    fmt = FORMATS.get(Path(path).suffix.lower(), "tsv") if header else None
-    names = header or read_columns(path, encoding=encoding)
-    optional = {c: c if c in names else None for c in COLUMN_NAMES[2:]}
-    return load_table(
-        path, headword="word", definition="definition", encoding=encoding, fmt=fmt, header=header, **optional
-    )
+    fmt = FORMATS.get(path.suffix.lower(), "tsv") if header else None
+    table = read_table(path, fmt, encoding, header)
+    optional = {c: c if c in table[0] else None for c in COLUMN_NAMES[2:]}
+    return table_dictionary(path, table, headword="word", definition="definition", **optional)
 
 
 def load_source(

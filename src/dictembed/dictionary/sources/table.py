@@ -235,7 +235,22 @@ def load_table(
     value may be a string or a list of strings.
     """
     path = Path(path)
-    columns, line, rows = read_table(path, fmt, encoding, header)
+    return table_dictionary(path, read_table(path, fmt, encoding, header), headword, definition, example, pos, name)
+
+
+@without_gc
+def table_dictionary(
+    path: Path,
+    table: Table,
+    headword: str = "word",
+    definition: str = "definition",
+    example: str | None = None,
+    pos: str | None = None,
+    name: str | None = None,
+) -> Dictionary:
+    """The dictionary in `table`, as `read_table` gave it for `path` (see `load_table`): a caller that needs
+    the columns before naming them reads the file once, since a pipe or FIFO cannot be read again."""
+    columns, line, rows = table
     _check_columns(path, columns, [c for c in (headword, definition, example, pos) if c is not None], line)
     builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, row in rows:
