@@ -263,3 +263,30 @@ def test_an_empty_query_is_an_error_not_a_result(rd, model_dir, capsys) -> None:
         rd.search("   ")
     assert main(["predict", "--model", str(model_dir), ""]) == 1
     assert "empty query" in capsys.readouterr().err
+
+
+def test_a_model_folder_serves_its_definitions_from_anywhere(served_model, tmp_path, monkeypatch) -> None:
+    """The folder keeps what serving needs of its dictionary: moved elsewhere, with the training dictionary gone
+    and another file at the recorded relative path, it still serves its own definitions and pos filter."""
+    import shutil
+
+    from dictembed.reverse_dictionary import DEFINITIONS_FILE
+
+    assert (served_model / DEFINITIONS_FILE).is_file()
+    moved = tmp_path / "elsewhere" / "model"
+    shutil.copytree(served_model, moved)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "served.tsv").write_text("word\tdefinition\tpos\nimpostor\tnot the model's definition\tn\n")
+    rd = ReverseDictionary.load(moved)
+    assert rd.dictionary is not None and "impostor" not in rd.dictionary
+    from dictembed.dictionary import load_dictionary
+
+    trained_on = load_dictionary(str(served_model.parent / "served.tsv"))  # conftest's `served_model`
+    assert rd.dictionary.pairs() == trained_on.pairs()
+    assert [[s.pos for s in e.senses] for e in rd.dictionary] == [[s.pos for s in e.senses] for e in trained_on]
+    original = ReverseDictionary.load(served_model)
+    results = rd.search("a domesticated animal that barks", k=3, pos="n")
+    assert results and all("n" in r.pos[w] for r in results for w in r.words)  # definitions and parts of speech
+    same = original.search("a domesticated animal that barks", k=3, pos="n")
+    assert [r.to_dict() for r in results] == [r.to_dict() for r in same]
+    assert str(served_model.parent) not in (moved / DEFINITIONS_FILE).read_text()

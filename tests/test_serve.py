@@ -355,7 +355,7 @@ def test_head_is_answered_wherever_get_is(client, path: str) -> None:
 
 def test_no_answer_names_a_path_of_the_machine(client, model_dir) -> None:
     health = client.get("/health").json()
-    assert health["dictionary"] == "served.tsv"
+    assert health["dictionary"] == "definitions.jsonl"  # the folder's own copy of what it serves
     assert str(model_dir.parent) not in json.dumps(health)
 
 

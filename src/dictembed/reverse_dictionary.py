@@ -17,6 +17,7 @@ scores by the model's softmax probability instead; `score_kind` says which.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -36,11 +37,24 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MatrixSpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores
+from dictembed.io import atomic_write
 from dictembed.loading import resolve_model
 from dictembed.record import RunRecord
 from dictembed.search_options import Filters, normalize_pos, pattern_matcher
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
+DEFINITIONS_FILE = "definitions.jsonl"  # what serving needs of a model's dictionary, inside the model folder
+
+
+def save_definitions(dictionary: Dictionary, folder: Path) -> Path:
+    """Write the definitions and parts of speech of `dictionary` into a model folder (`DEFINITIONS_FILE`, a
+    table `load_dictionary` reads), so that the folder serves them from anywhere, needing no file outside it."""
+    rows = (
+        json.dumps({"word": e.headword, "definition": s.definition, "pos": s.pos or ""}, ensure_ascii=False)
+        for e in dictionary
+        for s in e.senses
+    )
+    return atomic_write(folder / DEFINITIONS_FILE, "".join(row + "\n" for row in rows))
 
 log = logging.getLogger(__name__)
 
@@ -167,14 +181,17 @@ class ReverseDictionary:
     def load(
         cls, path: str | Path, device: str | torch.device | None = None, precision: str | None = "fp32"
     ) -> ReverseDictionary:
-        """A saved model folder (or hub name); the dictionary named in its record is loaded on first use.
-        `device` ("auto"/None: CUDA, else MPS, else CPU) and the compute `precision` (auto, fp32, bf16, fp16)
-        are the encoder's (`Encoder.set_precision`)."""
+        """A saved model folder (or hub name); its dictionary (the folder's own `definitions.jsonl`, else the
+        one named in its record) is loaded on first use. `device` ("auto"/None: CUDA, else MPS, else CPU) and
+        the compute `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`)."""
         folder = resolve_model(path)
         config = RunRecord.load(folder).config
         name = folder.resolve().name if Path(path).is_dir() else str(path)
+        encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
+        if (folder / DEFINITIONS_FILE).is_file():  # self-contained: served from anywhere
+            return cls(encoder, EntrySpace.load(folder), dictionary=str(folder / DEFINITIONS_FILE), name=name)
         return cls(
-            Encoder.load(str(folder), device=loader_device(device)).set_precision(precision),
+            encoder,
             EntrySpace.load(folder),
             dictionary=config.dictionary if config is not None else None,
             wordnet_dir=config.wordnet_dir if config is not None else None,

@@ -137,11 +137,13 @@ class DefSent(EntryRecipe):
 
     def stage(self, config: RunConfig, step: int, before: Stage | None, best: RunResult | None) -> Stage:
         encoder = base_encoder(config)
+        dictionary = config_dictionary(config)
         filtered = {}
-        for name, split in load_splits(config).items():
+        for name, split in split_by_headword(dictionary, seed=config.split_seed).items():
             filtered[name], report = single_token_filter(split, encoder.tokenizer)
             log.info("%s split, single-token filter: %s", name, report)
         space = word_space(config, encoder, [w for split in filtered.values() for w in split.headwords])
         record = {"entry_space": space.kind, "entry_encoder": config.model}
         root = runs_root(config.output)
-        return Stage(root, config.select_on, {"splits": filtered}, space, record, space_fingerprint(space))
+        data = {"splits": filtered, "dictionary": dictionary}
+        return Stage(root, config.select_on, data, space, record, space_fingerprint(space))

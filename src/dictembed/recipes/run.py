@@ -22,6 +22,7 @@ import numpy as np
 from torch import nn
 
 from dictembed.devices import is_main_process, wait_for_everyone
+from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace
 from dictembed.errors import DictEmbedError
@@ -31,6 +32,7 @@ from dictembed.model_card import write_model_card
 from dictembed.recipes.config import MethodOptions, RunConfig
 from dictembed.recipes.registry import Paper, get_recipe
 from dictembed.record import RunRecord
+from dictembed.reverse_dictionary import save_definitions
 from dictembed.training import Trainer, TrainSettings
 
 log = logging.getLogger(__name__)
@@ -112,10 +114,13 @@ class Recipe(ABC):
         """The dev figures of a trained run (selection reads `stage.select_on` among them)."""
 
     def save(self, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
-        """Save the trained run: the encoder with its record, and the stage's entry space."""
+        """Save the trained run: the encoder with its record, the stage's entry space and, beside it, the
+        definitions of its dictionary (so the folder serves as a reverse dictionary from anywhere)."""
         encoder.save(folder, record)
         if stage.space is not None:
             stage.space.save(folder)
+            if isinstance(dictionary := stage.data.get("dictionary"), Dictionary):
+                save_definitions(dictionary, folder)
 
 
 def train_settings(config: RunConfig, lr: float, seed: int) -> TrainSettings:
