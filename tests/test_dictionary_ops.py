@@ -9,6 +9,7 @@ from transformers import AutoTokenizer
 
 from dictembed.dictionary import (
     Dictionary,
+    clean_text,
     dictionary_stats,
     format_stats_table,
     load_oxford,
@@ -50,6 +51,36 @@ def test_merge_deduplicates_case_and_space_blind(caplog):
     assert (river.definition, river.examples, river.pos) == ("A river side", ["e1", "e2"], "n")
     assert first["Bank"].senses[0].examples == ["e1"]  # inputs untouched
     assert "4 definitions -> 3 (1 duplicate definitions removed)" in caplog.text
+
+
+NFD_CAFE, NFC_CAFE = "cafe\u0301", "caf\u00e9"
+
+
+def test_clean_text_is_nfc_without_format_characters_at_the_ends():
+    assert clean_text(NFD_CAFE) == NFC_CAFE
+    assert clean_text(" \ufeffword\u200b ") == clean_text("word\u2060") == clean_text("\u200e word \u200f") == "word"
+    assert (
+        clean_text("\u200b") == clean_text("\ufeff \u200b") == clean_text("\u200d") == clean_text("\u200c\u200d") == ""
+    )
+    persian = "\u0645\u06cc\u200c\u0634\u0648\u062f"  # ZWNJ inside a word is spelling
+    assert clean_text(persian) == persian
+    assert clean_text("\u0645\u06cc\u200c") == "\u0645\u06cc\u200c"  # the prefix mi- ends in ZWNJ
+    malayalam = "\u0d05\u0d35\u0d28\u0d4d\u200d"  # an old-style chillu: virama + ZWJ
+    assert clean_text(malayalam + "\ufeff") == malayalam
+    flag = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"  # ends in tag characters
+    assert clean_text(flag) == flag
+    assert clean_text("ice\u200bcream") == "ice\u200bcream"  # the middle is left alone
+    assert clean_text("a  river\tbank ") == "a river bank"
+
+
+def test_merge_unites_text_that_looks_the_same():
+    first = Dictionary(name="one")
+    first.add(NFD_CAFE, f"a small {NFD_CAFE}")
+    second = Dictionary(name="two")
+    second.add(NFC_CAFE + "\ufeff", f"a small {NFC_CAFE}")
+    merged, report = merge_dictionaries([first, second])
+    assert merged.headwords == [NFC_CAFE] and merged.pairs() == [(NFC_CAFE, f"a small {NFC_CAFE}")]
+    assert (report.entries_out, report.duplicate_definitions) == (1, 1)
 
 
 def test_split_sizes():

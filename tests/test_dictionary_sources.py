@@ -119,6 +119,44 @@ def test_table_csv_and_jsonl(tmp_path):
     assert len(table) == 1  # the dog has no definition: skipped and counted
 
 
+def test_table_text_that_looks_the_same_is_one_entry(tmp_path, caplog):
+    nfd, nfc = "cafe\u0301", "caf\u00e9"
+    path = tmp_path / "mine.tsv"
+    path.write_text(
+        "word\tdefinition\n"
+        f"{nfd}\ta small restaurant\n"
+        f"{nfc}\ta small restaurant\n"  # the same sense once NFC
+        f"{nfc}\ta {nfd} that sells coffee\n"
+        "\u200b\tan invisible headword\n"
+        "\ufeff\u200d\ta joiner alone\n"
+        "bank\ufeff\tland beside a river\n"
+        "\t\u200b\n",
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.WARNING):
+        table = load_table(path)
+    assert table.headwords == [nfc, "bank"]
+    assert table[nfc].definitions == ["a small restaurant", f"a {nfc} that sells coffee"]
+    assert "7 rows -> 2 headwords, 3 senses" in caplog.text and "(1 repeated definitions united)" in caplog.text
+    assert "skipped 2 rows whose headword is only invisible format characters (lines 5, 6)" in caplog.text
+    assert "skipped 1 rows with an empty headword (lines 8)" in caplog.text
+
+
+def test_jsonl_keys_missing_from_the_first_record(tmp_path):
+    records = [{"word": "cat", "definition": "a feline"}]
+    records += [{"word": f"w{i}", "definition": f"sense {i}", "pos": "n", "example": [f"e{i}"]} for i in range(39)]
+    jsonl = tmp_path / "mine.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    for dictionary in (load_dictionary(str(jsonl)), load_table(jsonl, example="example", pos="pos")):
+        senses = [s for e in dictionary for s in e.senses]
+        assert (senses[0].pos, senses[0].examples) == (None, [])
+        assert [(s.pos, s.examples) for s in senses[1:]] == [("n", [f"e{i}"]) for i in range(39)]
+    with pytest.raises(
+        DataFormatError, match=r"mine\.jsonl:1: column 'gloss' not found \(columns: word, definition, pos, ex"
+    ):
+        load_table(jsonl, definition="gloss")
+
+
 def test_table_errors_name_file_line_and_column(tmp_path):
     path = tmp_path / "mine.tsv"
     path.write_text("word\tmeaning\ncat\ta feline\n")

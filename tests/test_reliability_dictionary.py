@@ -63,6 +63,10 @@ BAD_FILES = {  # (format, case): (content, what the error names besides the file
     ("tsv", "commas instead of tabs"): (table("csv"), ()),
     ("csv", "semicolons instead of commas"): (table("csv").replace(",", ";"), ()),
     ("txt", "unknown extension"): (table("tsv"), ()),
+    **{
+        (fmt, "lone CR line endings"): (table(fmt).replace("\n", "\r"), ("lone carriage return (\\r)",))
+        for fmt in FORMATS
+    },
 }
 
 
@@ -111,6 +115,38 @@ def test_csv_quoted_commas_and_doubled_quotes(tmp_path) -> None:
 def test_a_quote_in_a_tsv_is_text(tmp_path) -> None:
     pairs = _loaded(write(tmp_path / "d.tsv", table("tsv", [*PAIRS, ("q", '"a quoted" definition "')])))
     assert len(pairs) == len(PAIRS) + 1 and pairs[-1] == ("q", '"a quoted" definition "')
+
+
+def test_a_lone_cr_inside_a_one_line_jsonl_record_is_json_whitespace(tmp_path) -> None:
+    path = write(tmp_path / "d.jsonl", '{"word": "cat",\r"definition": "a feline"}\n')
+    assert _loaded(path) == [("cat", "a feline")]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_two_files_joined_end_to_end(fmt, tmp_path, caplog) -> None:
+    """The second file keeps its byte order mark and (TSV/CSV) its header line: neither becomes an entry."""
+    first, second = PAIRS[:4], PAIRS[4:]
+    raw = ("\ufeff" + table(fmt, first)).encode() + ("\ufeff" + table(fmt, second)).encode()
+    with caplog.at_level(logging.WARNING):
+        pairs = _loaded(write(tmp_path / f"d.{fmt}", raw))
+    assert pairs == PAIRS
+    assert not any("\ufeff" in word or word in ("word", "definition") for word, _ in pairs)
+    if fmt != "jsonl":
+        assert f"skipped 1 repeated header lines (lines {len(first) + 2})" in caplog.text
+
+
+def test_a_quoted_csv_file_joined_after_another(tmp_path) -> None:
+    text = 'word,definition\n"cat","a feline, small"\n'
+    pairs = _loaded(write(tmp_path / "d.csv", "\ufeff" + text + "\ufeff" + text.replace("cat", "dog")))
+    assert pairs == [("cat", "a feline, small"), ("dog", "a feline, small")]
+
+
+def test_a_headerless_table_keeps_a_line_that_looks_like_a_header(tmp_path) -> None:
+    path = write(tmp_path / "d.tsv", "word\tdefinition\ncat\ta feline\n")
+    assert load_dictionary(str(path), columns="word,definition").pairs() == [
+        ("word", "definition"),
+        ("cat", "a feline"),
+    ]
 
 
 # ------------------------------------------------------------------------------------ missing and empty

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,9 +41,48 @@ def without_gc(function: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+# Format characters (Unicode category Cf) are invisible. At the ends of a text they are left over from
+# copying or joining files (a byte order mark, a zero-width space, a direction mark) and would make two
+# entries that look the same, so they are removed there. Inside a word some are spelling (ZWNJ and ZWJ in
+# Persian, Hindi or Malayalam), so the middle is left alone. These stay even at the ends: ZWNJ and ZWJ (the
+# Persian prefix mi- is written with a final ZWNJ, older Malayalam text ends a word in virama + ZWJ, and a
+# leading ZWJ shows an Arabic letter's joined form), the visible signs written before a number (the Arabic
+# number signs and the like), and the tag characters that end an emoji flag.
+KEPT_AT_ENDS = frozenset(
+    "\u200c\u200d\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\U000110bd\U000110cd"
+)
+TAG_RANGE = ("\U000e0020", "\U000e007f")
+
+
+def _invisible_end(char: str) -> bool:
+    """Whether `char` is dropped from the ends of a text: a space, or a format character not kept there."""
+    if char == " ":
+        return True
+    return unicodedata.category(char) == "Cf" and char not in KEPT_AT_ENDS and not TAG_RANGE[0] <= char <= TAG_RANGE[1]
+
+
 def clean_text(text: str) -> str:
-    """Collapse every run of whitespace (newlines, tabs) to one space and strip the ends."""
-    return " ".join(text.split())
+    """`text` in Unicode NFC with every run of whitespace (newlines, tabs) made one space and the ends stripped
+    of spaces and format characters (see KEPT_AT_ENDS); "" when nothing visible is left."""
+    if text.isascii():  # no format character, and already NFC
+        return " ".join(text.split())
+    text = " ".join(unicodedata.normalize("NFC", text).split())
+    start, end = 0, len(text)
+    while start < end and _invisible_end(text[start]):
+        start += 1
+    while end > start and _invisible_end(text[end - 1]):
+        end -= 1
+    text = text[start:end]
+    if all(c == " " or unicodedata.category(c) == "Cf" for c in text):
+        return ""
+    return text
+
+
+def _empty_reason(raw: str | None, column: str) -> str:
+    """The skip reason of a row whose `column` text (`raw`, before `clean_text`) is empty once cleaned."""
+    if raw and raw.strip():
+        return f"rows whose {column} is only invisible format characters"
+    return f"rows with an empty {column}"
 
 
 @dataclass
@@ -80,8 +120,9 @@ class DictionaryBuilder:
 
     A definition repeated under the same headword (as in the Oxford files, one row per example)
     becomes a single sense whose examples are the union of the rows' examples, in order.
-    Text is whitespace-normalised with `clean_text`; empty headwords or definitions are skipped
-    and counted, never dropped silently.
+    Text is normalised with `clean_text` (NFC, whitespace, format characters at the ends), so text that
+    looks the same is one headword or definition; empty headwords or definitions (also those of invisible
+    format characters only) are skipped and counted, never dropped silently.
     """
 
     def __init__(self, source: str, name: str | None = None, unite_repeats: bool = True) -> None:
@@ -113,13 +154,14 @@ class DictionaryBuilder:
     ) -> bool:
         """Add one row; returns False (and counts it) when the headword or definition is empty."""
         self.report.rows += 1
+        raw_headword, raw_definition = headword, definition
         headword = clean_text(headword or "")
         definition = clean_text(definition or "")
         if not headword:
-            self.skip("rows with an empty headword", line)
+            self.skip(_empty_reason(raw_headword, "headword"), line)
             return False
         if not definition:
-            self.skip("rows with an empty definition", line)
+            self.skip(_empty_reason(raw_definition, "definition"), line)
             return False
         cleaned = [c for c in map(clean_text, examples) if c]
         sense = self._senses.get((headword, definition)) if self.unite_repeats else None

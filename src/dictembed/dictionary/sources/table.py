@@ -11,18 +11,23 @@ that runs over several lines (fields may not contain line breaks: such a record 
 unterminated quote swallowing the rows after it). A file with a header but no rows raises
 "FILE: no entries (only a header)"; a file whose every row is skipped raises too.
 
-Content gaps skip the row: an empty or missing headword or definition, and a JSONL value of the wrong
-type (a headword, definition or pos that is a number, list, object or boolean; an example that is not a
-string or a list of strings). Such values are never turned into text. Skipped rows are counted and
-logged as a warning with their line numbers. Blank lines (only whitespace, or only empty fields) carry
-nothing and are ignored. Rows repeating a headword's definition become one sense with all their examples.
+A file whose only line breaks are lone carriage returns (\\r, old Mac files) raises DataFormatError
+saying so, rather than reading it as one line.
+
+Content gaps skip the row: an empty or missing headword or definition (also one of invisible format
+characters only, see `clean_text`), and a JSONL value of the wrong type (a headword, definition or pos that
+is a number, list, object or boolean; an example that is not a string or a list of strings). Such values are
+never turned into text. A TSV/CSV line equal to the header (files joined end to end) is skipped too, and a
+byte order mark at the start of any line dropped. Skipped rows are counted and logged as a warning with
+their line numbers. Blank lines (only whitespace, or only empty fields) carry nothing and are ignored. Rows
+repeating a headword's definition become one sense with all their examples. The optional columns of a
+JSONL file are the keys of all its records, so a record may hold a key that the first one lacks.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -37,10 +42,14 @@ from dictembed.io import read_lines
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
 COLUMN_NAMES = ("word", "definition", "example", "pos")
 SKIP = "-"
+BOM = "\ufeff"
+REPEATED_HEADER = "repeated header lines"
+LONE_CR = "lines end in a lone carriage return (\\r); convert the file to \\n line endings"
 
 Row = dict[str, object]
 Record = tuple[int, list[str]]
-Table = tuple[list[str], int, Iterator[tuple[int, Row]]]
+# (columns, their line, (line number, row) per data row); a row of None is a repeated header line, skipped
+Table = tuple[list[str], int, Iterator[tuple[int, Row | None]]]
 
 
 def _check_columns(path: Path, header: list[str], wanted: list[str], line: int) -> None:
@@ -81,7 +90,8 @@ def _csv_problem(error: csv.Error, start: int, end: int) -> str:
 
 def _csv_records(path: Path, lines: list[str]) -> Iterator[Record]:
     """(line number, fields) of every CSV record; a record may not run over several lines."""
-    reader = csv.reader(lines, strict=True)
+    # A byte order mark before a quoted first field (a second file appended) would keep the quotes as text.
+    reader = csv.reader((line[1:] if line.startswith(BOM + '"') else line for line in lines), strict=True)
     last = 0
     while True:
         try:
@@ -126,19 +136,25 @@ def table_columns(spec: str) -> str:
 
 
 def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | None = None) -> Table:
-    """The header of a TSV/CSV file, its line number, and (line number, row) for each non-blank record.
-    With `header` given, the file has none: every line is a row."""
+    """The header of a TSV/CSV file, its line number, and (line number, row) for each non-blank record, None
+    for a line repeating the header (files joined end to end). With `header` given, the file has none: every
+    line is a row. A byte order mark at the start of a line (a joined file's) is dropped."""
+    has_header = header is None
     first = (0, header) if header is not None else next(records, None)
     if first is None:
         raise DataFormatError(path, "empty file (expected a header line)", line=1)
     header = [name.strip() for name in first[1]]
 
-    def rows() -> Iterator[tuple[int, Row]]:
+    def rows() -> Iterator[tuple[int, Row | None]]:
         for number, fields in records:
             if not any(f.strip() for f in fields):
                 continue
             if len(fields) != len(header):
                 raise DataFormatError(path, f"{len(fields)} fields where the header has {len(header)}", line=number)
+            fields[0] = fields[0].removeprefix(BOM)
+            if has_header and [f.strip() for f in fields] == header:
+                yield number, None
+                continue
             yield number, dict(zip(header, fields, strict=True))
 
     return header, first[0], rows()
@@ -158,25 +174,48 @@ def _json_record(path: Path, line: str, number: int) -> Row:
 
 
 def _jsonl_table(path: Path, lines: list[str]) -> Table:
-    """The keys of a JSONL file's first record, its line number, and (line number, record) per non-blank line."""
-    records = ((number, _json_record(path, line, number)) for number, line in enumerate(lines, start=1) if line.strip())
-    first = next(records, None)
-    if first is None:
+    """The keys of a JSONL file's records (all of them, in order of first use: a key absent from the first
+    record is still a column), the first record's line number, and (line number, record) per non-blank line.
+    A byte order mark at the start of a line (a joined file's) is dropped."""
+    records = [
+        (number, _json_record(path, line, number))
+        for number, line in enumerate((line.removeprefix(BOM) for line in lines), start=1)
+        if line.strip()
+    ]
+    if not records:
         raise DataFormatError(path, "empty file (expected one JSON object per line)", line=1)
-    return list(first[1]), first[0], itertools.chain([first], records)
+    columns = list(dict.fromkeys(key for _, record in records for key in record))
+    return columns, records[0][0], iter(records)
+
+
+def _parses_as_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _check_line_ends(path: Path, lines: list[str], fmt: str) -> None:
+    """DataFormatError for a file whose only line breaks are lone carriage returns (old Mac files): lines are
+    split on "\\n" only, so such a file is one line whose fields would run together. A one-line JSONL record
+    that holds a carriage return as JSON whitespace is fine."""
+    if len(lines) == 1 and "\r" in lines[0] and not (fmt == "jsonl" and _parses_as_json(lines[0])):
+        raise DataFormatError(path, LONE_CR)
 
 
 def read_table(
     path: str | Path, fmt: str | None = None, encoding: str = "utf-8", header: list[str] | None = None
 ) -> Table:
-    """A table file's columns (its header, or the keys of a JSONL file's first record), the line they are
-    on, and (line number, row) for every non-blank data row. `header`: the column names of a TSV/CSV file
-    without a header line (see `parse_columns`)."""
+    """A table file's columns (its header, or the keys of a JSONL file's records), the line they are on, and
+    (line number, row) for every non-blank data row, None for a repeated header line. `header`: the column
+    names of a TSV/CSV file without a header line (see `parse_columns`)."""
     path = Path(path)
     fmt = table_format(path, fmt)
     if header is not None and fmt == "jsonl":
         raise DictEmbedError(f"{path}: a JSONL file names its columns itself; column names are for TSV/CSV files")
     lines = read_lines(path, encoding)
+    _check_line_ends(path, lines, fmt)
     if fmt == "jsonl":
         return _jsonl_table(path, lines)
     return _delimited_table(path, _tsv_records(lines) if fmt == "tsv" else _csv_records(path, lines), header)
@@ -212,7 +251,7 @@ def _as_label(value: object) -> str | None:
 
 
 def read_columns(path: str | Path, fmt: str | None = None, encoding: str = "utf-8") -> list[str]:
-    """The column names of a table: its header line, or the keys of a JSONL file's first record."""
+    """The column names of a table: its header line, or the keys of a JSONL file's records."""
     return read_table(path, fmt, encoding)[0]
 
 
@@ -231,8 +270,8 @@ def load_table(
     """Read a dictionary table; `headword`, `definition`, `example`, `pos` name its columns (keys).
 
     TSV/CSV files need a header line, unless `header` gives the column names (every line is then a row);
-    a JSONL file's first record must hold every named key (later records may lack them). A JSONL example
-    value may be a string or a list of strings.
+    a named JSONL key must appear in some record (others may lack it). A JSONL example value may be a
+    string or a list of strings.
     """
     path = Path(path)
     return table_dictionary(path, read_table(path, fmt, encoding, header), headword, definition, example, pos, name)
@@ -254,6 +293,9 @@ def table_dictionary(
     _check_columns(path, columns, [c for c in (headword, definition, example, pos) if c is not None], line)
     builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, row in rows:
+        if row is None:
+            builder.skip_row(REPEATED_HEADER, number)
+            continue
         wrong = _wrong_type(row, (headword, definition, pos), example)
         if wrong:
             builder.skip_row(wrong, number)
