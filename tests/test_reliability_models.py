@@ -299,3 +299,205 @@ def test_a_saved_model_is_readable_as_the_umask_allows(served_model: Path, tmp_p
     assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
         p.relative_to(tmp_path).as_posix(): "0o644" for p in files
     }
+
+
+# ------------------------------------------------------------------------------------ checked when loaded
+def _set_max_length(folder: Path, name: str, value: object) -> None:
+    """Write `value` as the folder's max_length in `name`: sentence_bert_config.json's max_seq_length or
+    dictembed.json's encoder.max_length."""
+    data = json.loads((folder / name).read_text())
+    if name == "dictembed.json":
+        data["encoder"]["max_length"] = value
+    else:
+        data["max_seq_length"] = value
+    (folder / name).write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("name", ["sentence_bert_config.json", "dictembed.json"])
+@pytest.mark.parametrize("value", [-5, 0, 12.5, "512", True, [128]], ids=repr)
+def test_a_max_length_that_is_no_length_is_refused(
+    name: str, value: object, saved_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Negative, zero, fractional or not a number at all: one line naming the file and the value."""
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    _set_max_length(folder, name, value)
+    cli_refuses(capsys, _encode_args(folder, tmp_path), str(folder / name), repr(value))
+    assert not (tmp_path / "v.npy").exists()
+
+
+@pytest.mark.parametrize("name", ["sentence_bert_config.json", "dictembed.json"])
+@pytest.mark.parametrize("value", [10**9, 1e9, 10**30], ids=["1000000000", "1e9", "1e30"])
+def test_a_max_length_past_the_positions_is_cut_to_them_with_a_warning(
+    name: str, value: object, saved_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tiny BERT has 128 positions: a longer max_length would fail at the first long sentence."""
+    from dictembed.encoder import Encoder
+
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    _set_max_length(folder, name, value)
+    if name == "sentence_bert_config.json":  # else dictembed.json's 128 would take precedence
+        _set_max_length(folder, "dictembed.json", None)
+    encoder = Encoder.load(str(folder), device="cpu")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "positions" in r.getMessage()]
+    assert len(warned) == 1 and str(folder / name) in warned[0] and "using 128" in warned[0], warned
+    assert encoder.max_length == 128
+    assert encoder.encode(["a dog barks " * 200, "a cat"]).shape == (2, 32)
+
+
+def test_a_max_length_past_the_positions_encodes_long_sentences_from_the_command_line(
+    saved_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    _set_max_length(folder, "dictembed.json", 10**9)
+    (tmp_path / "in.txt").write_text("a dog barks " * 200 + "\na cat\n")
+    args = ["encode", "--model", str(folder), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "v.npy")]
+    cli_succeeds(capsys, args)
+    assert np.load(tmp_path / "v.npy").shape == (2, 32)
+
+
+def test_predict_refuses_a_max_length_that_is_no_length(
+    served_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`predict` (and `serve`, which loads the same way) stops at load, not at the first query."""
+    folder = damaged_copy(served_model, tmp_path / "m")
+    _set_max_length(folder, "dictembed.json", -5)
+    cli_refuses(capsys, ["predict", "--model", str(folder), "a loyal pet"], str(folder / "dictembed.json"), "-5")
+
+
+def _with_added_tokens(model: Path, target: Path, count: int = 2000) -> Path:
+    """A copy of `model` whose tokenizer has `count` tokens added, its embeddings left as they are."""
+    from transformers import AutoTokenizer
+
+    folder = damaged_copy(model, target)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer.add_tokens([f"addedword{i}" for i in range(count)])
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["dictembed save", "plain HF folder"])
+def test_token_ids_past_the_embeddings_are_refused(
+    plain: bool, saved_bert: Path, bert_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2,000 tokens added without resizing the embeddings: the first sentence holding one would index past them."""
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _with_added_tokens(bert_path if plain else saved_bert, tmp_path / "grown-model")
+    expected = r"the tokenizer has 32522 tokens, the model's embeddings 30522 rows: ids 30522 to 32521 have no"
+    with pytest.raises(ModelLoadError, match=expected) as caught:
+        Encoder.load(str(folder), device="cpu")
+    assert str(folder) in str(caught.value) and "\n" not in str(caught.value)
+    cli_refuses(capsys, _encode_args(folder, tmp_path), str(folder), "32522 tokens")
+
+
+def test_a_few_added_tokens_with_resized_embeddings_still_load(saved_bert: Path, tmp_path: Path) -> None:
+    from transformers import AutoModel
+
+    from dictembed.encoder import Encoder
+
+    folder = _with_added_tokens(saved_bert, tmp_path / "m", count=3)
+    model = AutoModel.from_pretrained(str(folder))
+    model.resize_token_embeddings(30525)
+    model.save_pretrained(str(folder))
+    assert Encoder.load(str(folder), device="cpu").encode(["addedword2 barks"]).shape == (1, 32)
+
+
+NESTED = {"objects": '{"a":' * 200_000, "arrays": "[" * 200_000}
+
+
+@pytest.mark.parametrize("nesting", sorted(NESTED))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "config.json",
+        "sentence_bert_config.json",
+        "config_sentence_transformers.json",
+        "1_Pooling/config.json",
+    ],
+)
+def test_json_nested_too_deep_is_named_as_corrupt(
+    name: str, nesting: str, saved_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """200,000 levels of nesting exhaust the JSON reader's recursion: one line naming the file, no RecursionError."""
+    folder = _damaged(saved_bert, tmp_path, name, NESTED[nesting])
+    cli_refuses(capsys, _encode_args(folder, tmp_path), f"{folder / name} is corrupt or truncated")
+
+
+@pytest.mark.parametrize("name", ["dictembed.json", "modules.json"])
+def test_a_record_or_module_list_nested_too_deep_is_named(
+    name: str, saved_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _damaged(saved_bert, tmp_path, name, NESTED["objects"])
+    cli_refuses(capsys, _encode_args(folder, tmp_path), str(folder / name), "corrupt")
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["dictembed save", "plain HF folder"])
+@pytest.mark.parametrize(
+    "text",
+    [NESTED["objects"], '{"a": 1}', "5", "[" * 900 + "]" * 900],
+    ids=["nested 200,000 deep", "no tokenizer keys", "a number", "valid JSON nested 900 deep"],
+)
+def test_a_tokenizer_json_that_is_no_tokenizer_is_named(
+    plain: bool, text: str, saved_bert: Path, bert_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Too deep for Python's JSON reader, or valid JSON that the tokenizers library cannot read as a tokenizer."""
+    from dictembed.encoder import Encoder
+    from dictembed.errors import ModelLoadError
+
+    folder = _damaged(bert_path if plain else saved_bert, tmp_path, "tokenizer.json", text)
+    with pytest.raises(ModelLoadError, match="tokenizer.json is corrupt or truncated") as caught:
+        Encoder.load(str(folder), device="cpu")
+    assert str(folder / "tokenizer.json") in str(caught.value) and "\n" not in str(caught.value)
+    cli_refuses(capsys, _encode_args(folder, tmp_path), str(folder / "tokenizer.json"), "corrupt or truncated")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("encoder", [1]),
+        ("encoder", "mean"),
+        ("encoder.max_length", "512"),
+        ("encoder.max_length", None),  # null: the folder's own max_length is used
+        ("encoder.pooling", ["mean"]),
+        ("encoder.normalize", "yes"),
+        ("dev", [84.9]),
+        ("lr", "fast"),
+        ("seed", 1.5),
+        ("seed", True),
+        ("base_model", 5),
+        ("details", "none"),
+    ],
+    ids=repr,
+)
+def test_a_record_field_of_the_wrong_type_is_named(
+    key: str, value: object, saved_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dictembed.json read field by field: a wrong JSON type is one line naming the file and the field."""
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    record = json.loads((folder / "dictembed.json").read_text())
+    if key.startswith("encoder."):
+        record["encoder"][key.split(".")[1]] = value
+    else:
+        record[key] = value
+    (folder / "dictembed.json").write_text(json.dumps(record))
+    if value is None:
+        cli_succeeds(capsys, _encode_args(folder, tmp_path))
+        return
+    error = cli_refuses(capsys, _encode_args(folder, tmp_path), str(folder / "dictembed.json"), key)
+    assert "bad run record" in error
+
+
+def test_a_record_of_the_wrong_types_is_refused_by_run_record_load(saved_bert: Path, tmp_path: Path) -> None:
+    from dictembed.errors import DictEmbedError
+    from dictembed.record import RunRecord
+
+    folder = damaged_copy(saved_bert, tmp_path / "m")
+    record = json.loads((folder / "dictembed.json").read_text())
+    (folder / "dictembed.json").write_text(json.dumps(record | {"encoder": [["max_length", 128]]}))
+    with pytest.raises(DictEmbedError, match=r"dictembed\.json: bad run record \(encoder is list .*, not dict\)$"):
+        RunRecord.load(folder)

@@ -188,14 +188,14 @@ class Encoder(nn.Module):
         folder = resolve_model(name_or_path)
         record = RunRecord.load(folder)
         saved = record.encoder
-        parts = load_parts(folder)
+        parts = load_parts(folder, saved.get("max_length"))
         modules = [model_pooler(parts.backbone, str(folder))] if pooler == "model" else []
         encoder = cls(
             parts.backbone,
             parts.tokenizer,
             pooling=pooling or saved.get("pooling") or declared_pooling(parts.pooling) or "mean",
             modules=modules + parts.modules,
-            max_length=max_length or saved.get("max_length") or parts.max_length,
+            max_length=max_length or parts.max_length,
             normalize=bool(normalize),
             record=record,
             pooling_module=parts.pooling,

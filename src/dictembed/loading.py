@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import pickle
 import re
@@ -13,14 +14,18 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from huggingface_hub import snapshot_download
-from safetensors import SafetensorError, safe_open
+from safetensors import safe_open
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer import modules as st_modules
+from tokenizers import Tokenizer
 from torch import nn
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.errors import ModelLoadError
 from dictembed.pooling import ACTIVATIONS
+from dictembed.record import record_path
+
+log = logging.getLogger(__name__)
 
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 # Files a hub snapshot never needs for loading (other frameworks' weights, exported backends).
@@ -76,13 +81,55 @@ def load_masked_lm_info(name_or_path: str) -> tuple[PreTrainedModel, list[str]]:
     return model, missing_head_keys(model, info.get("missing_keys", []))
 
 
-def default_max_length(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel) -> int:
-    """The smaller of the tokenizer's limit, the model's position embeddings (RoBERTa-style models lose
-    pad_token_id + 1 positions) and 512."""
-    positions = getattr(backbone.config, "max_position_embeddings", 512) or 512
+def position_limit(backbone: PreTrainedModel) -> int | None:
+    """The longest input the model's position embeddings hold (RoBERTa-style models lose pad_token_id + 1
+    positions); None for a model without absolute positions (XLNet declares -1)."""
+    positions = getattr(backbone.config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0:
+        return None
     if "roberta" in backbone.config.model_type:
         positions -= (backbone.config.pad_token_id or 0) + 1
-    return int(min(tokenizer.model_max_length or 512, positions, 512))
+    return positions
+
+
+def default_max_length(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel) -> int:
+    """The smaller of the tokenizer's limit, the model's position embeddings and 512."""
+    return int(min(tokenizer.model_max_length or 512, position_limit(backbone) or 512, 512))
+
+
+def fit_max_length(value: object, limit: int | None, source: str) -> int:
+    """`value` (read from `source`, "FILE: KEY") as a max_length: refused unless a positive whole number; above
+    `limit` (`position_limit`) cut to it with a warning, since a longer input would index past the position
+    embeddings at the first long sentence."""
+    if isinstance(value, float) and value.is_integer():  # JSON reads 1e9 or 512.0 as a float
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:  # JSON true is no length
+        raise ModelLoadError(f"{source} is {value!r}, not a positive whole number of tokens")
+    if limit is not None and value > limit:
+        log.warning("%s is %d, more than the model's %d positions: using %d", source, value, limit, limit)
+        return limit
+    return value
+
+
+def declared_length(folder: Path, value: object) -> str:
+    """Where a sentence-transformers folder's max_seq_length `value` comes from, as "FILE: KEY": its
+    sentence_*_config.json, else its tokenizer_config.json (model_max_length)."""
+    for path in [*sorted(folder.glob("sentence_*_config.json")), *sorted(folder.glob("*/sentence_*_config.json"))]:
+        if read_json_key(path, "max_seq_length") == value:
+            return f"{path}: max_seq_length"
+    for path in [folder / "tokenizer_config.json", *sorted(folder.glob("*/tokenizer_config.json"))]:
+        if read_json_key(path, "model_max_length") == value:
+            return f"{path}: model_max_length"
+    return f"model folder {folder}: max_seq_length"
+
+
+def read_json_key(path: Path, key: str) -> object:
+    """`key` of the JSON object in `path`; None when the file, the object or the key is missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
 
 
 def load_sentence_transformer(folder: Path) -> Any:
@@ -90,7 +137,7 @@ def load_sentence_transformer(folder: Path) -> Any:
     try:
         declared = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
         paths = [str(module["path"]) for module in declared]
-    except (OSError, ValueError, TypeError, KeyError) as err:
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as err:
         raise ModelLoadError(f"{folder / 'modules.json'}: corrupt module list ({type(err).__name__}: {err})") from None
     if not paths:
         raise ModelLoadError(f"{folder / 'modules.json'}: corrupt module list (no modules)")
@@ -100,9 +147,7 @@ def load_sentence_transformer(folder: Path) -> Any:
             raise ModelLoadError(f"{folder / 'modules.json'}: module path {path!r} leads outside the model folder")
     try:
         model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as err:
-        raise load_error(folder, err) from err
-    except (SafetensorError, pickle.UnpicklingError) as err:
+    except Exception as err:  # noqa: BLE001 - the loaders raise many types on garbage (tokenizers a bare Exception)
         raise load_error(folder, err) from err
     first = model[0] if len(model) else None
     if not isinstance(first, st_modules.Transformer) or first.tokenizer is None:
@@ -112,21 +157,32 @@ def load_sentence_transformer(folder: Path) -> Any:
     return model
 
 
-def load_error(folder: Path, err: BaseException) -> ModelLoadError:
-    """A one-line error for a model folder that failed to load, naming the first JSON or safetensors file in it
-    (or in its module folders) that does not parse, the usual cause; else the loader's own first line."""
+def corrupt_file(folder: Path) -> ModelLoadError | None:
+    """A one-line error naming the first JSON, tokenizer or safetensors file in a model folder (or in its module
+    folders) that does not parse; None when every one does."""
     candidates = [*folder.glob("*.json"), *folder.glob("*/*.json"), *folder.glob("*.safetensors")]
     candidates += folder.glob("*/*.safetensors")
     for path in sorted(p for p in candidates if p.parent.name != "entry_space"):
         try:
             if path.suffix == ".json":
                 json.loads(path.read_text(encoding="utf-8"))
+                if path.name == "tokenizer.json":  # valid JSON can still be no tokenizer
+                    Tokenizer.from_file(str(path))
             else:
                 with safe_open(str(path), "pt") as weights:
                     weights.keys()
-        except (OSError, ValueError, SafetensorError) as bad:
+        except Exception as bad:  # noqa: BLE001 - RecursionError (deep nesting), tokenizers' bare Exception, ...
             detail = " ".join(str(bad).split()) or type(bad).__name__
             return ModelLoadError(f"cannot load model folder {folder}: {path} is corrupt or truncated ({detail})")
+    return None
+
+
+def load_error(folder: Path, err: BaseException) -> ModelLoadError:
+    """A one-line error for a model folder that failed to load: the file that does not parse (`corrupt_file`),
+    the usual cause; else the loader's own first line."""
+    corrupt = corrupt_file(folder)
+    if corrupt is not None:
+        return corrupt
     lines = str(err).strip().splitlines() or [type(err).__name__]
     if isinstance(err, pickle.UnpicklingError):
         pickled = ", ".join(sorted(p.name for p in folder.glob("*.bin"))) or "a pickled weights file"
@@ -136,13 +192,20 @@ def load_error(folder: Path, err: BaseException) -> ModelLoadError:
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, folder: Path) -> None:
     """Refuse a tokenizer far smaller than the model's vocabulary (its files are missing or broken, and every
-    word would encode as the unknown token)."""
+    word would encode as the unknown token), or one with ids past the embedding matrix (tokens added without
+    resizing the embeddings: the first sentence holding one would fail with an index error)."""
     embeddings = backbone.get_input_embeddings()
     rows = int(getattr(embeddings, "num_embeddings", 0) or 0)
     if rows and len(tokenizer) < 0.5 * rows:
         raise ModelLoadError(
             f"model folder {folder}: the tokenizer has {len(tokenizer)} tokens for the model's {rows}; "
             "its tokenizer files (tokenizer.json, vocab.txt, ...) are missing or broken"
+        )
+    top = max(tokenizer.get_vocab().values(), default=-1)
+    if rows and top >= rows:
+        raise ModelLoadError(
+            f"model folder {folder}: the tokenizer has {len(tokenizer)} tokens, the model's embeddings {rows} rows: "
+            f"ids {rows} to {top} have no embedding (tokens added without resizing the embeddings)"
         )
 
 
@@ -186,26 +249,46 @@ def declared_pooling(module: nn.Module | None) -> str | None:
     return mode if isinstance(mode, str) else None
 
 
-def load_parts(folder: Path) -> Parts:
+def load_parts(folder: Path, saved_length: object = None) -> Parts:
     """Load a local model folder: a sentence-transformers folder through sentence-transformers itself (so its
-    Pooling, Dense, Normalize and other standard modules are honoured), else a plain HF model."""
+    Pooling, Dense, Normalize and other standard modules are honoured), else a plain HF model. `saved_length`
+    (the run record's encoder.max_length) takes precedence over the folder's own; both are checked against the
+    model's positions (`fit_max_length`)."""
     if not (folder / "modules.json").is_file():
-        try:
-            tokenizer = load_pretrained(AutoTokenizer, str(folder))
-            backbone = load_pretrained(AutoModel, str(folder))
-        except (SafetensorError, RuntimeError, pickle.UnpicklingError) as err:
-            raise load_error(folder, err) from err
+        tokenizer, backbone = load_plain(folder)
         check_tokenizer(tokenizer, backbone, folder)
-        return Parts(tokenizer, backbone, None, [], {}, None, default_max_length(tokenizer, backbone))
-    model = load_sentence_transformer(folder)
-    first, *rest = list(model)
-    pooling = None
-    if rest and isinstance(rest[0], st_modules.Pooling):
-        pooling, *rest = rest
-    check_tokenizer(first.tokenizer, first.auto_model, folder)
-    length = first.max_seq_length or default_max_length(first.tokenizer, first.auto_model)
-    prompts = dict(model.prompts or {})
-    return Parts(first.tokenizer, first.auto_model, pooling, rest, prompts, model.default_prompt_name, length)
+        length = default_max_length(tokenizer, backbone)
+        pooling, rest, prompts, default_prompt = None, [], {}, None
+    else:
+        model = load_sentence_transformer(folder)
+        first, *rest = list(model)
+        pooling = None
+        if rest and isinstance(rest[0], st_modules.Pooling):
+            pooling, *rest = rest
+        tokenizer, backbone = first.tokenizer, first.auto_model
+        check_tokenizer(tokenizer, backbone, folder)
+        declared = first.max_seq_length  # the tokenizer's model_max_length, which a corrupt file can make any JSON
+        if declared is None:
+            length = default_max_length(tokenizer, backbone)
+        else:
+            length = fit_max_length(declared, position_limit(backbone), declared_length(folder, declared))
+        prompts, default_prompt = dict(model.prompts or {}), model.default_prompt_name
+    if saved_length is not None:
+        length = fit_max_length(saved_length, position_limit(backbone), f"{record_path(folder)}: encoder.max_length")
+    return Parts(tokenizer, backbone, pooling, rest, prompts, default_prompt, length)
+
+
+def load_plain(folder: Path) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
+    """The tokenizer and model of a plain Hugging Face folder, a failure naming the file that does not parse."""
+    try:
+        return load_pretrained(AutoTokenizer, str(folder)), load_pretrained(AutoModel, str(folder))
+    except ModelLoadError as err:
+        corrupt = corrupt_file(folder)
+        if corrupt is None:
+            raise
+        raise corrupt from err
+    except Exception as err:  # noqa: BLE001 - the loaders raise many types on garbage (tokenizers a bare Exception)
+        raise load_error(folder, err) from err
 
 
 def save_parts(folder: Path, parts: Parts) -> None:

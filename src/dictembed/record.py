@@ -24,6 +24,37 @@ LEGACY_RECORD_NAME = "defsent.json"
 SPACE_DIR = "entry_space"  # the saved entry space inside a model folder (dictembed.entry_space)
 RECORD_VERSION = 2
 
+NUMBER = (int, float)
+# The JSON types of each field (null is allowed for all), and of the settings under "encoder": a value of another
+# type is a damaged record, refused by name rather than failing later where the value is used.
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("method", "base_model", "entry_space", "entry_encoder", "data"), (str,)),
+    **dict.fromkeys(("run", "dev", "details", "selection", "encoder"), (dict,)),
+    **dict.fromkeys(("lr", "throughput", "final_loss"), NUMBER),
+    **dict.fromkeys(("seed", "pst_step", "train_examples"), (int,)),
+}
+ENCODER_TYPES: dict[str, tuple[type, ...]] = {
+    "pooling": (str,),
+    "modules": (list,),
+    "max_length": NUMBER,  # its value is checked against the model when it is loaded (`loading.fit_max_length`)
+    "normalize": (bool,),
+    "dim": (int,),
+}
+
+
+def check_types(data: dict[str, Any]) -> None:
+    """Refuse a record whose fields (or encoder settings) have the wrong JSON type, naming the first."""
+    encoder = data.get("encoder")
+    settings = {f"encoder.{k}": v for k, v in encoder.items()} if isinstance(encoder, dict) else {}
+    expected = {**FIELD_TYPES, **{f"encoder.{k}": kinds for k, kinds in ENCODER_TYPES.items()}}
+    for key, value in {**data, **settings}.items():
+        kinds = expected.get(key)
+        if kinds is None or value is None:
+            continue
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # JSON true is no number
+            names = " or ".join(kind.__name__ for kind in kinds)
+            raise DictEmbedError(f"{key} is {type(value).__name__} {value!r:.60}, not {names}")
+
 
 def record_path(folder: str | Path) -> Path | None:
     """The record file of a model folder (the legacy name as a fallback), or None if it has none."""
@@ -65,6 +96,7 @@ class RunRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         """A record from its JSON form, version 1 or 2; keys it does not know go to `details`."""
+        check_types(data)
         known = {f.name for f in fields(cls)}
         record = cls(**{k: v for k, v in data.items() if k in known and k != "config"})
         if data.get("config"):
@@ -93,7 +125,7 @@ class RunRecord:
             return cls(version=0)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: nested too deep
             raise DictEmbedError(f"{path}: corrupt run record ({err})") from None
         if not isinstance(data, dict):
             raise DictEmbedError(f"{path}: corrupt run record (a JSON object expected)")

@@ -56,6 +56,7 @@ def save_definitions(dictionary: Dictionary, folder: Path) -> Path:
     )
     return atomic_write(folder / DEFINITIONS_FILE, "".join(row + "\n" for row in rows))
 
+
 log = logging.getLogger(__name__)
 
 
