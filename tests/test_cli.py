@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import subprocess
 import sys
 import types
@@ -477,3 +478,24 @@ def test_search_filters_take_exactly_the_offered_choices() -> None:
         Filters(words="several")
     with pytest.raises(DictEmbedError, match="part of speech"):
         Filters(pos="x")
+
+
+def test_quiet_turns_every_progress_bar_off(bert_path) -> None:
+    """`-q`: warnings and errors only on stderr, no progress bar from dictembed or the libraries under it."""
+    argv = [sys.executable, "-m", "dictembed", "-q", "evaluate", "sts", "--model", str(bert_path), "--tasks", "STSB"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env={**os.environ, "TQDM_DISABLE": ""})
+    assert done.returncode == 0, done.stderr
+    assert "it/s" not in done.stderr and "%|" not in done.stderr, done.stderr[-2000:]
+    loud = subprocess.run([a for a in argv if a != "-q"], capture_output=True, text=True, timeout=600)
+    assert "STS" in loud.stderr and "%|" in loud.stderr  # without -q the task bar is there
+
+
+def test_bars_turned_off_obeys_and_restores() -> None:
+    from dictembed.progress import DISABLE_ENV, bars_turned_off, disable
+
+    before = os.environ.get(DISABLE_ENV)
+    with bars_turned_off():
+        assert disable(True) is True and disable(None) is True
+    assert os.environ.get(DISABLE_ENV) == before
+    if before is None:
+        assert disable(True) is False and disable(False) is True and disable(None) is None

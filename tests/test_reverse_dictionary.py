@@ -290,3 +290,14 @@ def test_a_model_folder_serves_its_definitions_from_anywhere(served_model, tmp_p
     same = original.search("a domesticated animal that barks", k=3, pos="n")
     assert [r.to_dict() for r in results] == [r.to_dict() for r in same]
     assert str(served_model.parent) not in (moved / DEFINITIONS_FILE).read_text()
+
+
+def test_a_pos_filter_on_a_dictionary_without_parts_of_speech_says_so(encoder, space, dictionary) -> None:
+    plain = Dictionary(name="no-pos")
+    for entry in dictionary:
+        for sense in entry.senses:
+            plain.add(entry.headword, sense.definition)  # no part of speech anywhere
+    rd = ReverseDictionary(encoder, space, dictionary=plain)
+    with pytest.raises(DictEmbedError, match="records none"):
+        rd.search(SHORT, pos="n")
+    assert rd.search(SHORT, k=2)  # without the filter it searches as ever

@@ -34,6 +34,7 @@ from dictembed.io import replace_dir
 from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, resolve_model, save_parts
 from dictembed.model_card import write_model_card
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
+from dictembed.progress import disable
 from dictembed.quantization import QUANTIZATIONS
 from dictembed.record import RunRecord
 from dictembed.tokenization import tokenize_counting_cuts
@@ -339,7 +340,7 @@ class Encoder(nn.Module):
         self.reset_truncated()
         try:
             batches = sum(-(-len(texts[start : start + chunk]) // batch_size) for start in range(0, len(texts), chunk))
-            with tqdm(total=batches, desc="encode", disable=not show, leave=False) as bar:
+            with tqdm(total=batches, desc="encode", disable=disable(show), leave=False) as bar:
                 for start in range(0, len(texts), chunk):
                     yield self._embed_chunk(texts[start : start + chunk], batch_size, prompt, bar.update)
         finally:

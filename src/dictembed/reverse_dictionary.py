@@ -324,6 +324,10 @@ class ReverseDictionary:
         dictionary = self.dictionary
         if dictionary is None:
             raise DictEmbedError(f"cannot filter by part of speech: {self.dictionary_error}")
+        if not any(sense.pos for entry in dictionary for sense in entry.senses):  # else: no results, no hint
+            raise DictEmbedError(
+                f"cannot filter by part of speech: the dictionary {self.public_dictionary!r} records none"
+            )
         return lambda word: word in dictionary and any(normalize_pos(s.pos) == value for s in dictionary[word].senses)
 
     def _result(self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None) -> Result:

@@ -46,6 +46,7 @@ from dictembed.io import (
     line_too_long,
     read_lines,
 )
+from dictembed.progress import disable
 from dictembed.quantization import Quantization
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ def encode_to_npy(
             sidecar.unlink(missing_ok=True)
     matrix = np.load(partial, mmap_mode="r+") if main and start else None
     dim, dtype = (matrix.shape[1], str(matrix.dtype)) if matrix is not None else (None, None)
-    bar = tqdm(total=rows, initial=start, unit="rows", desc="encode", disable=not (show_progress and main))
+    bar = tqdm(total=rows, initial=start, unit="rows", desc="encode", disable=disable(show_progress and main))
     done, last_log = start, time.monotonic()
     for chunk in _chunks(lines, chunk_size):
         vectors = encode_across_processes(encoder, chunk, batch_size, False, normalize, quantize)

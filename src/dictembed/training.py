@@ -34,6 +34,7 @@ from transformers import get_linear_schedule_with_warmup
 from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
 from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision, wait_for_everyone
 from dictembed.io import STAGING_SUFFIX, staged_dir
+from dictembed.progress import disable
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +291,7 @@ class Trainer:
         self._start(resume)
         s = self.settings
         losses: list[float] = []
-        bar = tqdm(total=self.total_steps, initial=self.progress.step, desc="train", disable=None)
+        bar = tqdm(total=self.total_steps, initial=self.progress.step, desc="train", disable=disable(None))
         start, done_at_start = time.time(), self.progress.step
         self.model.train()
         while self.progress.step < self.total_steps:

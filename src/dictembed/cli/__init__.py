@@ -28,6 +28,7 @@ from dictembed.cli.options import HelpFormatter, add_output_options
 from dictembed.cli.report import UsageError, emit, run_command
 from dictembed.cli.train import train_options
 from dictembed.errors import DictEmbedError
+from dictembed.progress import bars_turned_off
 
 __all__ = ["build_parser", "main", "read_sentences", "train_options"]
 
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
     configure_logging(args.log_level)
     try:
-        report = run_command(args)
+        with bars_turned_off(args.log_level >= logging.WARNING):  # -q: no progress bars
+            report = run_command(args)
     except UsageError as err:
         args.parser.print_usage(sys.stderr)
         print(f"{args.parser.prog}: error: {err}", file=sys.stderr)

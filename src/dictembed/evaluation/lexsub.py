@@ -40,6 +40,7 @@ from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
 from dictembed.evaluation.lexsub_metrics import LexSubInstance, load_lexsub, score_ranked
 from dictembed.extras import require
 from dictembed.loading import load_masked_lm_info, load_pretrained
+from dictembed.progress import disable
 from dictembed.wordnet_pos import WordNetPOS, load_wordnet_pos
 
 logger = logging.getLogger(__name__)
@@ -301,7 +302,7 @@ def generate_substitutes(
     ordered = sorted(instances, key=lambda inst: len(inst.tokens))
     answers: dict[str, list[str]] = {}
     batches = range(0, len(ordered), batch_size)
-    for start in tqdm(batches, desc="lexical substitution", unit="batch", disable=not progress):
+    for start in tqdm(batches, desc="lexical substitution", unit="batch", disable=disable(progress)):
         batch = ordered[start : start + batch_size]
         ranked = _rank_batch(scorer, batch, lexicon, emb, validator if "valid" in flags else None)
         answers.update(zip((inst.instance_id for inst in batch), ranked, strict=True))

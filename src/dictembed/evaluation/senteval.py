@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation._common import SentenceEncoder, encode_unique, read_lines, resolve_data_dir
+from dictembed.progress import disable
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +298,7 @@ def evaluate_senteval(
     if unknown:
         raise DictEmbedError(f"unknown SentEval task(s) {', '.join(unknown)}; expected some of {SENTEVAL_TASKS}")
     results: dict[str, float] = {}
-    for task in tqdm(tasks, desc="SentEval", unit="task"):
+    for task in tqdm(tasks, desc="SentEval", unit="task", disable=disable(True)):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
             results.update(_run_task(model, task, seed, data_dir, folds, inner_folds, jobs))

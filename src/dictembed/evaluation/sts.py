@@ -25,6 +25,7 @@ from dictembed.evaluation._common import (
     resolve_data_dir,
     unique_index,
 )
+from dictembed.progress import disable
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ def evaluate_sts(
     if aggregation not in AGGREGATIONS:
         raise DictEmbedError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
     results: dict[str, float] = {}
-    for task in tqdm(tasks, desc="STS", unit="task"):
+    for task in tqdm(tasks, desc="STS", unit="task", disable=disable(True)):
         subsets = load_sts_task(task, data_dir)
         predictions = predict_similarities(model, subsets, whitening=whitening)
         golds = [subset.scores for subset in subsets]
