@@ -246,3 +246,9 @@ def test_hub_base_model_names() -> None:
     assert hub_base_model(default_model()) == "sentence-transformers/all-MiniLM-L6-v2"
     assert hub_base_model("roberta-base") == "roberta-base"
     assert hub_base_model("/no/such/folder") is None and hub_base_model(None) is None
+
+
+def test_a_card_names_local_dictionaries_without_their_folders(tmp_path: Path) -> None:
+    record = {"method": "defsent-plus", "config": {"dictionary": f"wordnet,{tmp_path / 'mine.tsv'}"}}
+    card = render_model_card(record)
+    assert "| dictionary | wordnet,mine.tsv |" in card and str(tmp_path) not in card

@@ -65,6 +65,15 @@ def _sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
+def _source(path: Path) -> dict[str, Any]:
+    """What the sidecar of cache file `path` records ({} when it is missing or unreadable)."""
+    try:
+        info = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def _lock(path: Path) -> FileLock:
     """The lock of one cache file, kept in `.locks/` so the cache folder itself holds only finished files."""
     folder = path.parent / LOCK_DIR
@@ -89,11 +98,7 @@ def _read(path: Path) -> torch.Tensor | None:
     except (OSError, SafetensorError, KeyError) as err:
         log.warning("entry-space cache %s is unreadable (%s); rebuilding it", path, " ".join(str(err).split()))
         return None
-    try:
-        info = json.loads(_sidecar(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        info = {}
-    info = info if isinstance(info, dict) else {}
+    info = _source(path)
     if matrix.ndim != 2 or matrix.dtype != torch.float32 or not torch.isfinite(matrix).all():
         problem = f"not a finite float32 matrix ({matrix.dtype}, shape {list(matrix.shape)})"
     elif "shape" in info and list(matrix.shape) != info["shape"]:
@@ -170,13 +175,9 @@ def list_cache(cache_dir: str | Path | None = None) -> list[CachedSpace]:
         if not OWN_FILE.fullmatch(path.name):
             continue
         sidecar = _sidecar(path)
-        try:
-            source = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
-        except (OSError, ValueError):
-            source = {}
         stat = path.stat()
         size = stat.st_size + (sidecar.stat().st_size if sidecar.exists() else 0)
-        spaces.append(CachedSpace(path, size, stat.st_mtime, source if isinstance(source, dict) else {}))
+        spaces.append(CachedSpace(path, size, stat.st_mtime, _source(path)))
     return sorted(spaces, key=lambda s: -s.modified)
 
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dictembed.paths import default_model
+from dictembed.paths import default_model, public_name
 from dictembed.recipes.registry import citation, find_recipe
 from dictembed.record import SPACE_DIR, RunRecord
 
@@ -113,11 +113,6 @@ def _saved_space(folder: Path | None) -> dict[str, Any]:
     return info
 
 
-def _public_name(name: str) -> str:
-    """A local path shortened to its file name (a card should not publish the trainer's folders)."""
-    return Path(name).name if Path(name).is_absolute() else name
-
-
 # ----------------------------------------------------------------- sections
 def front_matter(record: dict[str, Any]) -> str:
     """YAML front matter for the Hub (written by hand: every scalar is a JSON string, which YAML reads as is)."""
@@ -197,7 +192,7 @@ def _dictionary_section(record: dict[str, Any]) -> list[str]:
     name = name or record.get("data")
     if not name and not stats:
         return []
-    rows: list[tuple[str, Any]] = [("dictionary", _public_name(str(name)))] if name else []
+    rows: list[tuple[str, Any]] = [("dictionary", public_name(str(name)))] if name else []
     rows += [(key, stats[key]) for key in ("words", "entries", "headwords", "definitions", "senses") if key in stats]
     if record.get("train_examples") is not None:
         rows.append(("training definitions used", record["train_examples"]))

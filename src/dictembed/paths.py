@@ -48,3 +48,9 @@ def wordnet_dir(override: str | Path | None = None) -> Path:
             f"(apt-get install wordnet-base) or point --wordnet-dir / ${WORDNET_ENV} at the folder"
         )
     return path
+
+
+def public_name(spec: str) -> str:
+    """A dictionary or model name as it may be shown to others (a model card, a server's answers): each local path
+    of a comma list shortened to its file name, so the machine's folders are never published."""
+    return ",".join(Path(part).name if Path(part).is_absolute() else part for part in spec.split(","))

@@ -39,6 +39,8 @@ from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores
 from dictembed.io import atomic_write
 from dictembed.loading import resolve_model
+from dictembed.paths import public_name
+from dictembed.recipes.config import RunConfig
 from dictembed.record import RunRecord
 from dictembed.search_options import Filters, normalize_pos, pattern_matcher
 
@@ -191,13 +193,16 @@ class ReverseDictionary:
         encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
         if (folder / DEFINITIONS_FILE).is_file():  # self-contained: served from anywhere
             return cls(encoder, EntrySpace.load(folder), dictionary=str(folder / DEFINITIONS_FILE), name=name)
+        if config is None:  # a model saved without training names no dictionary
+            return cls(encoder, EntrySpace.load(folder), name=name)
+        source = ModelDictionary.of(config)
         return cls(
             encoder,
             EntrySpace.load(folder),
-            dictionary=config.dictionary if config is not None else None,
-            wordnet_dir=config.wordnet_dir if config is not None else None,
-            encoding=config.encoding if config is not None else "utf-8",
-            columns=config.columns if config is not None else None,
+            dictionary=source.spec,
+            wordnet_dir=source.wordnet_dir,
+            encoding=source.encoding,
+            columns=source.columns,
             name=name,
         )
 
@@ -272,11 +277,8 @@ class ReverseDictionary:
 
     @property
     def public_dictionary(self) -> str | None:
-        """The dictionary's name as a server may show it: a path shortened to its file name."""
-        if not self.dictionary_spec:
-            return self.dictionary_spec
-        parts = self.dictionary_spec.split(",")
-        return ",".join(Path(part).name if Path(part).is_absolute() else part for part in parts)
+        """The dictionary's name as a server may show it (`paths.public_name`)."""
+        return public_name(self.dictionary_spec) if self.dictionary_spec else self.dictionary_spec
 
     def filter_mask(self, pos: str | None = None, pattern: str | None = None, words: str = "any") -> None:
         """Compute (and cache) the entry masks of these filters now: a server does it before taking the model,
@@ -406,6 +408,17 @@ class ModelDictionary:
     columns: str | None = None
     split_seed: int = 0
 
+    @classmethod
+    def of(cls, config: RunConfig) -> ModelDictionary:
+        """The dictionary a run configuration names."""
+        return cls(
+            config.dictionary or "wordnet",
+            wordnet_dir=config.wordnet_dir,
+            encoding=config.encoding or "utf-8",
+            columns=config.columns,
+            split_seed=config.split_seed,
+        )
+
     def load(self) -> Dictionary:
         """The dictionary itself."""
         return load_dictionary(self.spec, wordnet_dir=self.wordnet_dir, encoding=self.encoding, columns=self.columns)
@@ -420,10 +433,11 @@ def model_dictionary(
     config = RunRecord.load(model, required=True).config
     if config is None:  # a model saved without training: WordNet, as a run defaults to
         return ModelDictionary(dictionary or "wordnet", wordnet_dir=wordnet_dir, encoding=encoding or "utf-8")
+    recorded = ModelDictionary.of(config)
     return ModelDictionary(
-        dictionary or config.dictionary or "wordnet",
-        wordnet_dir=wordnet_dir or config.wordnet_dir,
-        encoding=encoding or config.encoding or "utf-8",
-        columns=None if dictionary else config.columns,
-        split_seed=config.split_seed,
+        dictionary or recorded.spec,
+        wordnet_dir=wordnet_dir or recorded.wordnet_dir,
+        encoding=encoding or recorded.encoding,
+        columns=None if dictionary else recorded.columns,
+        split_seed=recorded.split_seed,
     )
