@@ -40,11 +40,14 @@ from dictembed.evaluation.sts import evaluate_sts, load_stsb
 from dictembed.paths import default_model
 
 VARIANTS = {  # quantisation settings compared with --variants (the export's defaults are QuantizeSettings())
-    "matmul": QuantizeSettings(op_types=["MatMul"], per_channel=False),
-    "matmul_per_channel": QuantizeSettings(op_types=["MatMul"], per_channel=True),
+    "matmul": QuantizeSettings(op_types=["MatMul"], per_channel=False, reduce_range=False),
+    "matmul_per_channel": QuantizeSettings(op_types=["MatMul"], per_channel=True, reduce_range=False),
     "matmul_per_channel_reduce_range": QuantizeSettings(op_types=["MatMul"], per_channel=True, reduce_range=True),
-    "matmul_per_channel_quint8": QuantizeSettings(op_types=["MatMul"], per_channel=True, weight_type="QUInt8"),
-    "matmul_attention": QuantizeSettings(op_types=["MatMul", "Attention"], per_channel=False),
+    "matmul_per_channel_quint8": QuantizeSettings(
+        op_types=["MatMul"], per_channel=True, weight_type="QUInt8", reduce_range=False
+    ),
+    "matmul_attention": QuantizeSettings(op_types=["MatMul", "Attention"], per_channel=False, reduce_range=False),
+    "matmul_attention_per_channel_8bit": QuantizeSettings(op_types=["MatMul", "Attention"], reduce_range=False),
     "matmul_attention_per_channel_fp32_last": QuantizeSettings(
         op_types=["MatMul", "Attention"], per_channel=True, exclude_last_layers=1
     ),

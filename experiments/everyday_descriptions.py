@@ -2,6 +2,7 @@
 
     python experiments/everyday_descriptions.py outputs/minilm-defsent-plus            # hits: N/M in the top 10
     python experiments/everyday_descriptions.py MODEL --k 3 --json                     # one JSON document
+    python experiments/everyday_descriptions.py MODEL --split dev                      # only the dev rows
     python experiments/everyday_descriptions.py MODEL --screenshot docs/figures/reverse_dictionary_page.png \\
         --query "something that lasts only a very short time"
 
@@ -17,7 +18,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from dictembed.reverse_dictionary import ReverseDictionary, load_description_pairs
+from dictembed.reverse_dictionary import DESCRIPTION_SPLITS, ReverseDictionary, load_description_pairs
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync"]
@@ -53,7 +54,10 @@ def screenshot(rd: ReverseDictionary, query: str, path: Path, chromium: str = "/
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="a trained model folder (with entry_space/ and dictembed.json)")
-    parser.add_argument("--data", type=Path, default=DATA, help="description<TAB>word|word TSV")
+    parser.add_argument("--data", type=Path, default=DATA, help="description<TAB>word|word[<TAB>split] TSV")
+    parser.add_argument(
+        "--split", choices=DESCRIPTION_SPLITS, default=None, help="only the rows of this split (default: all rows)"
+    )
     parser.add_argument("--k", type=int, default=10, help="a hit is an expected word in the top k results")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--screenshot", type=Path, default=None, help="also save the page to this PNG")
@@ -61,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
 
     rd = ReverseDictionary.load(args.model).prepare()
-    pairs = load_description_pairs(args.data)
+    pairs = load_description_pairs(args.data, split=args.split)
     ranks = rd.hit_ranks(pairs, k=args.k)
     top = rd.search_many([d for d, _ in pairs], k=3, max_definitions=0)
     hits = sum(rank is not None for rank in ranks)
@@ -70,11 +74,17 @@ def main() -> None:
         for (d, e), r, t in zip(pairs, ranks, top, strict=True)
     ]
     if args.json:
-        print(json.dumps({"model": args.model, "k": args.k, "hits": hits, "n": len(pairs), "rows": rows}, indent=2))
+        print(
+            json.dumps(
+                {"model": args.model, "split": args.split, "k": args.k, "hits": hits, "n": len(pairs), "rows": rows},
+                indent=2,
+            )
+        )
     else:
         for row in rows:
             print(f"{row['rank'] or '-':>3}  {row['description']:<58} {' | '.join(row['top3'])[:90]}")
-        print(f"hits: {hits}/{len(pairs)} in the top {args.k} ({args.model})")
+        rows_of = f", {args.split} rows" if args.split else ""
+        print(f"hits: {hits}/{len(pairs)} in the top {args.k} ({args.model}{rows_of})")
     if args.screenshot is not None:
         screenshot(rd, args.query, args.screenshot)
         print(f"saved {args.screenshot}")

@@ -13,12 +13,17 @@ common space; the `entry space` column says which.
 Query sets (see dictembed.evaluation.leak_free):
 - `oxford`, `chang`: definitions written by another dictionary, scored against the model's entries (a query
   counts when its headword is an entry; the others are dropped and counted);
-- `loo`: the model's own test-split definitions (split as in training), each left out of its gold entry
-  (exact: (mean * count - v) / (count - 1), v from the entry encoder); single-definition entries counted.
+- `loo`: the model's own test-split (`--split dev`: dev-split) definitions (split as in training), each left out
+  of its gold entry (exact: (mean * count - v) / (count - 1), v from the entry encoder); single-definition
+  entries counted.
 
-Rows: each model, `base` (the untouched base model, `dictembed.paths.default_model()`, mean
-pooling, scored against the common space: the "before"), `tfidf` (TF-IDF cosine of each
-entry's concatenated definitions). Every rank is the gold's among ALL entries, ties pessimistic.
+Rows: each model, `base` (the untouched base model, mean pooling, scored against the common space: the
+"before"; `--base`, by default the model the first one was trained from when that built its space, else
+`dictembed.paths.default_model()`), `tfidf` (TF-IDF cosine of each entry's concatenated definitions, over words
+or character 1-3-grams: `--tfidf-analyzer`, auto: n-grams for Chinese and Japanese). Every rank is the gold's
+among ALL entries, ties pessimistic.
+
+    python experiments/reverse_dictionary.py outputs/e5-cwn-defsent-plus --queries "" --loo-limit 100000 --split dev
 A space saved before counts were kept gets them from the model's dictionary (`leak_free.with_counts`),
 after checking that the entry encoder rebuilds a few entry vectors.
 """
@@ -100,6 +105,9 @@ def main() -> None:
     parser.add_argument("--queries", default="oxford,chang", help="comma list of cross-dictionary query sets")
     parser.add_argument("--limit", type=int, default=None, help="at most N cross-dictionary queries per set")
     parser.add_argument("--loo-limit", type=int, default=2000, help="at most N leave-one-out queries (0: none)")
+    parser.add_argument("--split", default="test", choices=["test", "dev"], help="the leave-one-out headwords")
+    parser.add_argument("--base", default=None, help="the untouched model of the base row (default: see above)")
+    parser.add_argument("--tfidf-analyzer", default="auto", choices=leak_free.ANALYZERS, help="TF-IDF terms")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
 
@@ -141,14 +149,17 @@ def main() -> None:
     common = counted(common, dictionary, entry_encoder, folder.name) if args.loo_limit else common
     for scorer in scorers:
         scorer["space"] = scorer["space"] if scorer["space"] is not None else common
-    base = Encoder.load(default_model(), pooling="mean", device="cpu")
+    base_name = args.base or (
+        leak_free.entry_encoder_name(record, folder) if record.pst_step in (None, 1) else default_model()
+    )
+    base = Encoder.load(base_name, pooling="mean", device="cpu")
     scorers.append(
         {"model": "base (before)", "encoder": base, "space": common, "entry_encoder": entry_encoder, "label": "common"}
     )
-    tfidf = leak_free.TfidfBaseline(common.words, dictionary)
+    tfidf = leak_free.TfidfBaseline(common.words, dictionary, args.tfidf_analyzer)
     print(
         f"entries: {args.models[0]}: {len(common):,} ({common.kind}, {common.similarity}); entry encoder "
-        f"{leak_free.entry_encoder_name(record)}; base {default_model()}",
+        f"{leak_free.entry_encoder_name(record, folder)}; base {base_name}; TF-IDF over {tfidf.analyzer} terms",
         flush=True,
     )
 
@@ -169,16 +180,16 @@ def main() -> None:
                 leak_free.model_ranks(scorer["encoder"], scorer["space"], queries),
                 queries,
             )
-        add(name, "TF-IDF", "common", tfidf.ranks(queries), queries)
+        add(name, f"TF-IDF ({tfidf.analyzer})", "common", tfidf.ranks(queries), queries)
 
     if args.loo_limit:
-        test = split_by_headword(dictionary, seed=source.split_seed)["test"]
-        queries = leak_free.leave_one_out_queries(common, test, limit=args.loo_limit)
-        name = f"{dictionary.name} test, leave-one-out"
+        held_out = split_by_headword(dictionary, seed=source.split_seed)[args.split]
+        queries = leak_free.leave_one_out_queries(common, held_out, limit=args.loo_limit)
+        name = f"{dictionary.name} {args.split}, leave-one-out"
         for scorer in scorers:
             ranks = leak_free.leave_one_out_ranks(scorer["encoder"], scorer["space"], scorer["entry_encoder"], queries)
             add(name, scorer["model"], scorer["label"], ranks, queries)
-        add(name, "TF-IDF", "common", tfidf.ranks(queries, leave_one_out=True), queries)
+        add(name, f"TF-IDF ({tfidf.analyzer})", "common", tfidf.ranks(queries, leave_one_out=True), queries)
 
     print()
     print(table(rows))

@@ -103,10 +103,12 @@ def test_int8_is_close_to_fp32(st_model: Path, exports: dict[str, Path]) -> None
     assert (folder / "onnx" / INT8_FILE).is_file() and not (folder / "onnx" / FP32_FILE).exists()
     manifest = json.loads((folder / "onnx" / "export.json").read_text())
     assert manifest["quantize"] == "int8" and manifest["settings"]["per_channel"] is True
+    assert manifest["settings"]["reduce_range"] is True  # no int16 saturation on CPUs without VNNI
     vectors = Encoder.load(folder).encode(SENTENCES, batch_size=4)
     reference = _torch_vectors(st_model)
     cosine = (vectors * reference).sum(1)  # both normalised
-    # measured: min 0.9998 on this tiny model, mean 0.993 / min 0.978 on MiniLM's WordNet definitions
+    # measured (7-bit weights): min 0.9997 on this tiny model with VNNI; without reduce_range an AVX2-only CPU
+    # gave 0.985 here (int16 saturation), with it the integer arithmetic is the same on both kinds of CPU
     assert cosine.min() >= 0.99, cosine
     assert not np.allclose(vectors, reference, atol=1e-6)  # it really is another graph
 

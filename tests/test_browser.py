@@ -109,3 +109,79 @@ def test_errors_show_in_the_page_and_a_link_restores_the_search(page, base_url) 
     page.wait_for_selector("#results .result")
     assert page.locator("#q").input_value() == "a small pet that purrs and catches mice"
     assert page.locator("#k").input_value() == "20"
+
+
+def _status_starts(page, text: str) -> None:
+    page.wait_for_function(f"document.getElementById('status').textContent.startsWith({text!r})")
+
+
+def test_the_length_and_initial_controls_filter_the_results(page, base_url) -> None:
+    _open(page, base_url)
+    page.select_option("#k", "50")
+    assert len(_search(page, "something that moves fast")) == len(HEADWORDS) - 2
+    page.locator("#min_length").fill("4")
+    page.locator("#max_length").fill("5")
+    page.locator("#initial").fill("R")
+    page.locator("#initial").press("Enter")
+    _status_starts(page, "2 results")
+    assert sorted(page.locator("#results .word").all_text_contents()) == ["rain", "river"]  # not run (3 letters)
+    assert "min_length=4" in page.url and "max_length=5" in page.url and "initial=R" in page.url
+    page.locator("#max_length").fill("3")  # over the minimum: the API's message in the page
+    page.locator("#max_length").press("Enter")
+    page.wait_for_selector("#status.error")
+    assert "min_length 4 is more than max_length 3" in page.locator("#status").text_content()
+
+
+def test_a_one_word_query_shows_words_like_it(page, base_url) -> None:
+    _open(page, base_url)
+    page.select_option("#k", "50")
+    words = _search(page, "car")
+    _status_starts(page, "Words like “car”")
+    assert page.locator("#results .result").first.locator(".word").all_text_contents() == ["automobile", "motor car"]
+    assert "car" not in words and "car" not in page.locator("#results .word").all_text_contents()
+    assert "entry vectors" in page.locator("#score-note").text_content()
+    _search(page, "zebra")  # no entry: described
+    _status_starts(page, f"{len(HEADWORDS) - 2} results")
+
+
+def test_clicking_a_word_looks_it_up(page, base_url) -> None:
+    _open(page, base_url)
+    assert "dog" in _search(page, "a domesticated animal that barks")[:3]
+    page.get_by_role("link", name="dog", exact=True).click()
+    _status_starts(page, "Words like “dog”")
+    assert page.locator("#q").input_value() == "dog" and "?q=dog" in page.url
+    assert "dog" not in page.locator("#results .word").all_text_contents()
+    page.locator("#results a.word").first.click()  # and on: a word of these results
+    page.wait_for_function("document.getElementById('q').value !== 'dog'")
+    _status_starts(page, "Words like")
+    page.go_back()  # each lookup is a step of the history
+    _status_starts(page, "Words like “dog”")
+    page.go_back()
+    page.wait_for_function("document.getElementById('q').value === 'a domesticated animal that barks'")
+    page.wait_for_function("/^\\d+ results/.test(document.getElementById('status').textContent)")
+
+
+def test_sorting_reorders_the_results_without_a_new_search(page, base_url) -> None:
+    _open(page, base_url)
+    page.select_option("#k", "50")
+    ranked = _search(page, "water that falls from clouds")
+    status = page.locator("#status").text_content()
+    page.select_option("#sort", "alphabet")
+    alphabet = page.locator("#results .result .word:not(.synonym)").all_text_contents()
+    assert alphabet == sorted(ranked) and alphabet != ranked and "sort=alphabet" in page.url
+    ranks = [int(rank) for rank in page.locator("#results .rank").all_text_contents()]
+    assert sorted(ranks) == list(range(1, len(ranked) + 1))  # each keeps its relevance rank
+    assert ranked[ranks[0] - 1] == alphabet[0]
+    page.select_option("#sort", "length")
+    by_length = page.locator("#results .result .word:not(.synonym)").all_text_contents()
+    assert [len(w.replace(" ", "")) for w in by_length] == sorted(len(w.replace(" ", "")) for w in ranked)
+    page.select_option("#sort", "relevance")
+    assert page.locator("#results .result .word:not(.synonym)").all_text_contents() == ranked
+    assert page.locator("#status").text_content() == status  # sorted in the page: no new search
+
+
+def test_the_page_links_the_api_docs(page, base_url) -> None:
+    _open(page, base_url)
+    assert page.locator("#api").get_attribute("href") == "docs"
+    response = page.request.get(base_url + "/openapi.json")
+    assert response.ok and "/api/reverse" in response.json()["paths"]

@@ -75,7 +75,7 @@ def test_a_second_build_reads_the_cache_and_the_sidecar_says_what_built_it(
     source = json.loads((cache_dir / f"definitions-{key}.json").read_text())
     assert source["dictionary"] == "toy" and source["entries"] == "amp" and source["ica"] is False
     assert source["entry_count"] == 8 and source["definitions"] == 16 and source["shape"] == [8, 32]
-    monkeypatch.setattr(Encoder, "encode", lambda *a, **k: pytest.fail("re-encoded the definitions"))
+    monkeypatch.setattr(Encoder, "embed", lambda *a, **k: pytest.fail("re-encoded the definitions"))
     again = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=cache.default_cache_dir())
     assert torch.equal(again.matrix, first.matrix) and again.counts.tolist() == first.counts.tolist()
 
@@ -120,7 +120,7 @@ def test_a_cache_file_written_before_checksums_still_loads(encoder, toy_dictiona
     sidecar = cache.space_path(cache_key(encoder, toy_dictionary, "amp", False), cache_dir).with_suffix(".json")
     info = json.loads(sidecar.read_text())
     sidecar.write_text(json.dumps({k: v for k, v in info.items() if k != "sha256"}))
-    monkeypatch.setattr(Encoder, "encode", lambda *a, **k: pytest.fail("re-encoded the definitions"))
+    monkeypatch.setattr(Encoder, "embed", lambda *a, **k: pytest.fail("re-encoded the definitions"))
     assert torch.equal(DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=cache_dir).matrix, first.matrix)
 
 
@@ -167,12 +167,12 @@ WORKER = textwrap.dedent(
             dictionary.add(word, definition)
     encoder = Encoder.load(model, pooling="mean", device="cpu").eval()
     encoded = []
-    real = Encoder.encode
-    def slow_encode(self, *args, **kwargs):  # a build long enough for the other process to ask meanwhile
+    real = Encoder.embed
+    def slow_embed(self, *args, **kwargs):  # a build long enough for the other process to ask meanwhile
         encoded.append(1)
         time.sleep(1.5)
         return real(self, *args, **kwargs)
-    Encoder.encode = slow_encode
+    Encoder.embed = slow_embed
     out.with_suffix(".ready").touch()
     while not go.exists():  # both processes start building at the same moment
         time.sleep(0.01)
@@ -313,3 +313,13 @@ def test_dot_space_fp16_and_fallbacks(bert_path, encoder, tmp_path, caplog) -> N
     meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "dtype": "int3"}))
     with pytest.raises(DictEmbedError, match="corrupt entry space.*unknown dtype 'int3'"):
         EntrySpace.load(tmp_path / "half")
+
+
+def test_cache_clear_refuses_a_cache_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`cache clear` says the cache is not a folder, as `cache list` does, and keeps the file."""
+    from conftest import cli_refuses
+
+    cache_file = tmp_path / "cachefile"
+    cache_file.write_text("mine")
+    cli_refuses(capsys, ["cache", "clear", "--yes", "--cache-dir", str(cache_file)], "not a folder")
+    assert cache_file.read_text() == "mine"

@@ -227,3 +227,36 @@ def test_columns_option_reaches_training_config():
 
     config = RunConfig.create("defsent-plus", columns="word,-,definition")
     assert config.columns == "word,-,definition"
+
+
+def test_cwn_joins_segmented_text_and_unites_repeated_definitions(tmp_path, monkeypatch, caplog):
+    from dictembed.dictionary import load_cwn
+
+    lines = [
+        "使出\t陈达海 大怒 ， 使出 他 成名 绝技 ‘ 青蟒 剑法 ’ 来 。\t为 特定 目的 而 使用 后 述 能力 或 特质 。",
+        "使出\t每 一种 生物 都 使出 了 浑身解数 。\t为 特定 目的 而 使用 后 述 能力 或 特质 。",
+        "使出\t他们 使出 刀 砍 斧劈 。\t为 特定 目的 而 使用 后 述 工具 。",
+        "铜\t铜 的 化学 符号 为 Cu 。\t实用 金属 ， 化学 符号 为 Cu 。",
+        "塔\t我 爱 吃 蛋 塔 。\t一种 西式 点心 。 为 英语 egg  tart 的 音译 。",
+        "",
+    ]
+    path = tmp_path / "cwn" / "dictionaries" / "cwn_chinese" / "valid.txt"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    with caplog.at_level(logging.INFO):
+        d = load_cwn(path)
+    assert d.name == "cwn" and d.headwords == ["使出", "铜", "塔"]
+    first, second = d["使出"].senses
+    assert first.definition == "为特定目的而使用后述能力或特质。"
+    assert first.examples == ["陈达海大怒，使出他成名绝技‘青蟒剑法’来。", "每一种生物都使出了浑身解数。"]
+    assert second.definition == "为特定目的而使用后述工具。" and second.examples == ["他们使出刀砍斧劈。"]
+    assert d["铜"].senses[0].definition == "实用金属，化学符号为Cu。"
+    assert d["塔"].senses[0].definition == "一种西式点心。为英语egg tart的音译。"  # Latin words keep one space
+    report = next(r.load_report for r in caplog.records if hasattr(r, "load_report"))
+    assert (report.rows, report.headwords, report.senses, report.examples) == (5, 3, 4, 5)
+    assert report.repeated_definitions == 1
+    monkeypatch.setenv("DICTEMBED_DATA_DIR", str(tmp_path / "cwn"))
+    assert "cwn" in SOURCES and load_dictionary("cwn").pairs() == d.pairs()
+    path.write_text("使出\t只有 两列\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match="expected 3 tab-separated fields"):
+        load_cwn(path)

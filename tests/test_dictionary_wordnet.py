@@ -5,10 +5,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dictembed.dictionary import load_dictionary, load_wordnet, load_wordnet_examples, split_gloss
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.reverse_dictionary import ReverseDictionary
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
 FAKE = {
@@ -66,6 +70,46 @@ def test_headwords_are_clean_and_pos_letters(wordnet):
     assert used_to.definition == "in the habit"
     assert used_to.examples[-1] == "...was wont to complain that this is a cold world"  # attribution dropped
     assert [s.definition for s in wordnet["outback"].senses][-1] == "inaccessible and sparsely populated"
+
+
+def test_senses_come_most_frequent_first(wordnet, caplog):
+    bank, ice, run = (wordnet[word].senses for word in ("bank", "ice", "run"))
+    assert bank[0].definition == "sloping land (especially the slope beside a body of water)"  # tagged 25 times
+    assert bank[1].definition.startswith("a financial institution that accepts deposits")  # 20
+    assert ice[0].definition == "water frozen in the solid state"
+    assert (run[0].pos, run[0].definition) == (
+        "v",
+        "move fast by using one's feet, with one foot off the ground at any given time",
+    )
+    # Parts of speech interleave by tag counts: the noun "a score in baseball" (18) before the verb's 5th (10).
+    score = next(i for i, s in enumerate(run) if s.definition.startswith("a score in baseball"))
+    assert [s.pos for s in run[:score]] == ["v"] * 4 and run[score].pos == "n"
+    metric = wordnet["metric"].senses  # never tagged: sense numbers, nouns before adjectives
+    assert [s.pos for s in metric] == ["n", "n", "n", "a", "a"]
+    assert metric[0].definition.startswith("a function of a topological space")
+    with caplog.at_level(logging.WARNING):
+        lowered = load_wordnet(lowercase=True)
+    assert not caplog.records  # every index file there, every sense listed under its lemma
+    assert lowered["mercury"].senses[0].definition.startswith("a heavy silvery toxic univalent and bivalent metallic")
+    assert [s.definition for s in lowered["bank"].senses] == [s.definition for s in bank]
+
+
+def test_a_pos_filter_lists_metrics_adjective_senses_first(wordnet, bert_path):
+    words = ["metric", "metrical", "bank"]
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    rows = np.random.default_rng(0).normal(size=(len(words), encoder.dim)).astype(np.float32)
+    space = DefinitionSpace(words, rows, similarity="cosine", temperature=0.05)
+    rd = ReverseDictionary(encoder, space, dictionary=wordnet.subset(words))
+    adjective = "based on the meter as a standard of measurement"
+
+    def metric(**options) -> tuple[list[str], list[str | None]]:
+        found = next(r for r in rd.search("using the metric system", k=3, **options) if "metric" in r.words)
+        return found.definitions["metric"], found.pos["metric"]
+
+    assert metric()[1] == ["n", "n", "n", "a", "a"]
+    definitions, pos = metric(pos="a")
+    assert definitions[0] == adjective and pos == ["a", "a", "n", "n", "n"]
+    assert metric(pos="adjective", max_definitions=1) == ([adjective], ["a"])  # not folded away under the nouns
 
 
 LUNGS = "draw air into, and expel out of, the lungs"
@@ -137,6 +181,92 @@ def test_malformed_data_line_names_file_and_line(tmp_path, bad):
     assert error.value.path == str(folder / "data.noun")
     assert error.value.line == 5  # three header lines, then the good line
     assert "data.noun:5:" in str(error.value)
+
+
+ORDERED = {
+    "noun": [
+        "00000001 05 n 01 bank 0 000 | a long ridge or pile  ",
+        "00000002 05 n 02 bank 0 Bank 0 000 | sloping land  ",
+        "00000003 05 n 01 metric 0 000 | a system of measures  ",
+    ],
+    "verb": ["00000004 38 v 01 bank 0 000 | tip laterally  "],
+    "adj": ["00000005 00 a 01 metric 0 000 | based on the meter  "],
+    "adv": ["00000006 02 r 01 well 0 000 | in a good manner  "],
+}
+INDEX = {  # lemma pos synset_cnt p_cnt [ptr...] sense_cnt tagsense_cnt offsets (sense 1 first)
+    "noun": ["bank n 2 1 @ 2 2 00000002 00000001  ", "metric n 1 0 1 0 00000003  "],
+    "verb": ["bank v 1 0 1 1 00000004  "],
+    "adj": ["metric a 1 0 1 0 00000005  "],
+    "adv": ["well r 1 0 1 0 00000006  "],
+}
+COUNTS = ["bank%1:17:01:: 1 25", "bank%2:38:00:: 1 3", "bank%1:17:00:: 2 2"]  # sense_key sense_number tag_cnt
+
+
+def write_ordered(folder: Path, index: dict[str, list[str]] = INDEX, counts: list[str] | None = COUNTS) -> Path:
+    write_wordnet(folder, ORDERED)
+    for name, lines in index.items():
+        (folder / f"index.{name}").write_text(HEADER * 2 + "".join(line + "\n" for line in lines))
+    if counts is not None:
+        (folder / "cntlist.rev").write_text("".join(line + "\n" for line in counts))
+    return folder
+
+
+def definitions(dictionary, word: str) -> list[str]:
+    return [s.definition for s in dictionary[word].senses]
+
+
+def test_sense_numbers_order_each_part_of_speech_and_tag_counts_interleave_them(tmp_path, caplog):
+    folder = write_ordered(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        wordnet = load_wordnet(wordnet_dir=folder)
+    assert not caplog.records
+    # noun sense 1 (25), verb sense 1 (3), noun sense 2 (2); the data files hold them ridge, land, tip
+    assert definitions(wordnet, "bank") == ["sloping land", "tip laterally", "a long ridge or pile"]
+    assert definitions(wordnet, "Bank") == ["sloping land"]  # the index's lemma is lower case
+    assert definitions(wordnet, "metric") == ["a system of measures", "based on the meter"]  # untagged: n, v, a, r
+    assert wordnet.headwords == ["bank", "Bank", "metric", "well"]  # entries keep data-file order
+    lowered = load_wordnet(wordnet_dir=folder, lowercase=True)
+    assert definitions(lowered, "bank") == definitions(wordnet, "bank")  # the shared synset counts once
+
+
+def test_without_tag_counts_or_an_index_senses_keep_file_order(tmp_path, caplog):
+    folder = write_ordered(tmp_path / "no-counts", counts=None)
+    with caplog.at_level(logging.WARNING):
+        wordnet = load_wordnet(wordnet_dir=folder)
+    assert definitions(wordnet, "bank") == ["sloping land", "a long ridge or pile", "tip laterally"]  # n, v, a, r
+    assert [r.message for r in caplog.records] == [
+        f"{folder}: no cntlist.rev; senses are ordered without them (see load_wordnet)"
+    ]
+    caplog.clear()
+    folder = write_ordered(tmp_path / "no-bank-noun", {**INDEX, "noun": INDEX["noun"][1:]})
+    (folder / "index.verb").unlink()
+    with caplog.at_level(logging.WARNING):
+        wordnet = load_wordnet(wordnet_dir=folder)
+    assert definitions(wordnet, "bank") == ["a long ridge or pile", "sloping land", "tip laterally"]
+    messages = [r.message for r in caplog.records]
+    assert len(messages) == 2 and "no index.verb;" in messages[0]
+    assert messages[1] == f"{folder}: 2 senses are not in the index under their lemma; they come last"
+
+
+@pytest.mark.parametrize(
+    ("file", "bad"),
+    [
+        ("index.noun", "bank n 2 1 @ 2 2 00000002"),  # fewer offsets than synset_cnt
+        ("index.noun", "bank v 1 0 1 1 00000002"),  # another part of speech's line
+        ("index.noun", "bank n x 0 1 1 00000002"),
+        ("cntlist.rev", "bank%1:17:01:: one 25"),
+        ("cntlist.rev", "bank 1 25"),
+    ],
+)
+def test_malformed_index_or_count_line_names_file_and_line(tmp_path, file, bad):
+    if file == "cntlist.rev":
+        folder = write_ordered(tmp_path, counts=[COUNTS[0], bad])
+    else:
+        folder = write_ordered(tmp_path, {**INDEX, "noun": [INDEX["noun"][1], bad]})
+    with pytest.raises(DataFormatError) as error:
+        load_wordnet(wordnet_dir=folder)
+    assert error.value.path == str(folder / file)
+    assert error.value.line == (2 if file == "cntlist.rev" else 4)  # after two header lines and a good line
 
 
 def test_wordnet_examples_csv(caplog):

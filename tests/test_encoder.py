@@ -114,6 +114,24 @@ def test_encode_matches_sentence_transformers_signature(bert_path) -> None:
     np.testing.assert_allclose(enc.encode(["x"], prompt="query: "), enc.encode(["query: x"]), atol=1e-6)
 
 
+def test_the_default_prompt_prefixes_training_entries_and_queries_alike(bert_path, toy_dictionary) -> None:
+    from dictembed.cache import cache_key
+    from dictembed.objectives.entry_prediction import entry_collate
+
+    enc = Encoder.load(str(bert_path), pooling="mean", device="cpu")
+    plain_key = cache_key(enc, toy_dictionary, "amp", False)
+    enc.prompts, enc.default_prompt_name = {"query": "query: ", "passage": "passage: "}, "query"  # as e5's folder
+    assert enc.default_prompt == "query: "
+    prefixed = enc.tokenize(["query: a dog"], prompt="")
+    for batch in (enc.tokenize(["a dog"]), entry_collate(enc)([("a dog", 0)])[0]):  # encode; training examples
+        assert torch.equal(batch["input_ids"], prefixed["input_ids"])
+    np.testing.assert_allclose(torch.cat(list(enc.embed(["a dog"]))).numpy(), enc.encode(["a dog"]), atol=1e-6)
+    np.testing.assert_allclose(enc.encode(["a dog"]), enc.encode(["query: a dog"], prompt=""), atol=1e-6)
+    passage = enc.encode(["a dog"], prompt_name="passage")
+    np.testing.assert_allclose(passage, enc.encode(["passage: a dog"], prompt=""), atol=1e-6)
+    assert cache_key(enc, toy_dictionary, "amp", False) != plain_key  # a space built after another prefix
+
+
 def _st_folder_with_dense_and_normalize(bert_path, folder):
     """A sentence-transformers folder Transformer -> Pooling(mean) -> Dense(32 -> 8) -> Normalize."""
     from sentence_transformers import SentenceTransformer
@@ -183,3 +201,22 @@ def test_hub_name_loads_the_snapshot_like_a_folder(bert_path, tmp_path, monkeypa
     np.testing.assert_array_equal(loaded.encode(SENTENCES), enc.encode(SENTENCES))
     with pytest.raises(ModelLoadError, match="someone/absent"):
         Encoder.load("someone/absent", device="cpu")
+
+
+def test_weights_missing_from_a_checkpoint_start_the_same_in_every_load(bert_path) -> None:
+    """A masked-LM checkpoint has no pooler: the encoder's pooler starts from the same values in every load
+    (and process), whatever the random state, so reruns and resumed runs save identical bytes."""
+    import torch
+
+    from dictembed.encoder import Encoder
+
+    torch.manual_seed(1)
+    first = Encoder.load(str(bert_path), device="cpu").backbone.pooler.dense.weight.detach().clone()
+    torch.manual_seed(2)
+    second = Encoder.load(str(bert_path), device="cpu").backbone.pooler.dense.weight
+    assert torch.equal(first, second)
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    Encoder.load(str(bert_path), device="cpu")
+    assert torch.equal(torch.rand(4), expected)  # the caller's random state is left as it was

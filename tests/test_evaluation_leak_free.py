@@ -162,6 +162,28 @@ def test_tfidf_ranks_by_hand() -> None:
     assert tfidf.ranks(leak_free.QuerySet(["blue sky"], np.array([2]), 1, 0), leave_one_out=True).tolist() == [3]
 
 
+def test_tfidf_on_chinese_uses_character_ngrams() -> None:
+    d = _dictionary({"a": ["红色的苹果", "红酒"], "b": ["绿色的苹果"], "c": ["蓝色的天空"]})
+    tfidf = leak_free.TfidfBaseline(["a", "b", "c"], d)
+    assert tfidf.analyzer == "char"  # auto: most letters are Chinese
+    assert leak_free.TfidfBaseline(["a"], _dictionary({"a": ["red apple"]})).analyzer == "word"
+    assert leak_free.char_ngrams("红酒\n 蓝  天 ") == ["红", "酒", "红酒", "蓝", " ", "天", "蓝 ", " 天", "蓝 天"]
+    vocabulary = tfidf.vectorizer.vocabulary_
+    assert "果红" not in vocabulary and "果 " not in vocabulary  # no n-gram across two definitions
+    queries = leak_free.QuerySet(["蓝天空", "红苹果"], np.array([2, 0]), 2, 0)
+    assert tfidf.ranks(queries).tolist() == [1, 1]
+    words = leak_free.TfidfBaseline(["a", "b", "c"], d, analyzer="word")
+    assert words.ranks(queries).tolist() == [3, 3]  # unsegmented Chinese: no word in common, every score 0
+    # leave-one-out of "红酒" leaves a's other definition exactly
+    loo = tfidf.leave_one_out(["红酒"], np.array([0])).toarray()[0]
+    expected = np.zeros(len(vocabulary))
+    for gram in leak_free.char_ngrams("红色的苹果"):
+        expected[vocabulary[gram]] += tfidf.idf[vocabulary[gram]]
+    np.testing.assert_allclose(loo, expected / np.linalg.norm(expected), atol=1e-12)
+    with pytest.raises(DictEmbedError, match="unknown TF-IDF analyzer 'chars'"):
+        leak_free.TfidfBaseline(["a"], d, analyzer="chars")
+
+
 # ---------------------------------------------------------------------------- command line
 def _write_tsv(path: Path, words: dict[str, list[str]]) -> Path:
     path.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, defs in words.items() for d in defs))
@@ -234,3 +256,10 @@ def test_cli_old_space_and_bad_options_give_one_line_errors(saved_model, tmp_pat
     capsys.readouterr()
     assert main([*base, "--queries", str(other), "--leave-one-out"]) == 2
     assert "either --queries" in _last_error_line(capsys)
+
+
+def test_cli_tfidf_analyzer_needs_the_baseline(capsys) -> None:
+    from conftest import cli_refuses
+
+    argv = ["evaluate", "reverse-dictionary", "--model", "absent", "--leave-one-out", "--tfidf-analyzer", "char"]
+    cli_refuses(capsys, argv, "--tfidf-analyzer needs --baseline tfidf", code=2)

@@ -104,7 +104,10 @@ def test_the_output_folder_is_never_lost(bert_path, toy_tsv, tmp_path) -> None:
 
 def test_a_run_reruns_from_its_saved_configuration(bert_path, toy_tsv, tmp_path, capsys) -> None:
     out = train(_config(bert_path, toy_tsv, tmp_path / "first", seeds=[3]))
-    assert main(["train", "--config", str(out / RECORD_NAME), "--output", str(tmp_path / "again"), "--json"]) == 0
+    rerun = ["train", "--config", str(out / RECORD_NAME), "--output", str(tmp_path / "again"), "--json"]
+    # the published record names the local model folder and dictionary file by their names only: give them again
+    assert main(rerun) == 2 and "--model" in capsys.readouterr().err
+    assert main([*rerun, "--model", str(bert_path), "--dictionary", toy_tsv]) == 0
     again = RunRecord.load(tmp_path / "again", required=True)
     first = RunRecord.load(out)
     assert again.run == first.run and again.config.options == first.config.options

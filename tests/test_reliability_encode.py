@@ -153,3 +153,11 @@ def test_long_sentences_are_truncated_with_one_counted_warning(
     with caplog.at_level(logging.WARNING, logger="dictembed.encoder"):
         encoder.encode(sentences[2:])
     assert "truncated" not in caplog.text
+
+
+def test_the_input_as_output_under_another_suffix_is_refused_even_with_overwrite(saved_bert, tmp_path, capsys) -> None:
+    """A text input named like an output (`in.npy`) is not replaced by its own embeddings."""
+    source = tmp_path / "in.npy"
+    source.write_bytes(b"a\nb\n")
+    cli_refuses(capsys, _encode(saved_bert, source, source, "--overwrite"), "is the --input file", code=2)
+    assert source.read_bytes() == b"a\nb\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from dictembed.cli import main
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, MLMHeadSpace
-from dictembed.errors import DictEmbedError
+from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.reverse_dictionary import EntryGroups, ReverseDictionary, load_description_pairs, top_indices
 
 EVERYDAY = Path(__file__).parent / "data" / "everyday_descriptions.tsv"
@@ -58,7 +59,8 @@ def encoder(bert_path) -> Encoder:
 
 @pytest.fixture(scope="module")
 def rd(encoder, space, dictionary) -> ReverseDictionary:
-    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy")
+    """Ranked by cosine alone (no word-frequency prior: see test_word_frequency.py)."""
+    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy", frequency_weight=0)
 
 
 def _words(results) -> list[str]:
@@ -122,6 +124,17 @@ def test_k_limits_the_results_after_filtering(rd) -> None:
     assert len(rd.search("a tall animal", k=100)) == len(WORDS) - 2
 
 
+def test_a_pos_filter_lists_that_part_of_speech_first(rd) -> None:
+    def run(**options) -> tuple[list[str], list[str | None]]:
+        found = next(r for r in rd.search("a tall animal", k=10, **options) if "run" in r.words)
+        return found.definitions["run"], found.pos["run"]
+
+    verb, noun = (definition for definition, _ in SENSES["run"])
+    assert run() == run(pos="v") == ([verb, noun], ["v", "n"])  # dictionary order, kept when it already fits
+    assert run(pos="noun") == ([noun, verb], ["n", "v"])
+    assert run(pos="n", max_definitions=1) == ([noun], ["n"])  # max_definitions keeps the filtered sense
+
+
 @pytest.mark.parametrize(
     ("filters", "message"),
     [
@@ -173,6 +186,111 @@ def test_a_space_without_a_matrix_scores_by_probability(bert_path, encoder) -> N
     assert len(results) == 4 and scores == sorted(scores, reverse=True) and sum(scores) == pytest.approx(1, abs=1e-4)
 
 
+# -------------------------------------------------------------------- length, initial letters, near-synonyms
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"min_length": 4, "max_length": 4}, ["girl"]),
+        ({"max_length": 7}, ["giraffe", "girl", "run", "quickly"]),
+        ({"min_length": 10}, ["transitory", "short-lived"]),  # the hyphen does not count
+        ({"min_length": 8, "words": "phrase"}, ["ice cream"]),  # nor the space
+        ({"initial": "GI"}, ["giraffe", "girl"]),
+        ({"initial": "f", "min_length": 9}, ["fugacious"]),  # the group shows only its passing word
+        ({"initial": "short-"}, ["short-lived"]),
+        ({"initial": "gir*"}, []),  # taken literally
+        ({"initial": "g", "pos": "n", "pattern": "*l"}, ["girl"]),
+    ],
+)
+def test_length_and_initial_filters(rd, filters, expected) -> None:
+    assert sorted(_words(rd.search("a tall animal", k=10, **filters))) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"min_length": 0}, "min_length: a whole number of letters from 1 to 100"),
+        ({"max_length": 101}, "max_length"),
+        ({"min_length": 5, "max_length": 4}, "min_length 5 is more than max_length 4"),
+        ({"initial": "g" * 21}, "initial too long"),
+    ],
+)
+def test_bad_length_and_initial_filters(rd, filters, message) -> None:
+    with pytest.raises(DictEmbedError, match=message):
+        rd.search("a tall animal", **filters)
+    with pytest.raises(DictEmbedError, match=message):
+        rd.neighbours("girl", **filters)
+
+
+def test_length_bounds_and_the_word_index() -> None:
+    from dictembed.reverse_dictionary import WordIndex
+    from dictembed.search_options import length_bounds, word_length
+
+    assert length_bounds(5) == (5, 5) and length_bounds(None, 2, None) == (2, None)
+    with pytest.raises(DictEmbedError, match="not both"):
+        length_bounds(5, None, 6)
+    assert [word_length(w) for w in ("ice cream", "short-lived", "o'clock", "3D")] == [8, 10, 6, 2]
+    words = ["Apple", "apricot", "b", "ap", "Straße", "a\U0010ffffz", "a\U0010ffff"]
+    index = WordIndex.of(words, EntryGroups.of(np.arange(len(words))[:, None]))
+    starting = lambda prefix: [w for w, hit in zip(words, index.starting_with(prefix), strict=True) if hit]  # noqa: E731
+    assert starting("AP") == ["Apple", "apricot", "ap"] and starting("apr") == ["apricot"] and starting("c") == []
+    assert starting("strass") == ["Straße"]  # case-folded on both sides
+    assert starting("a\U0010ffff") == ["a\U0010ffffz", "a\U0010ffff"]
+    assert index.of_length(2, 5).tolist() == [True, False, False, True, False, True, False]
+    assert index.by_folded["apple"] == 0 and index.group_of.tolist() == list(range(len(words)))
+
+
+def test_neighbours_are_the_nearest_entry_vectors_without_the_word(rd, space) -> None:
+    results = rd.neighbours("transitory", k=10)
+    assert results[0].words == ["fugacious", "short-lived"] and results[0].score == pytest.approx(1.0, abs=1e-5)
+    assert "transitory" not in _words(results) and sorted(_words(results)) == sorted(set(WORDS) - {"transitory"})
+    matrix = space.matrix.numpy()
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    cosine = unit[3:] @ unit[0]  # the other groups, against the entry's own vector
+    assert [r.score for r in results[1:]] == pytest.approx(sorted(cosine.tolist(), reverse=True), abs=1e-5)
+    assert [r.words[0] for r in results[1:]] == [WORDS[3 + i] for i in np.argsort(-cosine, kind="stable")]
+    assert results[0].definitions == {"fugacious": [SHORT], "short-lived": [SHORT]}
+    assert _words(rd.neighbours("Girl", k=5, pattern="gir*")) == ["giraffe"]  # an entry case-insensitively
+    assert _words(rd.neighbours("giraffe", k=1, min_length=9, max_length=9)) == ["fugacious"]
+    assert rd.neighbours("girl", k=2) == rd.neighbours("girl", k=5)[:2]
+    alone = rd.neighbours("girl", k=10)  # a word alone in its group: every other group, no empty result
+    assert len(alone) == len(WORDS) - 3 and "girl" not in _words(alone) and all(r.words for r in alone)
+    assert alone == rd.neighbours("girl", k=10, words="any", max_length=100)  # the same through the masks
+
+
+def test_modes_choose_neighbours_for_an_entry(rd) -> None:
+    assert rd.entry_of(" Giraffe ") == "giraffe" and rd.entry_of("ICE CREAM") == "ice cream"
+    assert rd.entry_of("zebra") is None and rd.entry_of("a tall animal") is None
+    assert rd.similar_entry("giraffe") == "giraffe" and rd.similar_entry("giraffe", "similar") == "giraffe"
+    assert rd.similar_entry("giraffe", "describe") is None and rd.similar_entry("zebra") is None
+    with pytest.raises(DictEmbedError, match="'zebra' is not an entry"):
+        rd.similar_entry("zebra", "similar")
+    with pytest.raises(DictEmbedError, match="unknown mode 'synonyms'"):
+        rd.similar_entry("giraffe", "synonyms")
+    with pytest.raises(DictEmbedError, match="not an entry"):
+        rd.neighbours("zebra")
+
+
+def test_neighbours_in_a_space_without_a_matrix(bert_path, encoder) -> None:
+    from dictembed.entry_space import EntrySpace
+
+    space = MLMHeadSpace.from_pretrained(str(bert_path), ["dog", "cat", "car", "rain"], encoder.tokenizer)
+    results = ReverseDictionary(encoder, space).neighbours("dog", k=3)  # the MLM head's output rows
+    vectors = space.vectors()
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cosine = {word: float(unit[i] @ unit[space.index["dog"]]) for i, word in enumerate(space.words) if word != "dog"}
+    assert [r.words[0] for r in results] == sorted(cosine, key=lambda w: -cosine[w])
+    assert [r.score for r in results] == pytest.approx(sorted(cosine.values(), reverse=True), abs=1e-5)
+
+    class NoVectors(EntrySpace):
+        def scores(self, h):
+            return h[:, :2]
+
+    bare = ReverseDictionary(encoder, NoVectors(["dog", "cat"]))
+    assert not bare.has_entry_vectors and bare.similar_entry("dog") is None  # auto: described
+    with pytest.raises(DictEmbedError, match="no entry vectors"):
+        bare.neighbours("dog")
+
+
 # -------------------------------------------------------------------- predict on the CLI
 @pytest.fixture(scope="module")
 def model_dir(served_model) -> Path:
@@ -210,11 +328,37 @@ def test_predict_filters_and_table(model_dir, capsys) -> None:
         ["predict", "--model", "{model}", "a pet", "--pattern", "/(/"],
         ["predict", "--model", "{model}", "a pet", "--words", "many"],
         ["predict", "--model", "{model}", "a pet", "--pos", "x"],
+        ["predict", "--model", "{model}", "a pet", "--length", "5", "--min-length", "4"],
+        ["predict", "--model", "{model}", "a pet", "--min-length", "5", "--max-length", "4"],
+        ["predict", "--model", "{model}", "a pet", "--length", "0"],
+        ["predict", "--model", "{model}", "a pet", "--initial", "g" * 21],
+        ["predict", "--model", "{model}", "a pet", "--mode", "synonyms"],
     ],
 )
 def test_predict_usage_errors(model_dir, argv, capsys) -> None:
     assert main([a.format(model=model_dir) for a in argv]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_predict_modes_and_length_filters(model_dir, tmp_path, capsys) -> None:
+    model = ["predict", "--model", str(model_dir)]
+    assert main([*model, "car", "--mode", "auto", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["words"] == ["automobile", "motor car"] and "car" not in [w for r in rows for w in r["words"]]
+    assert main([*model, "car", "--mode", "similar", "--top-k", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "words like car:"
+    assert main([*model, "car", "--top-k", "100", "--json"]) == 0  # describe by default, as ever
+    assert "car" in [w for r in json.loads(capsys.readouterr().out) for w in r["words"]]
+    assert main([*model, "something that moves fast", "--length", "3", "--initial", "C", "--json"]) == 0
+    assert sorted(w for r in json.loads(capsys.readouterr().out) for w in r["words"]) == ["car", "cat"]
+    queries = tmp_path / "queries.txt"
+    queries.write_text("Dog\na vehicle with four wheels\n")
+    assert main([*model, "--input", str(queries), "--mode", "auto", "--min-length", "4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["entry"] for d in data] == ["dog", None]
+    assert all(len(w.replace(" ", "")) >= 4 for d in data for r in d["results"] for w in r["words"])
+    assert main([*model, "zebra", "--mode", "similar"]) == 1
+    assert "not an entry" in capsys.readouterr().err
 
 
 def test_predict_input_without_queries_is_a_runtime_error(model_dir, tmp_path, capsys) -> None:
@@ -240,6 +384,57 @@ def test_description_pairs_errors_name_the_line(tmp_path) -> None:
     (tmp_path / "header.tsv").write_text("query\tword\n")
     with pytest.raises(DictEmbedError, match="header"):
         load_description_pairs(tmp_path / "header.tsv")
+
+
+def test_description_pairs_keep_the_rows_of_a_split(tmp_path) -> None:
+    rows = [
+        ("a tall animal", "giraffe", "dev"),
+        ("a big grey animal", "elephant|jumbo", "test"),
+        ("a fruit", "apple", "dev"),
+    ]
+    (tmp_path / "split.tsv").write_text("description\texpected\tsplit\n" + "".join("\t".join(r) + "\n" for r in rows))
+    everything = load_description_pairs(tmp_path / "split.tsv")
+    assert everything == [
+        ("a tall animal", ["giraffe"]),
+        ("a big grey animal", ["elephant", "jumbo"]),
+        ("a fruit", ["apple"]),
+    ]
+    assert load_description_pairs(tmp_path / "split.tsv", split="dev") == [everything[0], everything[2]]
+    assert load_description_pairs(tmp_path / "split.tsv", split="test") == [everything[1]]
+    with pytest.raises(DictEmbedError, match="train"):
+        load_description_pairs(tmp_path / "split.tsv", split="train")
+    # a file without the column still loads whole, but has no split to select
+    (tmp_path / "two.tsv").write_text("description\texpected\na tall animal\tgiraffe\n")
+    assert load_description_pairs(tmp_path / "two.tsv") == [("a tall animal", ["giraffe"])]
+    with pytest.raises(DataFormatError, match="two.tsv:1: no `split` column"):
+        load_description_pairs(tmp_path / "two.tsv", split="dev")
+
+
+@pytest.mark.parametrize(
+    "row, where",
+    [
+        ("a big grey animal\telephant\ttrain", "'train'"),
+        ("a big grey animal\telephant\t", "''"),
+        ("a big grey animal\telephant", ""),
+    ],
+)
+def test_a_bad_split_value_names_the_file_and_line(tmp_path, row, where) -> None:
+    (tmp_path / "split.tsv").write_text(f"description\texpected\tsplit\na tall animal\tgiraffe\tdev\n{row}\n")
+    for split in (None, "dev", "test"):  # checked whichever rows are asked for
+        with pytest.raises(DataFormatError, match=f"split.tsv:3: .*{where}") as error:
+            load_description_pairs(tmp_path / "split.tsv", split=split)
+        assert "\n" not in str(error.value) and error.value.line == 3
+
+
+def test_everyday_descriptions_have_dev_and_test_splits() -> None:
+    pairs = load_description_pairs(EVERYDAY)
+    dev, test = load_description_pairs(EVERYDAY, split="dev"), load_description_pairs(EVERYDAY, split="test")
+    assert len(pairs) >= 300 and dev and test and len(dev) + len(test) == len(pairs)
+    assert sorted(dev + test) == sorted(pairs) and 0.3 <= len(dev) / len(pairs) <= 0.5
+    firsts = [words[0].lower() for _, words in pairs]
+    assert len(set(firsts)) == len(firsts), [w for w in set(firsts) if firsts.count(w) > 1]
+    leaks = [(d, w) for (d, _), w in zip(pairs, firsts, strict=True) if re.search(rf"\b{re.escape(w)}\b", d.lower())]
+    assert not leaks, leaks
 
 
 def test_hit_ranks_on_the_tiny_model(model_dir) -> None:

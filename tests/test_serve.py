@@ -19,6 +19,7 @@ import pytest
 from conftest import CAR, HEADWORDS
 
 from dictembed.cli import main
+from dictembed.search_options import FREQUENCY_WEIGHT
 
 
 @pytest.fixture(scope="session")
@@ -55,16 +56,16 @@ def test_health(client) -> None:
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["model"] == "toy-reverse-dictionary"
     assert health["entries"] == len(HEADWORDS) and health["results"] == len(HEADWORDS) - 2
-    assert health["score_kind"] == "cosine" and health["definitions"] is True
+    assert health["score_kind"] == "cosine+frequency" and health["definitions"] is True
 
 
 def test_reverse_finds_the_gold_word_with_its_definitions(client) -> None:
     data = _reverse(client, q="  a domesticated animal that barks ", k=3)
     assert data["query"] == "a domesticated animal that barks" and data["model"] == "toy-reverse-dictionary"
-    assert data["entries"] == len(HEADWORDS) and data["score_kind"] == "cosine"
+    assert data["entries"] == len(HEADWORDS) and data["score_kind"] == "cosine+frequency"  # English headwords
     assert len(data["results"]) == 3 and "dog" in _words(data["results"])
     scores = [r["score"] for r in data["results"]]
-    assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
+    assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 + 8 * FREQUENCY_WEIGHT for s in scores)
     dog = next(r for r in data["results"] if "dog" in r["words"])
     assert dog["definitions"]["dog"] == ["a domesticated animal that barks", "a loyal pet that chases cats"]
     assert dog["pos"]["dog"] == ["n", "n"]
@@ -96,6 +97,106 @@ def test_identical_entries_are_one_result(client) -> None:
 def test_filters(client, params, expected) -> None:
     results = _reverse(client, q="something that moves fast", k=100, **params)["results"]
     assert set(_words(results)) == expected
+
+
+def test_definitions_come_in_sense_order_the_filtered_part_of_speech_first(client) -> None:
+    def rain(**params) -> tuple[list[str], list[str]]:
+        results = _reverse(client, q="water that falls from clouds", k=100, **params)["results"]
+        found = next(r for r in results if "rain" in r["words"])
+        return found["definitions"]["rain"], found["pos"]["rain"]
+
+    noun, verb = "water that falls from clouds", "to fall as drops of water from the sky"
+    assert rain() == ([noun, verb], ["n", "v"])  # the dictionary's order
+    assert rain(pos="verb") == ([verb, noun], ["v", "n"])
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"length": 3}, {"dog", "cat", "car", "run"}),
+        ({"min_length": 7}, {"quickly", "automobile", "motor car", "ice cream"}),  # letters: spaces do not count
+        ({"min_length": 4, "max_length": 5}, {"rain", "king", "bread", "river", "quick"}),
+        ({"length": 8, "words": "phrase"}, {"motor car", "ice cream"}),
+        ({"initial": "Q"}, {"quick", "quickly"}),  # case-insensitive
+        ({"initial": "motor c"}, {"motor car"}),
+        ({"initial": "c", "max_length": 3}, {"cat", "car"}),
+        ({"initial": "r", "pattern": "*n"}, {"rain", "run"}),  # with the pattern
+        ({"length": 5, "pos": "a"}, {"quick"}),
+        ({"initial": "*"}, set()),  # taken literally, not as a glob
+        ({"initial": " "}, set(HEADWORDS)),  # blank: no filter
+    ],
+)
+def test_length_and_initial_filters(client, params, expected) -> None:
+    results = _reverse(client, q="something that moves fast", k=100, **params)["results"]
+    assert set(_words(results)) == expected
+
+
+def test_a_query_that_is_an_entry_lists_its_neighbours_without_itself(client, model_dir) -> None:
+    from dictembed.entry_space import EntrySpace
+
+    data = _reverse(client, q="dog", k=100)
+    assert data["mode"] == "similar" and data["entry"] == "dog" and data["score_kind"] == "cosine"
+    assert "dog" not in _words(data["results"]) and sorted(_words(data["results"])) == sorted(set(HEADWORDS) - {"dog"})
+    space = EntrySpace.load(model_dir)  # the ranking is the cosine of the entry vectors themselves
+    unit = space.matrix.numpy() / np.linalg.norm(space.matrix.numpy(), axis=1, keepdims=True)
+    cosine = unit @ unit[space.index["dog"]]
+    for result in data["results"]:
+        assert result["score"] == pytest.approx(cosine[space.index[result["words"][0]]], abs=1e-5)
+    scores = [r["score"] for r in data["results"]]
+    assert scores == sorted(scores, reverse=True) and len(data["results"]) == len(HEADWORDS) - 3
+    assert _reverse(client, q="dog", k=3)["results"] == data["results"][:3]
+
+
+def test_the_neighbours_of_a_synonym_start_with_its_group(client) -> None:
+    data = _reverse(client, q=" Automobile ", k=4)  # an entry case-insensitively
+    assert data["entry"] == "automobile" and data["results"][0]["words"] == ["car", "motor car"]
+    assert data["results"][0]["score"] == pytest.approx(1.0, abs=1e-5)
+    assert "automobile" not in _words(data["results"])
+    single = _reverse(client, q="car", k=2, words="single")["results"]  # filters apply to the neighbours
+    assert single[0]["words"] == ["automobile"] and "motor car" not in _words(single)
+    assert _words(_reverse(client, q="car", k=5, initial="m")["results"]) == ["motor car"]
+
+
+def test_modes(client) -> None:
+    described = _reverse(client, q="zebra", k=3)  # one word that is no entry: a description
+    assert described["mode"] == "describe" and described["entry"] is None and len(described["results"]) == 3
+    assert _reverse(client, q="a dog", k=3)["mode"] == "describe"
+    forced = _reverse(client, q="dog", k=3, mode="describe")
+    assert forced["mode"] == "describe" and forced["entry"] is None
+    assert _reverse(client, q="ice cream", k=3, mode="similar")["entry"] == "ice cream"
+    response = client.get("/api/reverse", params={"q": "zebra", "mode": "similar"})
+    assert response.status_code == 422 and "not an entry" in response.json()["error"]
+
+
+@pytest.mark.parametrize("mode", ["describe", "similar"])
+def test_sorting(client, mode) -> None:
+    ranked = _reverse(client, q="river", k=100, mode=mode)["results"]
+    alphabet = _reverse(client, q="river", k=100, mode=mode, sort="alphabet")["results"]
+    by_length = _reverse(client, q="river", k=100, mode=mode, sort="length")["results"]
+    firsts = [r["words"][0] for r in alphabet]
+    assert firsts == sorted(firsts) and sorted(map(str, alphabet)) == sorted(map(str, ranked))
+    lengths = [len(r["words"][0].replace(" ", "")) for r in by_length]
+    assert lengths == sorted(lengths) and sorted(map(str, by_length)) == sorted(map(str, ranked))
+
+
+def test_the_api_is_documented(client) -> None:
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and docs.headers["content-type"].startswith("text/html")
+    assert "swagger" in docs.text.lower() and "/openapi.json" in docs.text
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    schema = response.json()
+    assert set(schema["paths"]) == {"/health", "/api/reverse", "/api/encode"}  # the page is no API
+    reverse = schema["paths"]["/api/reverse"]
+    assert set(reverse) == {"get"}  # HEAD is answered but not listed twice
+    assert reverse["get"]["summary"] and reverse["get"]["description"]
+    parameters = {p["name"]: p for p in reverse["get"]["parameters"]}
+    names = {"q", "k", "pos", "pattern", "words", "length", "min_length", "max_length", "initial", "mode", "sort"}
+    assert names <= set(parameters) and all(p.get("description") for p in parameters.values())
+    ref = reverse["get"]["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
+    assert set(schema["components"]["schemas"][ref.split("/")[-1]]["properties"]) == {"error"}  # not FastAPI's
+    assert schema["paths"]["/api/encode"]["post"]["summary"]
+    assert 'href="docs"' in client.get("/").text  # the page links the API
 
 
 def test_single_words_keep_the_group_without_its_phrase(client) -> None:
@@ -134,6 +235,17 @@ BAD_QUERIES = {  # /api/reverse?...: (status, part of the message)
     "q=dog&pos=x": (422, "unknown part of speech 'x'"),
     "q=dog&pattern=/(/": (422, "regular expression"),
     "q=dog&pattern=" + "x" * 101: (422, "pattern:"),
+    **{
+        f"q=dog&{name}={value}": (422, f"{name}:")
+        for name in ("length", "min_length", "max_length")
+        for value in ("0", "101", "five")
+    },
+    "q=dog&min_length=6&max_length=4": (422, "min_length 6 is more than max_length 4"),
+    "q=dog&length=5&min_length=4": (422, "not both"),
+    "q=dog&initial=" + "g" * 21: (422, "initial:"),
+    "q=dog&mode=synonyms": (422, "mode:"),
+    "q=zebra&mode=similar": (422, "not an entry"),
+    "q=dog&sort=size": (422, "sort:"),
 }
 BAD_BODIES = {  # POST /api/encode with this body: (part of the message)
     b"": "body",
@@ -162,7 +274,7 @@ def test_bad_input_is_a_4xx_json_error_and_the_server_keeps_serving(client, requ
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     error = response.json()["error"]
-    assert isinstance(error, str) and error and message in error
+    assert isinstance(error, str) and error and message in error and "\n" not in error
     assert "dog" in _words(_reverse(client, q="a domesticated animal that barks", k=5)["results"])
 
 
@@ -347,7 +459,7 @@ def test_an_over_long_body_is_413(client) -> None:
     assert client.get("/health").status_code == 200  # and the server goes on
 
 
-@pytest.mark.parametrize("path", ["/", "/health", "/api/reverse?q=a+pet"])
+@pytest.mark.parametrize("path", ["/", "/health", "/api/reverse?q=a+pet", "/api/reverse?q=dog"])
 def test_head_is_answered_wherever_get_is(client, path: str) -> None:
     response = client.head(path)
     assert response.status_code == 200 and response.content == b""

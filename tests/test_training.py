@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -171,6 +172,65 @@ def test_cosine_entry_logits_match_hand_computed_values(tmp_path) -> None:
         DefinitionSpace(["a"], torch.zeros(1, 2), similarity="l2")
 
 
+def test_leave_one_out_targets_score_the_gold_entry_without_the_definition(bert_path, toy_dictionary) -> None:
+    from torch.nn import functional as F
+
+    from dictembed.objectives.entry_prediction import (
+        LeaveOneOutEntryPrediction,
+        leave_one_out_collate,
+        leave_one_out_examples,
+    )
+
+    encoder = Encoder.load(str(bert_path), pooling="mean").eval()
+    dictionary = toy_dictionary.subset(toy_dictionary.headwords)
+    dictionary.add("sun", "the star at the centre of our solar system")  # one definition: no target
+    space = DefinitionSpace.build(encoder, dictionary, "amp", similarity="cosine", temperature=0.05)
+    vectors = dict(zip(dictionary.pairs(), encoder.encode([d for _, d in dictionary.pairs()]), strict=True))
+    examples, targets = leave_one_out_examples(dictionary, space, vectors)
+    assert len(examples) == len(dictionary.pairs()) - 1 and all(label != space.index["sun"] for _, label, _ in examples)
+    text, label, row = examples[0]  # dog's first definition: its target is dog's second definition alone
+    np.testing.assert_allclose(targets[row].numpy(), vectors["dog", toy_dictionary["dog"].definitions[1]], atol=1e-5)
+    objective = LeaveOneOutEntryPrediction(encoder, space, targets)
+    batch = leave_one_out_collate(encoder)(examples[:3])
+    with torch.no_grad():
+        out = objective(batch)
+        h = encoder(batch[0])
+        logits = space(h)
+        for i, (_, gold, r) in enumerate(examples[:3]):
+            logits[i, gold] = F.cosine_similarity(h[i], targets[r], dim=0) / 0.05
+    torch.testing.assert_close(out["loss"], F.cross_entropy(logits, batch[1]))
+
+
+@pytest.mark.parametrize(
+    "targets,train_entries", [("leave-one-out", "all"), ("entry", "train"), ("leave-one-out", "train")]
+)
+def test_defsent_plus_trains_with_leave_one_out_targets_or_train_entries(
+    bert_path, toy_dictionary, tmp_path, targets, train_entries, caplog
+) -> None:
+    config = RunConfig.create(
+        "defsent-plus",
+        model=str(bert_path),
+        pooling="mean",
+        pooler="none",
+        entries="amp",
+        similarity="cosine",
+        targets=targets,
+        train_entries=train_entries,
+        dictionary=_toy_tsv(toy_dictionary, tmp_path / "toy.tsv"),
+        lrs=[1e-3],
+        epochs=2,
+        output=str(tmp_path / "out"),
+    )
+    with caplog.at_level(logging.INFO):
+        out = train(config)
+    saved = json.loads((out / "dictembed.json").read_text())
+    options = saved["config"]["options"]
+    assert (options["targets"], options["train_entries"]) == (targets, train_entries) and "mrr" in saved["dev"]
+    trained_on = len(toy_dictionary) if train_entries == "all" else 6  # 8:1:1 of 8 headwords
+    assert f"training against {trained_on} of the 8 entries" in caplog.text
+    assert len(EntrySpace.load(out)) == 8  # the saved space keeps every entry
+
+
 def _toy_tsv(toy_dictionary, path):
     lines = ["word\tdefinition"] + [f"{w}\t{d}" for w, d in toy_dictionary.pairs()]
     path.write_text("\n".join(lines) + "\n")
@@ -252,7 +312,7 @@ def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_
     out = train(config)
     saved = json.loads((out / "dictembed.json").read_text())
     assert saved["method"] == "defsent" and saved["entry_space"] == "mlm-head" and saved["pst_step"] is None
-    assert saved["config"]["options"]["pooling"] == "max" and saved["data"] == config.dictionary
+    assert saved["config"]["options"]["pooling"] == "max" and saved["data"] == Path(config.dictionary).name
     assert saved["seed"] in (0, 1) and saved["lr"] == saved["selection"]["best_lr"]
     assert set(saved["selection"]["by_lr"]) == {"0.003", "0.0001"}
     assert isinstance(EntrySpace.load(out), MLMHeadSpace)

@@ -5,22 +5,28 @@ A cached space is `definitions-<key>.safetensors` (its float32 matrix, keyed by 
 small JSON sidecar `definitions-<key>.json` saying what it was built from. Building one is serialised by a file
 lock in `.locks/` (a second process building the same space waits, then loads the finished file), and the
 matrix is written to a temporary name and renamed into place, so the cache never holds a half-written file.
+
+A long build keeps its encoded definitions, part by part, in `definitions-<key>.parts/` (`PartialBuild`): an
+interrupted build resumes from its last part, and the folder is removed once the matrix is cached. A cache that
+cannot be used (a file, a read-only folder, a full disk) is named once in a warning and the run goes on without it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
-import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from filelock import FileLock, Timeout
 from safetensors import SafetensorError
@@ -31,24 +37,30 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.io import STAGING_SUFFIX, atomic_write
+from dictembed.paths import CACHE_ENV as CACHE_ENV  # re-exported: the variable naming the cache
+from dictembed.paths import cache_root
 
 log = logging.getLogger(__name__)
 
-CACHE_ENV = "DICTEMBED_CACHE"
 LOCK_DIR = ".locks"
 PREFIX = "definitions-"
 # Names this project writes in the cache folder (and nothing else is ever listed or removed): the matrix,
-# its sidecar, a temporary file of an interrupted write (`NAME.<pid>.partial`) and the lock files.
-OWN_FILE = re.compile(rf"{PREFIX}[0-9a-f]{{16}}\.(safetensors|json)(\.\d+{re.escape(STAGING_SUFFIX)})?")
+# its sidecar, the reverse dictionary's word frequencies (`dictembed.word_frequency`), a temporary file of an
+# interrupted write (`NAME.<pid>.partial`) and the lock files.
+OWN_FILE = re.compile(
+    rf"({PREFIX}[0-9a-f]{{16}}\.(safetensors|json)|frequency-[0-9a-f]{{16}}\.npy)(\.\d+{re.escape(STAGING_SUFFIX)})?"
+)
 OWN_LOCK = re.compile(rf"{PREFIX}[0-9a-f]{{16}}\.lock")
+# The parts of an unfinished build (`PartialBuild`): a folder per space, holding numbered parts and a manifest.
+PARTS_SUFFIX = ".parts"
+OWN_PARTS = re.compile(rf"{PREFIX}[0-9a-f]{{16}}{re.escape(PARTS_SUFFIX)}")
+OWN_PART = re.compile(rf"(part-\d{{5}}\.npy|manifest\.json)(\.\d+{re.escape(STAGING_SUFFIX)})?")
+_UNUSABLE: set[str] = set()  # cache folders already named as unusable in this process (said once each)
 
 
 def default_cache_dir() -> Path:
     """The entry-space cache: $DICTEMBED_CACHE, else $XDG_CACHE_HOME/dictembed, else ~/.cache/dictembed."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "dictembed"
+    return cache_root()
 
 
 def cache_folder(cache_dir: str | Path | None = None) -> Path:
@@ -111,11 +123,69 @@ def _read(path: Path) -> torch.Tensor | None:
     return None
 
 
-def cached_matrix(path: Path, build: Callable[[], torch.Tensor], source: dict[str, Any] | None = None) -> torch.Tensor:
-    """The matrix cached at `path`, else `build()` written there (with `source` in a JSON sidecar).
+def parts_folder(path: Path) -> Path:
+    """The folder of the parts of an unfinished build of the cache file `path`: `definitions-<key>.parts`."""
+    return path.with_suffix(PARTS_SUFFIX)
+
+
+def _without_cache(folder: Path, reason: str) -> None:
+    """Say once per folder that the cache cannot be used and that the run goes on without it."""
+    if str(folder) in _UNUSABLE:
+        return
+    _UNUSABLE.add(str(folder))
+    log.warning(
+        "entry-space cache %s cannot be used (%s); going on without caching entry spaces (set %s to a writable folder)",
+        folder,
+        reason,
+        CACHE_ENV,
+    )
+
+
+def _reason(err: OSError) -> str:
+    """An OSError in a few words, without the path that the warning names anyway."""
+    return err.strerror or type(err).__name__
+
+
+def _acquire(path: Path) -> FileLock | None:
+    """The lock of cache file `path`, held; None (said once) when the cache folder cannot be used: a file, or a
+    folder that cannot be created or written."""
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        _without_cache(folder, "it is a file, not a folder")
+        return None
+    try:
+        lock = _lock(path)
+        lock.acquire()
+    except OSError as err:
+        _without_cache(folder, _reason(err))
+        return None
+    return lock
+
+
+def _write(path: Path, matrix: torch.Tensor, source: dict[str, Any] | None) -> None:
+    """Write the matrix and its sidecar into the cache, then remove the parts of its build; a failure of the disk
+    (read-only, full) is said once and the run goes on with the matrix in memory."""
+    try:
+        atomic_write(path, save({"matrix": matrix.detach().cpu().contiguous()}))
+        info = {**(source or {}), "shape": list(matrix.shape), "sha256": _digest(matrix)}
+        info["created"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        atomic_write(_sidecar(path), json.dumps(info, indent=1))
+    except OSError as err:
+        _without_cache(path.parent, _reason(err))
+        return
+    log.info("entry space cached in %s", path)
+    shutil.rmtree(parts_folder(path), ignore_errors=True)
+
+
+def cached_matrix(
+    path: Path, build: Callable[[Path | None], torch.Tensor], source: dict[str, Any] | None = None
+) -> torch.Tensor:
+    """The matrix cached at `path`, else `build(parts)` written there (with `source` in a JSON sidecar).
 
     Holds the file's lock while checking, building and writing: two processes asking for the same space
-    build it once; the second waits and loads the first one's file."""
+    build it once; the second waits and loads the first one's file. `parts` is the folder where the build may
+    keep its work in parts (`PartialBuild`, removed once the matrix is cached); None under a distributed launch
+    and when the cache cannot be used, which is said once: then the matrix is built and returned uncached."""
     group = _distributed()
     if not group and (matrix := _read(path)) is not None:
         log.info("entry space loaded from cache %s", path)
@@ -123,21 +193,77 @@ def cached_matrix(path: Path, build: Callable[[], torch.Tensor], source: dict[st
     # In a distributed run the processes build together (an encode may be shared among them): the main
     # process holds the lock for all of them and writes; the barriers make every process see one cache state.
     main = is_main_process()
-    with _lock(path) if main else contextlib.nullcontext():
+    lock = _acquire(path) if main else None
+    usable = lock is not None or not main
+    try:
         wait_for_everyone()
-        matrix = _read(path)  # built by another process while this one waited
+        matrix = _read(path) if usable else None  # built by another process while this one waited
         if matrix is not None:
             log.info("entry space loaded from cache %s", path)
         else:
-            matrix = build()
-            if main:
-                atomic_write(path, save({"matrix": matrix.detach().cpu().contiguous()}))
-                info = {**(source or {}), "shape": list(matrix.shape), "sha256": _digest(matrix)}
-                info["created"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-                atomic_write(_sidecar(path), json.dumps(info, indent=1))
-                log.info("entry space cached in %s", path)
+            matrix = build(parts_folder(path) if usable and not group else None)
+            if main and usable:
+                _write(path, matrix, source)
         wait_for_everyone()
+    finally:
+        if lock is not None:
+            lock.release()
     return matrix
+
+
+class PartialBuild:
+    """The encoded rows of a long build, kept in parts in `folder` (`parts_folder`) so that an interrupted build
+    resumes from its last finished part. Each part is written atomically as `part-NNNNN.npy`; `manifest.json`
+    records what the parts are of (`layout`: e.g. the row count, batch size and part size), and the parts of
+    another layout are discarded. A folder that cannot be written is said once; the build then keeps no parts."""
+
+    def __init__(self, folder: Path, layout: dict[str, Any]) -> None:
+        self.folder, self.layout = folder, layout
+        self.writable = True
+
+    def _part(self, index: int) -> Path:
+        return self.folder / f"part-{index:05d}.npy"
+
+    def load(self, sizes: list[int]) -> list[np.ndarray]:
+        """The finished parts, in order, whose rows fit `sizes` (the row count of each part): the first missing
+        or damaged one ends them. The parts of another layout are removed."""
+        try:
+            recorded = json.loads((self.folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            recorded = None
+        if recorded != self.layout:
+            if recorded is not None:
+                log.info("%s holds the parts of another build (%s); starting over", self.folder, recorded)
+            self.remove()
+            return []
+        parts: list[np.ndarray] = []
+        for index, size in enumerate(sizes):
+            try:
+                part = np.load(self._part(index), allow_pickle=False)
+            except (OSError, ValueError, EOFError):
+                break
+            if part.dtype != np.float32 or part.ndim != 2 or part.shape[0] != size or not np.isfinite(part).all():
+                break
+            parts.append(part)
+        return parts
+
+    def save(self, index: int, part: np.ndarray) -> None:
+        """Keep part `index`, atomically (the manifest before the first part)."""
+        if not self.writable:
+            return
+        try:
+            if not (self.folder / "manifest.json").exists():
+                atomic_write(self.folder / "manifest.json", json.dumps(self.layout))
+            buffer = io.BytesIO()
+            np.save(buffer, np.ascontiguousarray(part, dtype=np.float32), allow_pickle=False)
+            atomic_write(self._part(index), buffer.getvalue())
+        except OSError as err:
+            self.writable = False
+            _without_cache(self.folder.parent, _reason(err))
+
+    def remove(self) -> None:
+        """Remove the folder and every part in it."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _distributed() -> bool:
@@ -182,11 +308,15 @@ def list_cache(cache_dir: str | Path | None = None) -> list[CachedSpace]:
 
 
 def own_files(cache_dir: str | Path | None = None) -> list[Path]:
-    """Every file this project wrote in the cache folder: spaces, sidecars, leftover temporary files, locks."""
+    """Every file this project wrote in the cache folder: spaces, sidecars, leftover temporary files, the parts of
+    unfinished builds, locks."""
     folder = cache_folder(cache_dir)
     if not folder.is_dir():
         return []
     files = [p for p in folder.iterdir() if p.is_file() and OWN_FILE.fullmatch(p.name)]
+    for parts in folder.iterdir():
+        if parts.is_dir() and OWN_PARTS.fullmatch(parts.name):
+            files += [p for p in parts.iterdir() if p.is_file() and OWN_PART.fullmatch(p.name)]
     locks = folder / LOCK_DIR
     if locks.is_dir():
         files += [p for p in locks.iterdir() if p.is_file() and OWN_LOCK.fullmatch(p.name)]
@@ -197,9 +327,12 @@ def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
     """Remove the files `own_files` lists (nothing else); returns them and the bytes freed. A space that
     another process is building (its lock is held) is left in place."""
     folder = cache_folder(cache_dir)
+    if folder.exists() and not folder.is_dir():
+        raise DictEmbedError(f"{folder}: the entry-space cache is not a folder")
     by_key: dict[str, list[Path]] = {}
     for path in own_files(folder):
-        by_key.setdefault(path.name.split(".")[0], []).append(path)
+        owner = path.parent if OWN_PARTS.fullmatch(path.parent.name) else path  # a part: its build's folder
+        by_key.setdefault(owner.name.split(".")[0], []).append(path)
     removed, freed = [], 0
     for key, paths in by_key.items():
         lock = _lock(folder / f"{key}.safetensors")
@@ -215,6 +348,8 @@ def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
                     path.unlink()
                     removed.append(path)
                     freed += size
+            with contextlib.suppress(OSError):  # the emptied folder of an unfinished build's parts
+                parts_folder(folder / f"{key}.safetensors").rmdir()
             Path(lock.lock_file).unlink(missing_ok=True)
         finally:
             lock.release()
@@ -235,14 +370,16 @@ def human_size(size: int) -> str:
 
 
 def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool) -> str:
-    """A hash of the encoder's weights (but the backbone's unused pooler) and modules, the dictionary's pairs,
-    the entry type and ICA."""
+    """A hash of the encoder's weights (but the backbone's unused pooler), modules and default prompt, the
+    dictionary's pairs, the entry type and ICA."""
     digest = hashlib.sha1()
     encoder.hash_weights(digest)
     for headword, definition in dictionary.pairs():
         digest.update(f"{headword}\t{definition}\n".encode())
     modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
     digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
+    if encoder.default_prompt:  # the prefix every definition is encoded after (a model without one keeps older keys)
+        digest.update(f"|prompt|{encoder.default_prompt}".encode())
     if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
         digest.update(f"|{encoder.compute_precision}".encode())
     if encoder.onnx is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights

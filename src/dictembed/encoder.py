@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import shutil
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -24,17 +23,16 @@ from sentence_transformers import quantize_embeddings
 from sentence_transformers.sentence_transformer import modules as st_modules
 from sentence_transformers.util import cos_sim
 from torch import nn
-from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.backends.onnx.runtime import OnnxBackbone, attach, is_exported
 from dictembed.devices import autocast, best_device, resolve_precision
 from dictembed.errors import DictEmbedError
-from dictembed.io import replace_dir
+from dictembed.io import staged_dir
 from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, resolve_model, save_parts
 from dictembed.model_card import write_model_card
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
-from dictembed.progress import disable
+from dictembed.progress import Progress
 from dictembed.quantization import QUANTIZATIONS
 from dictembed.record import RunRecord
 from dictembed.tokenization import tokenize_counting_cuts
@@ -221,9 +219,17 @@ class Encoder(nn.Module):
             return list(sentences)
         return prompt_texts(self.tokenizer, sentences, self.max_length)
 
+    @property
+    def default_prompt(self) -> str | None:
+        """The text of the model's default prompt (e5's "query: "), or None when it has none."""
+        return self.prompts.get(self.default_prompt_name) if self.default_prompt_name else None
+
     def tokenize(self, sentences: Sequence[str], prompt: str | None = None) -> dict[str, torch.Tensor]:
-        """Model inputs (`tokenize_counting_cuts`, the cut sentences counted for `report_truncated`); with a prompt
-        that the pooling excludes, `prompt_length` says how many leading tokens to skip."""
+        """Model inputs (`tokenize_counting_cuts`, the cut sentences counted for `report_truncated`), each sentence
+        after `prompt`: by default the model's `default_prompt`, so that training, entry spaces, queries and `encode`
+        prefix the same text ("" for none); with a prompt that the pooling excludes, `prompt_length` says how many
+        leading tokens to skip."""
+        prompt = self.default_prompt if prompt is None else prompt
         encoded, cut = tokenize_counting_cuts(self.tokenizer, self._texts(sentences, prompt), self.max_length)
         self._truncated += cut
         batch = dict(encoded)
@@ -328,8 +334,9 @@ class Encoder(nn.Module):
         chunk: int | None = None,
     ) -> Iterator[torch.Tensor]:
         """The one batching path: the float32 CPU vectors of `texts`, `chunk` texts at a time (default: all at once),
-        in input order. Within a chunk the batches are length-sorted (less padding) and the order restored; the
-        ONNX backend runs several batches at once. Truncated sentences are counted and reported once."""
+        in input order, each after `prompt` (default: the model's `default_prompt`; "" for none). Within a chunk the
+        batches are length-sorted (less padding) and the order restored; the ONNX backend runs several batches at
+        once. Truncated sentences are counted and reported once."""
         if batch_size < 1:
             raise DictEmbedError(f"batch_size must be at least 1, got {batch_size}")
         texts = list(texts)
@@ -340,7 +347,9 @@ class Encoder(nn.Module):
         self.reset_truncated()
         try:
             batches = sum(-(-len(texts[start : start + chunk]) // batch_size) for start in range(0, len(texts), chunk))
-            with tqdm(total=batches, desc="encode", disable=disable(show), leave=False) as bar:
+            with Progress(
+                batches, "encode", unit="batch", rate_unit="batches", show=show, leave=False, logger=log
+            ) as bar:
                 for start in range(0, len(texts), chunk):
                     yield self._embed_chunk(texts[start : start + chunk], batch_size, prompt, bar.update)
         finally:
@@ -426,8 +435,6 @@ class Encoder(nn.Module):
         is the model's name in its card (default: the folder's name).
         """
         path = Path(path)
-        staging = path.with_name(path.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
         pooling = None if self.pooling in CUSTOM_POOLINGS else self.pooling_module
         if pooling is None:
             log.warning(
@@ -437,15 +444,16 @@ class Encoder(nn.Module):
                 self.pooling,
             )
         post, prompts = list(self.post), (self.prompts, self.default_prompt_name)
-        save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length))
-        if full_model is not None:
-            full_model.save_pretrained(staging)
         if not isinstance(record, RunRecord):
             record = RunRecord.from_dict({"base_model": self.base_model, **(record or {})})
         record.encoder = self.config
         record.base_model = record.base_model or self.base_model
-        record.save(staging)
-        write_model_card(staging, record, name=name or path.name)
-        replace_dir(staging, path)
+        saved = record if record.config is not None else record.portable()  # a run's folder keeps its real paths
+        with staged_dir(path) as staging:  # removed on failure; a full disk is an OSError naming `path`
+            save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length))
+            if full_model is not None:
+                full_model.save_pretrained(staging)
+            saved.save(staging)
+            write_model_card(staging, saved, name=name or path.name)
         self.record = record
         return path

@@ -16,6 +16,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "onnx": (("onnxruntime", "onnx"), "the ONNX backend"),
     "mteb": (("mteb",), "MTEB evaluation"),
     "serve": (("fastapi", "uvicorn"), "the web server"),
+    "zh": (("pypinyin",), "the pinyin filter"),
 }
 
 

@@ -4,14 +4,17 @@ the one reader of text inputs, which reads each input once and within bounds."""
 from __future__ import annotations
 
 import codecs
+import errno
 import io
 import logging
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from dictembed.errors import DataFormatError, DictEmbedError
 
@@ -37,43 +40,161 @@ def with_umask(root: Path) -> None:
             path.chmod(mode)
 
 
+def _fsync_dir(folder: Path) -> None:
+    """Flush `folder`'s entries (a rename into it) to disk; a filesystem that cannot is left as it is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# The number of an OS error as a message gives it: a `shutil.Error`'s ("[Errno 28] ...") and one that a
+# library reports in its own exception, as safetensors' Rust core does ("... (os error 28)").
+_ERRNO_IN_COPY = re.compile(r"\[Errno (\d+)\]")
+_ERRNO_IN_RUST = re.compile(r"\(os error (\d+)\)")
+# numpy's `tofile` (under `np.save` to a file) reports a write cut short, as on a full disk, without a number.
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")
+
+
+def _is_staging(filename: str | bytes | int) -> bool:
+    """Whether `filename` is a staging name (`NAME.partial`, `NAME.<pid>.partial`) or lies in a staging folder."""
+    return isinstance(filename, str) and any(part.endswith(STAGING_SUFFIX) for part in Path(filename).parts)
+
+
+def as_os_error(err: BaseException, path: str | Path | None = None) -> OSError | None:
+    """`err` as an OSError naming `path` (when `err` names no file, or names a staging file of it), or None
+    when it is not a failure of the disk: an OSError itself, a `shutil.Error` of a copy (its first failed
+    file), or a library's exception whose message carries an OS error number (safetensors' SafetensorError)."""
+    if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) and err.args[0]:
+        _src, dst, why = err.args[0][0]
+        found = _ERRNO_IN_COPY.search(str(why))
+        number = int(found.group(1)) if found else errno.EIO
+        return OSError(number, os.strerror(number), str(path if path is not None else dst))
+    if isinstance(err, OSError):
+        if path is None or (err.filename is not None and not _is_staging(err.filename)):
+            return err
+        if err.errno is None:  # no cause but the message: a short write says what it most likely is
+            short = _SHORT_WRITE.search(str(err))
+            cause = f"only {short[2]} of {short[1]} bytes written (is the disk full?)" if short else str(err)
+            return OSError(None, cause, str(path))
+        return OSError(err.errno, err.strerror or os.strerror(err.errno), str(path))
+    found = None if isinstance(err, DictEmbedError) else _ERRNO_IN_RUST.search(str(err))
+    if found is None:
+        return None
+    number = int(found.group(1))
+    return OSError(number, os.strerror(number), None if path is None else str(path))
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Re-raise a failure of the disk while writing `path` (a full disk, a read-only filesystem) as an OSError
+    naming `path` (`as_os_error`), so the command line reports it in one line; other errors pass unchanged."""
+    try:
+        yield
+    except Exception as err:
+        converted = as_os_error(err, path)
+        if converted is None or converted is err:
+            raise
+        raise converted from err
+
+
 def replace_dir(staging: Path, target: Path) -> None:
     """Move a finished staging folder onto `target`, never leaving a half-written target behind: the old
-    target is renamed aside first and removed only once the new one is in place. Its files get the user's
-    umask (`with_umask`)."""
+    target is renamed aside first and removed only once the new one is in place (put back if the new one
+    cannot be moved in). Its files get the user's umask (`with_umask`)."""
     with_umask(staging)
     old = target.with_name(target.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
+    had_old = target.exists()
+    if had_old:
         os.replace(target, old)
-    os.replace(staging, target)
+    try:
+        os.replace(staging, target)
+    except BaseException:
+        if had_old:
+            os.replace(old, target)
+        raise
+    _fsync_dir(target.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager
 def staged_dir(target: str | Path) -> Iterator[Path]:
-    """A fresh staging folder beside `target`; on success it replaces `target`, on failure it is removed."""
+    """A fresh staging folder beside `target`; on success it replaces `target`, on failure it is removed (and
+    `target` left as it was). A full disk or read-only filesystem is an OSError naming `target` (`writing`)."""
     target = Path(target)
     staging = target.with_name(target.name + STAGING_SUFFIX)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        yield staging
-    except BaseException:
+    with writing(target):
         shutil.rmtree(staging, ignore_errors=True)
-        raise
-    replace_dir(staging, target)
+        staging.mkdir(parents=True)
+        try:
+            yield staging
+            replace_dir(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def _partial_name(path: Path) -> Path:
+    """The temporary name `path` is written under, in its folder: it holds the process id, so two processes
+    writing the same file never write into one temporary file."""
+    return path.with_name(f"{path.name}.{os.getpid()}{STAGING_SUFFIX}")
+
+
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file to write `path` through: a temporary file in the same folder, flushed to disk and renamed
+    onto `path` when the block ends; on any failure it is removed and `path` left as it was. A full disk or
+    read-only filesystem is an OSError naming `path`."""
+    path = Path(path)
+    tmp = _partial_name(path)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(tmp, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    _fsync_dir(path.parent)
 
 
 def atomic_write(path: str | Path, data: bytes | str, encoding: str = "utf-8") -> Path:
-    """Write `data` to `path` through a temporary file renamed into place (the temporary name holds the
-    process id, so two processes writing the same file never write into one temporary file)."""
+    """Write `data` to `path` through a temporary file renamed into place (`atomic_file`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}{STAGING_SUFFIX}")
-    tmp.write_bytes(data.encode(encoding) if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    with atomic_file(path) as f:
+        f.write(data.encode(encoding) if isinstance(data, str) else data)
     return path
+
+
+def preallocate(path: str | Path) -> None:
+    """Reserve the disk blocks of the whole file `path` (a sparse file, as a memory map's is made), so that a
+    full disk is an OSError naming `path` now rather than a SIGBUS when a page of the map is first written.
+    Where the system cannot reserve space ahead (no `posix_fallocate`, or a filesystem without it) nothing
+    is done."""
+    allocate = getattr(os, "posix_fallocate", None)
+    if allocate is None:
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            allocate(fd, 0, size)
+    except OSError as err:
+        if err.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        os.close(fd)
 
 
 # ----------------------------------------------------------------------------- reading text

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import torch
 from huggingface_hub import snapshot_download
 from safetensors import safe_open
 from sentence_transformers import SentenceTransformer
@@ -22,6 +23,7 @@ from torch import nn
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.errors import ModelLoadError
+from dictembed.offline_models import local_folder
 from dictembed.pooling import ACTIVATIONS
 from dictembed.record import record_path
 
@@ -33,9 +35,14 @@ HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf
 
 
 def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
-    """Call `loader.from_pretrained`, turning hub/offline/missing-file failures into a ModelLoadError."""
+    """Call `loader.from_pretrained`, turning hub/offline/missing-file failures into a ModelLoadError. The name of
+    an offline model (`dictembed models prepare`) loads its prepared folder."""
+    if not Path(name_or_path).exists():
+        name_or_path = str(local_folder(name_or_path) or name_or_path)
     try:
-        return loader.from_pretrained(name_or_path, **kwargs)
+        with torch.random.fork_rng(devices=[]):  # weights the checkpoint lacks (an unused pooler) start alike
+            torch.manual_seed(0)  # in every process, so a rerun or a resumed run saves the same bytes
+            return loader.from_pretrained(name_or_path, **kwargs)
     except (OSError, ValueError, KeyError) as err:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not Path(name_or_path).exists()
         hint = " (no network here: pass a local folder)" if offline else ""
@@ -50,13 +57,16 @@ def looks_local(name: str) -> bool:
 
 
 def resolve_model(name_or_path: str | Path) -> Path:
-    """The local folder of a model: the path itself, or the Hugging Face Hub snapshot of a hub name (read from
-    the local cache when offline), so a hub model loads exactly like a folder (dictembed.json, entry_space/)."""
+    """The local folder of a model: the path itself, the prepared folder of an offline model's name
+    (`dictembed models prepare`), or the Hugging Face Hub snapshot of a hub name (read from the local cache when
+    offline), so a hub model loads exactly like a folder (dictembed.json, entry_space/)."""
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path
     if path.exists():
         raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
+    if (prepared := local_folder(str(name_or_path))) is not None:
+        return prepared
     if not HUB_ID.match(str(name_or_path)) or looks_local(str(name_or_path)):
         raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
     try:

@@ -12,13 +12,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dictembed.paths import default_model, public_name
+from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
 from dictembed.recipes.registry import citation, find_recipe
 from dictembed.record import SPACE_DIR, RunRecord
 
 CARD_NAME = "README.md"
 ST_POOLINGS = ("cls", "mean", "max")  # the poolings SentenceTransformer(path) reproduces
-EMBEDDED_BASE = "sentence-transformers/all-MiniLM-L6-v2"  # the hub name of the embedded default model
+EMBEDDED_BASE = EMBEDDED_MODEL  # the hub name of the embedded default model
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
@@ -45,6 +45,25 @@ def hub_base_model(name: str | None) -> str | None:
 def _base_model(record: dict[str, Any]) -> str | None:
     base = record.get("base_model") or _settings(record).get("model")
     return str(base) if base else None
+
+
+def _local_base(record: dict[str, Any], base: str | None) -> str | None:
+    """What the base model was where it was trained, as the record's `sources` say ("embedded", "folder"), or
+    None: a published record names a local folder by its public name, which is no Hub name."""
+    entries = _dict(record.get("sources")).get("model")
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and base is not None and entry.get("name") == base:
+            return str(entry.get("local") or "") or None
+    return None
+
+
+def base_hub_name(record: dict[str, Any]) -> str | None:
+    """The Hub name of a record's base model (the record in its JSON form), or None: a local folder, or none."""
+    base = _base_model(record)
+    local = _local_base(record, base)
+    if local == "embedded":
+        return EMBEDDED_BASE
+    return None if local else hub_base_model(base)
 
 
 # ----------------------------------------------------------------- helpers
@@ -122,7 +141,7 @@ def front_matter(record: dict[str, Any]) -> str:
         tags.append(str(method))
     lines = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity", "tags:"]
     lines += [f"- {json.dumps(tag)}" for tag in tags]
-    hub_name = hub_base_model(_base_model(record))
+    hub_name = base_hub_name(record)
     if hub_name:
         lines.append(f"base_model: {json.dumps(hub_name)}")
     return "\n".join([*lines, "---"]) + "\n"
@@ -143,8 +162,8 @@ def _base_section(record: dict[str, Any]) -> list[str]:
     base = _base_model(record)
     if not base:
         return []
-    hub_name = hub_base_model(base)
-    if hub_name and hub_name != base:
+    hub_name = base_hub_name(record)
+    if hub_name and (hub_name != base or _local_base(record, base) == "embedded"):
         text = f"[{hub_name}](https://huggingface.co/{hub_name}) (the copy embedded in dictembed)"
     elif hub_name:
         text = f"[{hub_name}](https://huggingface.co/{hub_name})"

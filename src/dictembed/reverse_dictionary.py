@@ -5,8 +5,10 @@ Two views of one model:
   entry; the evaluation uses them.
 - `search` and `search_many` are for people. Entries whose vectors are identical (WordNet synonyms that share
   all their definitions, e.g. `transitory`, `fugacious`, `short-lived`) come back as ONE `Result` listing
-  all their words. Results can be filtered by part of speech, by a pattern and by word count, and carry each
-  word's definitions from the dictionary the model was trained on.
+  all their words. Results can be filtered by part of speech, by a pattern, by word count, by length in
+  letters, by initial letters and by pinyin initials (Chinese), and carry each word's definitions from the
+  dictionary the model was trained on.
+- `neighbours` lists an entry's near-synonyms: the entries nearest to its own entry vector, itself left out.
 
 The `score` of a `Result` is the cosine similarity of the query's vector and the entry vector, for the
 matrix spaces of DefSent+ (and the word-embedding fallback). It ranks exactly as the model's cosine logits
@@ -16,6 +18,7 @@ scores by the model's softmax probability instead; `score_kind` says which.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -29,20 +32,30 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from dictembed.cache import cache_folder
+from dictembed.cjk import pinyin_matcher
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MatrixSpace
-from dictembed.errors import DictEmbedError
+from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores
 from dictembed.io import atomic_write
 from dictembed.loading import resolve_model
 from dictembed.paths import public_name
 from dictembed.recipes.config import RunConfig
 from dictembed.record import RunRecord
-from dictembed.search_options import Filters, normalize_pos, pattern_matcher
+from dictembed.search_options import (
+    FREQUENCY_WEIGHT,
+    SEARCH_MODES,
+    Filters,
+    normalize_pos,
+    pattern_matcher,
+    word_length,
+)
+from dictembed.word_frequency import frequency_prior
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 DEFINITIONS_FILE = "definitions.jsonl"  # what serving needs of a model's dictionary, inside the model folder
@@ -116,18 +129,45 @@ class EntryGroups:
         return np.logical_or.reduceat(entry_mask[self.order], self.starts)
 
 
-def load_description_pairs(path: str | Path) -> list[tuple[str, list[str]]]:
-    """A TSV with a header and the columns `description` and `expected` (alternatives split by `|`), e.g.
-    `a long-necked African animal<TAB>giraffe|camelopard`: (description, expected words) pairs."""
+DESCRIPTION_SPLITS = ("dev", "test")  # the optional third column of a description-pairs TSV
+
+
+def load_description_pairs(path: str | Path, split: str | None = None) -> list[tuple[str, list[str]]]:
+    """A TSV with a header and the columns `description`, `expected` (alternatives split by `|`) and, optionally,
+    `split` (`dev` or `test`), e.g. `a long-necked African animal<TAB>giraffe|camelopard<TAB>test`:
+    (description, expected words) pairs, in file order; only the rows of `split` when one is given (None: all).
+
+    Asking for a split of a file without the `split` column is an error, not every row."""
+    if split is not None and split not in DESCRIPTION_SPLITS:
+        raise DictEmbedError(f"split must be one of {', '.join(DESCRIPTION_SPLITS)} or None, not {split!r}")
     lines = Path(path).read_text(encoding="utf-8").splitlines()
-    if not lines or lines[0].split("\t") != ["description", "expected"]:
-        raise DictEmbedError(f"{path}: the header must be `description<TAB>expected`")
+    header = lines[0].split("\t") if lines else []
+    if header not in (["description", "expected"], ["description", "expected", "split"]):
+        raise DataFormatError(
+            path, "the header must be `description<TAB>expected` or `description<TAB>expected<TAB>split`", 1
+        )
+    with_split = len(header) == 3
+    if split is not None and not with_split:
+        raise DataFormatError(path, f"no `split` column to select the {split!r} rows from", 1)
+    shape = (
+        "a description, a tab, word|word|..., a tab and dev or test"
+        if with_split
+        else "a description, a tab and word|word|..."
+    )
     pairs = []
     for number, line in enumerate(lines[1:], start=2):
         fields = line.split("\t")
-        words = [w.strip() for w in fields[-1].split("|") if w.strip()]
-        if len(fields) != 2 or not fields[0].strip() or not words:
-            raise DictEmbedError(f"{path}:{number}: expected a description, a tab and word|word|...")
+        words = [w.strip() for w in fields[1].split("|") if w.strip()] if len(fields) == len(header) else []
+        if not fields[0].strip() or not words:
+            raise DataFormatError(path, f"expected {shape}", number)
+        if with_split:
+            row_split = fields[2].strip()
+            if row_split not in DESCRIPTION_SPLITS:
+                raise DataFormatError(
+                    path, f"split {row_split!r} is not one of {', '.join(DESCRIPTION_SPLITS)}", number
+                )
+            if split is not None and row_split != split:
+                continue
         pairs.append((fields[0].strip(), words))
     return pairs
 
@@ -142,6 +182,54 @@ def top_indices(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.nd
     keep = np.argpartition(values, n - k)[n - k :] if k < n else np.arange(n)
     candidates = np.flatnonzero(allowed)[keep] if allowed is not None else keep
     return candidates[np.lexsort((candidates, -values[keep]))]
+
+
+@dataclass
+class WordIndex:
+    """What the length and initial filters and `neighbours` read of each entry, computed once: its length in
+    letters (`word_length`), its group, and the case-folded words in sorted order for prefix look-ups."""
+
+    lengths: np.ndarray  # int32, one per entry
+    group_of: np.ndarray  # int64, one per entry
+    folded: list[str]  # the case-folded words, sorted
+    folded_order: np.ndarray  # the entry of each of `folded`
+    by_folded: dict[str, int]  # a case-folded word -> its first entry
+
+    @classmethod
+    def of(cls, words: list[str], groups: EntryGroups) -> WordIndex:
+        """The index of `words`, grouped by `groups`."""
+        folded = [word.casefold() for word in words]
+        order = np.asarray(sorted(range(len(words)), key=folded.__getitem__), dtype=np.int64)
+        group_of = np.zeros(len(words), dtype=np.int64)
+        sizes = np.diff(np.append(groups.starts, len(groups.order)))
+        group_of[groups.order] = np.repeat(np.arange(len(groups)), sizes)
+        by_folded = dict(zip(reversed(folded), range(len(words) - 1, -1, -1), strict=True))  # the first one wins
+        counted = (len(word) if word.isalnum() else word_length(word) for word in words)
+        lengths = np.fromiter(counted, dtype=np.int32, count=len(words))
+        return cls(lengths, group_of, [folded[i] for i in order], order, by_folded)
+
+    def of_length(self, low: int | None, high: int | None) -> np.ndarray:
+        """Entry mask of the words with `low` to `high` letters (None: no bound)."""
+        mask = self.lengths >= (low or 0)
+        if high is not None:
+            mask &= self.lengths <= high
+        return mask
+
+    def starting_with(self, prefix: str) -> np.ndarray:
+        """Entry mask of the words that start with `prefix` (case-insensitive): two binary searches, no scan."""
+        low = prefix.casefold()
+        mask = np.zeros(len(self.lengths), dtype=bool)
+        if not low:
+            return ~mask
+        start = bisect.bisect_left(self.folded, low)  # the matches follow one another from here
+        if ord(low[-1]) < 0x10FFFF:
+            end = bisect.bisect_left(self.folded, low[:-1] + chr(ord(low[-1]) + 1), start)
+        else:  # no character sorts after the last one: walk the matches
+            end = start
+            while end < len(self.folded) and self.folded[end].startswith(low):
+                end += 1
+        mask[self.folded_order[start:end]] = True
+        return mask
 
 
 class ReverseDictionary:
@@ -159,8 +247,13 @@ class ReverseDictionary:
         name: str | None = None,
         encoding: str = "utf-8",
         columns: str | None = None,
+        frequency_weight: float = FREQUENCY_WEIGHT,
+        language: str | None = "auto",
     ) -> None:
         self.encoder = encoder
+        self.frequency_weight, self.language = frequency_weight, language
+        self._prior: np.ndarray | None = None
+        self._prior_done = False
         self.space = space.freeze()
         if isinstance(space, MatrixSpace) and space.matrix.shape[1] != encoder.dim:
             raise DictEmbedError(
@@ -179,22 +272,40 @@ class ReverseDictionary:
         self._groups: EntryGroups | None = None
         self._unit: torch.Tensor | None = None
         self._masks: dict[tuple[str, str], np.ndarray] = {}
+        self._word_index: WordIndex | None = None
+        self._vector_unit: torch.Tensor | None = None  # `neighbours` in a space without a matrix
 
     @classmethod
     def load(
-        cls, path: str | Path, device: str | torch.device | None = None, precision: str | None = "fp32"
+        cls,
+        path: str | Path,
+        device: str | torch.device | None = None,
+        precision: str | None = "fp32",
+        frequency_weight: float = FREQUENCY_WEIGHT,
+        language: str | None = "auto",
     ) -> ReverseDictionary:
         """A saved model folder (or hub name); its dictionary (the folder's own `definitions.jsonl`, else the
         one named in its record) is loaded on first use. `device` ("auto"/None: CUDA, else MPS, else CPU) and
-        the compute `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`)."""
+        the compute `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`);
+        `frequency_weight` and `language` set the word-frequency prior (`dictembed.word_frequency`)."""
         folder = resolve_model(path)
         config = RunRecord.load(folder).config
         name = folder.resolve().name if Path(path).is_dir() else str(path)
         encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
         if (folder / DEFINITIONS_FILE).is_file():  # self-contained: served from anywhere
-            return cls(encoder, EntrySpace.load(folder), dictionary=str(folder / DEFINITIONS_FILE), name=name)
+            definitions = str(folder / DEFINITIONS_FILE)
+            return cls(
+                encoder,
+                EntrySpace.load(folder),
+                dictionary=definitions,
+                name=name,
+                frequency_weight=frequency_weight,
+                language=language,
+            )
         if config is None:  # a model saved without training names no dictionary
-            return cls(encoder, EntrySpace.load(folder), name=name)
+            return cls(
+                encoder, EntrySpace.load(folder), name=name, frequency_weight=frequency_weight, language=language
+            )
         source = ModelDictionary.of(config)
         return cls(
             encoder,
@@ -204,6 +315,8 @@ class ReverseDictionary:
             encoding=source.encoding,
             columns=source.columns,
             name=name,
+            frequency_weight=frequency_weight,
+            language=language,
         )
 
     # ------------------------------------------------------------------ the model's own scores
@@ -240,8 +353,11 @@ class ReverseDictionary:
     # ------------------------------------------------------------------ search, for people
     @property
     def score_kind(self) -> str:
-        """`cosine` for spaces with an entry matrix, else `probability` (softmax of the model's logits)."""
-        return "cosine" if isinstance(self.space, MatrixSpace) else "probability"
+        """`cosine` for spaces with an entry matrix (`cosine+frequency` with the word-frequency prior added, see
+        `group_prior`), else `probability` (softmax of the model's logits)."""
+        if not isinstance(self.space, MatrixSpace):
+            return "probability"
+        return "cosine" if self.group_prior is None else "cosine+frequency"
 
     @property
     def groups(self) -> EntryGroups:
@@ -280,21 +396,57 @@ class ReverseDictionary:
         """The dictionary's name as a server may show it (`paths.public_name`)."""
         return public_name(self.dictionary_spec) if self.dictionary_spec else self.dictionary_spec
 
-    def filter_mask(self, pos: str | None = None, pattern: str | None = None, words: str = "any") -> None:
+    @property
+    def word_index(self) -> WordIndex:
+        """Each entry's length, group and case-folded form (`WordIndex`), computed once."""
+        groups = self.groups
+        with self._lock:
+            if self._word_index is None:
+                self._word_index = WordIndex.of(self.space.words, groups)
+            return self._word_index
+
+    def filter_mask(
+        self,
+        pos: str | None = None,
+        pattern: str | None = None,
+        words: str = "any",
+        *,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        initial: str | None = None,
+        pinyin: str | None = None,
+    ) -> None:
         """Compute (and cache) the entry masks of these filters now: a server does it before taking the model,
         so that a pattern over every headword never holds up other queries."""
-        self._entry_mask(Filters(pos, pattern, words))
+        self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin))
 
     def prepare(self) -> ReverseDictionary:
         """Group the entries and load the dictionary now rather than on the first search."""
-        _ = self.groups, self.dictionary
+        _ = self.groups, self.dictionary, self.word_index, self.group_prior
         return self
 
+    @property
+    def group_prior(self) -> np.ndarray | None:
+        """Per group, the word-frequency prior of its most frequent word (`word_frequency.frequency_prior`), or
+        None: no prior (weight 0, a language without frequencies) or a space scored by probability."""
+        groups = self.groups
+        with self._lock:
+            if not self._prior_done:
+                self._prior_done = True
+                if self._unit is not None:
+                    prior = frequency_prior(self.space.words, self.language, self.frequency_weight, cache_folder())
+                    if prior is not None:
+                        self._prior = np.maximum.reduceat(prior[groups.order], groups.starts).astype(np.float32)
+            return self._prior
+
     def _group_scores(self, h: torch.Tensor) -> np.ndarray:
-        """Scores [batch, n_groups] of pooled vectors: cosine, or softmax probability (see `score_kind`)."""
+        """Scores [batch, n_groups] of pooled vectors: cosine (plus the word-frequency prior, `group_prior`), or
+        softmax probability (see `score_kind`)."""
         groups = self.groups
         if self._unit is not None:
-            return (F.normalize(h.float(), dim=-1) @ self._unit.T).cpu().numpy()
+            cosine = (F.normalize(h.float(), dim=-1) @ self._unit.T).cpu().numpy()
+            prior = self.group_prior
+            return cosine if prior is None else cosine + prior
         probs = self.space.to(self.encoder.device)(h).float().softmax(-1).cpu().numpy()
         return probs[:, groups.first]
 
@@ -303,9 +455,18 @@ class ReverseDictionary:
         if not filters.active:
             return None
         mask = np.ones(len(self.space), dtype=bool)
-        for kind, value in (("words", filters.words), ("pos", filters.pos), ("pattern", filters.pattern)):
+        for kind, value in (
+            ("words", filters.words),
+            ("pos", filters.pos),
+            ("pattern", filters.pattern),
+            ("pinyin", filters.pinyin),
+        ):
             if value is not None and value != "any":
                 mask &= self._mask(kind, value)
+        if filters.min_length is not None or filters.max_length is not None:
+            mask &= self.word_index.of_length(filters.min_length, filters.max_length)
+        if filters.initial is not None:
+            mask &= self.word_index.starting_with(filters.initial)
         return mask
 
     def _mask(self, kind: str, value: str) -> np.ndarray:
@@ -321,6 +482,8 @@ class ReverseDictionary:
     def _word_test(self, kind: str, value: str) -> Callable[[str], bool]:
         if kind == "pattern":
             return pattern_matcher(value)
+        if kind == "pinyin":
+            return pinyin_matcher(value)
         if kind == "words":
             return lambda word: (len(word.split()) > 1) == (value == "phrase")
         dictionary = self.dictionary
@@ -332,15 +495,23 @@ class ReverseDictionary:
             )
         return lambda word: word in dictionary and any(normalize_pos(s.pos) == value for s in dictionary[word].senses)
 
-    def _result(self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None) -> Result:
+    def _result(
+        self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None, pos: str | None = None
+    ) -> Result:
+        """The result of one group: its words that pass `mask`, each with up to `max_definitions` senses in
+        dictionary order, those of part of speech `pos` (when given) first."""
         members = self.groups.members(group)
         words = [self.space.words[i] for i in members if mask is None or mask[i]]
         result = Result(words, float(score))
         dictionary = self.dictionary
+        tag = normalize_pos(pos) or None
         if dictionary is not None:
             for word in words:
                 if word in dictionary:
-                    senses = dictionary[word].senses[:max_definitions]
+                    senses = dictionary[word].senses
+                    if tag is not None:
+                        senses = sorted(senses, key=lambda s: normalize_pos(s.pos) != tag)  # stable
+                    senses = senses[:max_definitions]
                     result.definitions[word] = [s.definition for s in senses]
                     result.pos[word] = [normalize_pos(s.pos) for s in senses]
         return result
@@ -355,18 +526,23 @@ class ReverseDictionary:
         words: str = "any",
         max_definitions: int | None = 10,
         batch_size: int = 64,
+        *,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        initial: str | None = None,
+        pinyin: str | None = None,
     ) -> list[list[Result]]:
         """The k best results for each query (see `search`), encoding the queries in batches."""
         if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
             raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
-        filters = Filters(pos, pattern, words)
+        filters = Filters(pos, pattern, words, min_length, max_length, initial, pinyin)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
         out = []
         for h in self._pooled(list(queries), batch_size):
             for row in self._group_scores(h):
                 top = top_indices(row, allowed, k)
-                out.append([self._result(int(g), row[g], mask, max_definitions) for g in top])
+                out.append([self._result(int(g), row[g], mask, max_definitions, filters.pos) for g in top])
         return out
 
     def hit_ranks(self, pairs: list[tuple[str, list[str]]], k: int = 10) -> list[int | None]:
@@ -387,14 +563,108 @@ class ReverseDictionary:
         pattern: str | None = None,
         words: str = "any",
         max_definitions: int | None = 10,
+        *,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        initial: str | None = None,
+        pinyin: str | None = None,
     ) -> list[Result]:
         """The k best results for a description, best first. Entries with identical vectors are one result.
 
         Filters keep the words that pass all of them: `pos` (n, v, a, r or noun, verb, adjective, adverb,
-        from the dictionary's senses), `pattern` (`/regex/`, a glob like `gir*`, or a prefix) and `words`
-        ("single": no space, "phrase": several words, "any"); a result lists only its passing words, and a
-        result with none is dropped. Each word carries up to `max_definitions` definitions."""
-        return self.search_many([query], k, pos, pattern, words, max_definitions)[0]
+        from the dictionary's senses), `pattern` (`/regex/`, a glob like `gir*`, or a prefix), `words`
+        ("single": no space, "phrase": several words, "any"), `min_length`/`max_length` (letters and digits,
+        bounds included), `initial` (the first letters, case-insensitive) and `pinyin` (a Chinese word's
+        syllables start with these letters: `sc` for 使出; needs `dictembed[zh]`); a result lists only its passing
+        words, and a result with none is dropped. Each word carries up to `max_definitions` definitions, in
+        the dictionary's sense order, those of part of speech `pos` (when given) first."""
+        return self.search_many(
+            [query],
+            k,
+            pos,
+            pattern,
+            words,
+            max_definitions,
+            min_length=min_length,
+            max_length=max_length,
+            initial=initial,
+            pinyin=pinyin,
+        )[0]
+
+    # ------------------------------------------------------------------ near-synonyms of an entry
+    @property
+    def has_entry_vectors(self) -> bool:
+        """Whether the space has a vector per entry for `neighbours` (a matrix, or an MLM head's output rows)."""
+        return isinstance(self.space, MatrixSpace) or type(self.space).vectors is not EntrySpace.vectors
+
+    def entry_of(self, query: str) -> str | None:
+        """The entry `query` names, exactly or else case-insensitively (the first such entry), or None."""
+        text = query.strip()
+        if text in self.space.index:
+            return text
+        found = self.word_index.by_folded.get(text.casefold())
+        return None if found is None else self.space.words[found]
+
+    def similar_entry(self, query: str, mode: str = "auto") -> str | None:
+        """The entry whose near-synonyms answer `query` in search `mode`, or None to search it as a description:
+        `describe` never looks it up, `similar` needs an entry (an error otherwise), and `auto` takes the entry
+        when the query is one and the space has entry vectors."""
+        if mode not in SEARCH_MODES:
+            raise DictEmbedError(f"unknown mode {mode!r}; choose from {', '.join(SEARCH_MODES)}")
+        if mode == "describe":
+            return None
+        entry = self.entry_of(query)
+        if mode == "similar" and entry is None:
+            raise DictEmbedError(f"{query.strip()[:100]!r} is not an entry of this model; mode similar needs one")
+        return entry if mode == "similar" or self.has_entry_vectors else None
+
+    def _entry_unit(self) -> torch.Tensor:
+        """The unit entry vector of each group: the normalised matrix, else the space's `vectors()` (computed once)."""
+        groups = self.groups
+        if self._unit is not None:
+            return self._unit
+        with self._lock:
+            if self._vector_unit is None:
+                if not self.has_entry_vectors:
+                    raise DictEmbedError(f"{self.name}: the entry space has no entry vectors to find similar words")
+                vectors = torch.from_numpy(np.ascontiguousarray(self.space.vectors()[groups.first]))
+                self._vector_unit = F.normalize(vectors.float(), dim=-1).to(self.encoder.device)
+            return self._vector_unit
+
+    @torch.no_grad()
+    def neighbours(
+        self,
+        word: str,
+        k: int = 10,
+        pos: str | None = None,
+        pattern: str | None = None,
+        words: str = "any",
+        max_definitions: int | None = 10,
+        *,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        initial: str | None = None,
+        pinyin: str | None = None,
+    ) -> list[Result]:
+        """The k results nearest to the entry `word` (see `entry_of`) by the cosine of their entry vectors, best
+        first: its near-synonyms, the word itself left out (the other words of its own group come first, at 1).
+        The filters are those of `search`; the score is always a cosine."""
+        entry = self.entry_of(word)
+        if entry is None:
+            raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
+        entry_mask = self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin))
+        mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
+        index = self.space.index[entry]
+        mask[index] = False
+        group = int(self.word_index.group_of[index])
+        unit = self._entry_unit()
+        row = (unit[group] @ unit.T).float().cpu().numpy()
+        if entry_mask is None:  # no pass over the groups: only the word's own group may drop out, if it is alone
+            alone = len(self.groups.members(group)) == 1
+            top = [g for g in top_indices(row, None, k + 1) if not (alone and g == group)][:k]
+        else:
+            top = list(top_indices(row, self.groups.any(mask), k))
+        return [self._result(int(g), row[g], mask, max_definitions, pos) for g in top]
 
 
 @dataclass(frozen=True)
@@ -429,11 +699,17 @@ def model_dictionary(
 ) -> ModelDictionary:
     """The dictionary the model in folder `model` was trained on, from its run record (an error when it has
     none). A given `dictionary` replaces the record's, table columns included; a given `wordnet_dir` or
-    `encoding` replaces the record's."""
-    config = RunRecord.load(model, required=True).config
+    `encoding` replaces the record's. When the record names a local file of the machine that trained the model
+    (`RunRecord.portable`: a dictionary file, a WordNet folder), the folder's own definitions are that dictionary."""
+    record = RunRecord.load(model, required=True)
+    config = record.config
     if config is None:  # a model saved without training: WordNet, as a run defaults to
         return ModelDictionary(dictionary or "wordnet", wordnet_dir=wordnet_dir, encoding=encoding or "utf-8")
     recorded = ModelDictionary.of(config)
+    own = Path(model) / DEFINITIONS_FILE
+    elsewhere = record.sources.get("dictionary") or (record.sources.get("wordnet_dir") and not wordnet_dir)
+    if dictionary is None and elsewhere and own.is_file():  # the same headwords, so the same split
+        recorded = ModelDictionary(str(own), split_seed=recorded.split_seed)
     return ModelDictionary(
         dictionary or recorded.spec,
         wordnet_dir=wordnet_dir or recorded.wordnet_dir,

@@ -12,12 +12,22 @@ from typing import Literal, get_args
 
 import re2
 
+from dictembed.cjk import check_pinyin
 from dictembed.errors import DictEmbedError
 
 WordCount = Literal["any", "single", "phrase"]  # `words`: any, single words only, phrases only
 WORD_COUNTS: tuple[WordCount, ...] = get_args(WordCount)
+# `mode`: auto (an entry's near-synonyms when the query is an entry, else a description), describe, similar
+SearchMode = Literal["auto", "describe", "similar"]
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+SortOrder = Literal["relevance", "alphabet", "length"]  # `sort`: the order results are listed in
+SORT_ORDERS: tuple[SortOrder, ...] = get_args(SortOrder)
+MAX_WORD_LENGTH = 100  # `min_length`, `max_length`, `length`: letters, 1..100
+MAX_INITIAL_CHARS = 20  # `initial`: the first letters of the word
 POS_TAGS = ("n", "v", "a", "r")  # `pos`: WordNet's parts of speech (noun, verb, adjective, adverb)
 DEFAULT_K = 10  # results a search lists unless asked for more or fewer
+# the word-frequency prior: score = cosine + weight x Zipf frequency (0.1 x Zipf / 8; dictembed.word_frequency)
+FREQUENCY_WEIGHT = 0.0125
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
@@ -29,6 +39,23 @@ def normalize_pos(pos: str | None) -> str | None:
         return None
     tag = pos.strip().lower()
     return POS_ALIASES.get(tag, tag)
+
+
+def word_length(word: str) -> int:
+    """A word's length as the length filters count it: its letters and digits, so spaces, hyphens and
+    apostrophes do not count (`ice cream` and `short-lived` have 8 and 10), as in a crossword."""
+    return sum(c.isalnum() for c in word)
+
+
+def length_bounds(
+    length: int | None, min_length: int | None = None, max_length: int | None = None
+) -> tuple[int | None, int | None]:
+    """(min_length, max_length) from an exact `length` or from bounds; an exact length with a bound is an error."""
+    if length is None:
+        return min_length, max_length
+    if min_length is not None or max_length is not None:
+        raise DictEmbedError("length: give an exact length or min_length/max_length, not both")
+    return length, length
 
 
 def pattern_matcher(pattern: str) -> Callable[[str], bool]:
@@ -60,11 +87,17 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
 
 @dataclass(frozen=True)
 class Filters:
-    """What words a search may return: part of speech, pattern (see `pattern_matcher`), word count."""
+    """What words a search may return: part of speech, pattern (see `pattern_matcher`), word count, length in
+    letters (`word_length`, bounds included), initial letters (a case-insensitive prefix, taken literally) and
+    the pinyin initials of a Chinese word's first syllables (`cjk.pinyin_matcher`: `sc` for 使出)."""
 
     pos: str | None = None
     pattern: str | None = None
     words: str = "any"
+    min_length: int | None = None
+    max_length: int | None = None
+    initial: str | None = None
+    pinyin: str | None = None
 
     def __post_init__(self) -> None:
         if self.words not in WORD_COUNTS:
@@ -77,7 +110,28 @@ class Filters:
         object.__setattr__(self, "pattern", self.pattern or None)
         if self.pattern is not None:
             pattern_matcher(self.pattern)  # fail early on a bad pattern
+        for name in ("min_length", "max_length"):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORD_LENGTH
+            ):
+                raise DictEmbedError(f"{name}: a whole number of letters from 1 to {MAX_WORD_LENGTH}, not {value!r}")
+        if self.min_length is not None and self.max_length is not None and self.min_length > self.max_length:
+            raise DictEmbedError(f"min_length {self.min_length} is more than max_length {self.max_length}")
+        object.__setattr__(self, "initial", (self.initial or "").strip() or None)
+        if self.initial is not None and len(self.initial) > MAX_INITIAL_CHARS:
+            raise DictEmbedError(f"initial too long: at most {MAX_INITIAL_CHARS} characters")
+        pinyin = (self.pinyin or "").strip()
+        object.__setattr__(self, "pinyin", check_pinyin(pinyin) if pinyin else None)
 
     @property
     def active(self) -> bool:
-        return self.pos is not None or self.pattern is not None or self.words != "any"
+        return (
+            self.pos is not None
+            or self.pattern is not None
+            or self.words != "any"
+            or self.min_length is not None
+            or self.max_length is not None
+            or self.initial is not None
+            or self.pinyin is not None
+        )

@@ -2,10 +2,14 @@
 
 Endpoints (the model is loaded once, when the app is created):
 - `GET /` the search page (`static/index.html`: one file, no external resources);
-- `GET /health` -> {"status": "ok", "model", "entries", "results", "score_kind", "dictionary", "definitions"};
-- `GET /api/reverse?q=...&k=10[&pos=n&pattern=gir*&words=single]` -> {"query", "model", "entries",
-  "score_kind", "results": [{"words", "score", "definitions": {word: [...]}, "pos": {word: [...]}}]};
-- `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model"}.
+- `GET /health` -> {"status": "ok", "model", "entries", "results", "score_kind", "dictionary", "definitions",
+  "chinese"};
+- `GET /api/reverse?q=...&k=10[&pos=n&pattern=gir*&words=single&length=5|min_length=4&max_length=6&initial=g
+  &pinyin=sc&mode=auto|describe|similar&sort=relevance|alphabet|length]` -> {"query", "mode", "entry", "model",
+  "entries", "score_kind", "results": [{"words", "score", "definitions": {word: [...]}, "pos": {word: [...]}}]};
+  in mode auto a query that is an entry lists its near-synonyms (`ReverseDictionary.neighbours`), else it is described;
+- `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model"};
+- `GET /docs` (Swagger UI) and `GET /openapi.json`: the API, documented.
 
 Limits: a query or sentence holds at most 2,000 characters (longer is refused, not truncated), k lies in
 1..100, one request encodes at most 256 sentences, and a request body holds at most 8 MiB. Every error is a
@@ -30,15 +34,29 @@ import threading
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
+from dictembed import __version__
+from dictembed.cjk import MAX_PINYIN_LETTERS, looks_chinese
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import DEFAULT_K, MAX_PATTERN_CHARS, WORD_COUNTS, WordCount
+from dictembed.search_options import (
+    DEFAULT_K,
+    FREQUENCY_WEIGHT,
+    MAX_INITIAL_CHARS,
+    MAX_PATTERN_CHARS,
+    MAX_WORD_LENGTH,
+    WORD_COUNTS,
+    SearchMode,
+    SortOrder,
+    WordCount,
+    length_bounds,
+    word_length,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +66,9 @@ MAX_SENTENCES = 256
 MAX_REQUEST_LINE = 1 << 20  # h11's buffer: an over-long query reaches the app and gets a JSON 422
 # 256 sentences of 2,000 characters, each written as a 12-byte JSON escape pair at worst (6 MB), and room to spare
 MAX_BODY_BYTES = 8 << 20
+FILTER_KEYS = ("pos", "pattern", "words", "min_length", "max_length", "initial", "pinyin")
+API_DESCRIPTION = """Describe a word and get the words (a reverse dictionary), or give a word and get its
+near-synonyms. Every error is a JSON object `{"error": message}` of one line. The search page is at `/`."""
 
 
 def page_html() -> str:
@@ -74,6 +95,20 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def sort_results(results: list[Any], order: str) -> list[Any]:
+    """`results` as ranked (`relevance`), by their first word (`alphabet`), or by its length in letters and
+    then alphabetically (`length`)."""
+
+    def first(result: Any) -> str:
+        return result.words[0] if result.words else ""
+
+    if order == "alphabet":
+        return sorted(results, key=lambda r: (first(r).casefold(), first(r)))
+    if order == "length":
+        return sorted(results, key=lambda r: (word_length(first(r)), first(r).casefold(), first(r)))
+    return results
+
+
 class QueryBatcher:
     """Concurrent searches share the model: each request queues its query, and whoever holds the model next
     searches every queued query with the same options in one `search_many` (one encoder pass, one product
@@ -88,7 +123,7 @@ class QueryBatcher:
 
     def search(self, query: str, **options: Any) -> list[Any]:
         item: dict[str, Any] = {"query": query, "options": options, "done": False}
-        filters = {key: options[key] for key in ("pos", "pattern", "words") if key in options}
+        filters = {key: options[key] for key in FILTER_KEYS if key in options}
         self.rd.filter_mask(**filters)  # before the model lock: a filter over every headword holds up nobody
         with self.queue_lock:
             self.pending.append(item)
@@ -127,9 +162,11 @@ def create_app(
     reverse_dictionary: ReverseDictionary | None = None,
     device: str | None = None,
     precision: str | None = "auto",
+    frequency_weight: float = FREQUENCY_WEIGHT,
 ) -> Any:
     """The FastAPI app over one model: a saved model folder (loaded on `device`, "auto"/None: the best one,
-    with the compute `precision`), or an already loaded `ReverseDictionary`."""
+    with the compute `precision` and the word-frequency prior's `frequency_weight`), or an already loaded
+    `ReverseDictionary`."""
     # Any: imported here (an optional extra), their classes are used as annotations and bases below
     fastapi: Any = require("serve", "fastapi")
     responses = require("serve", "fastapi.responses")
@@ -139,8 +176,11 @@ def create_app(
     if reverse_dictionary is None:
         if model_path is None:
             raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
-        reverse_dictionary = ReverseDictionary.load(model_path, device=device, precision=precision)
+        reverse_dictionary = ReverseDictionary.load(
+            model_path, device=device, precision=precision, frequency_weight=frequency_weight
+        )
     rd = reverse_dictionary.prepare()
+    chinese = looks_chinese(rd.space.words[:5000])  # the page offers the pinyin filter
     lock = threading.Lock()  # one model call at a time: a CPU gains nothing from concurrent forward passes
     batcher = QueryBatcher(rd, lock)
     page = page_html()
@@ -153,9 +193,53 @@ def create_app(
             list[Annotated[str, pydantic.StringConstraints(max_length=MAX_QUERY_CHARS)]],
             pydantic.Field(min_length=1, max_length=MAX_SENTENCES),
         ]
-        normalize: bool = False
+        normalize: bool = pydantic.Field(False, description="scale every embedding to unit length")
 
-    app = fastapi.FastAPI(title="dictembed reverse dictionary", docs_url=None, redoc_url=None)
+    class ApiError(pydantic.BaseModel):
+        error: str = pydantic.Field(description="what was wrong, in one line")
+
+    class ResultRow(pydantic.BaseModel):
+        words: list[str] = pydantic.Field(description="the words of entries with identical vectors")
+        score: float = pydantic.Field(
+            description="cosine similarity, plus the word-frequency prior under cosine+frequency (or probability, "
+            "see score_kind)"
+        )
+        definitions: dict[str, list[str]] = pydantic.Field(
+            description="word -> its definitions, in sense order, those of the `pos` filter first"
+        )
+        pos: dict[str, list[str | None]] = pydantic.Field(description="word -> the part of speech of each")
+
+    class ReverseAnswer(pydantic.BaseModel):
+        query: str
+        mode: str = pydantic.Field(description="describe, or similar: the near-synonyms of `entry`")
+        entry: str | None = pydantic.Field(description="the entry whose neighbours are listed (mode similar)")
+        model: str
+        entries: int
+        score_kind: str = pydantic.Field(
+            description="cosine; cosine+frequency (cosine + weight x the word's Zipf frequency); or probability for "
+            "a space without a matrix"
+        )
+        results: list[ResultRow]
+
+    class EncodeAnswer(pydantic.BaseModel):
+        embeddings: list[list[float]]
+        dim: int
+        model: str
+
+    def documented(model: Any, errors: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+        """OpenAPI responses: `model` for 200 and `{"error"}` for each status of `errors` (documentation only)."""
+        return {
+            200: {"model": model},
+            **{code: {"model": ApiError, "description": why} for code, why in errors.items()},
+        }
+
+    app = fastapi.FastAPI(
+        title="dictembed reverse dictionary",
+        version=__version__,
+        description=API_DESCRIPTION,
+        docs_url="/docs",
+        redoc_url=None,
+    )
     app.state.batcher = batcher
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
@@ -183,11 +267,26 @@ def create_app(
             return error(400, "the query string is not valid UTF-8")
         return await call_next(request)
 
-    @app.api_route("/", methods=["GET", "HEAD"], response_class=responses.HTMLResponse)
+    def get_and_head(path: str, **options: Any) -> Callable[[Any], Any]:
+        """Route GET (documented) and HEAD (kept out of the schema: one operation a path) to one endpoint."""
+
+        def register(endpoint: Any) -> Any:
+            app.add_api_route(path, endpoint, methods=["GET"], **options)
+            app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)
+            return endpoint
+
+        return register
+
+    @get_and_head("/", response_class=responses.HTMLResponse, include_in_schema=False)
     def index() -> Any:
         return responses.HTMLResponse(page)
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    @get_and_head(
+        "/health",
+        summary="The model served",
+        description="Its name, entry count, result count after grouping, score kind and dictionary, and "
+        "whether its words are Chinese (the page then offers the pinyin filter).",
+    )
     def health() -> dict[str, Any]:
         return {
             "status": "ok",
@@ -197,29 +296,126 @@ def create_app(
             "score_kind": rd.score_kind,
             "dictionary": rd.public_dictionary,
             "definitions": rd.dictionary is not None,
+            "chinese": chinese,
         }
 
-    @app.api_route("/api/reverse", methods=["GET", "HEAD"])
+    @get_and_head(
+        "/api/reverse",
+        summary="Words for a description, or words like a word",
+        description=(
+            "Ranks the dictionary's entries for a description (`q=a long-necked African animal`). In mode `auto` "
+            "a query that is itself an entry (`q=quick`, case-insensitive) lists the entries nearest to its "
+            "entry vector instead, itself left out: its near-synonyms (`mode: similar` in the answer). Entries "
+            "with identical vectors are one result. Filters keep the words that pass all of them."
+        ),
+        responses=documented(
+            ReverseAnswer,
+            {
+                400: "the query string is not valid UTF-8",
+                422: "a missing, empty, over-long or out-of-range parameter, a bad pattern, length with "
+                "min_length/max_length, min_length over max_length, or mode similar for a query that is no entry",
+            },
+        ),
+    )
     def reverse(
-        q: Annotated[str, fastapi.Query(max_length=MAX_QUERY_CHARS, description="the description")],
-        k: Annotated[int, fastapi.Query(ge=1, le=MAX_K)] = DEFAULT_K,
-        pos: Annotated[str | None, fastapi.Query(max_length=20)] = None,
-        pattern: Annotated[str | None, fastapi.Query(max_length=MAX_PATTERN_CHARS)] = None,
-        words: WordCount = WORD_COUNTS[0],
+        q: Annotated[
+            str,
+            fastapi.Query(
+                max_length=MAX_QUERY_CHARS,
+                description="the description, or a word (see mode)",
+                examples=["a long-necked African animal"],
+            ),
+        ],
+        k: Annotated[int, fastapi.Query(ge=1, le=MAX_K, description="how many results")] = DEFAULT_K,
+        pos: Annotated[
+            str | None, fastapi.Query(max_length=20, description="part of speech: n, v, a, r (or noun, verb, ...)")
+        ] = None,
+        pattern: Annotated[
+            str | None,
+            fastapi.Query(max_length=MAX_PATTERN_CHARS, description="a prefix (g), a glob (gir*) or a /regex/"),
+        ] = None,
+        words: Annotated[
+            WordCount, fastapi.Query(description="single words, phrases (several words) or any")
+        ] = WORD_COUNTS[0],
+        length: Annotated[
+            int | None,
+            fastapi.Query(
+                ge=1,
+                le=MAX_WORD_LENGTH,
+                description="exactly this many letters (letters and digits; spaces and hyphens do not count)",
+            ),
+        ] = None,
+        min_length: Annotated[
+            int | None, fastapi.Query(ge=1, le=MAX_WORD_LENGTH, description="at least this many letters")
+        ] = None,
+        max_length: Annotated[
+            int | None, fastapi.Query(ge=1, le=MAX_WORD_LENGTH, description="at most this many letters")
+        ] = None,
+        initial: Annotated[
+            str | None,
+            fastapi.Query(
+                max_length=MAX_INITIAL_CHARS, description="the first letter(s), case-insensitive, taken literally"
+            ),
+        ] = None,
+        pinyin: Annotated[
+            str | None,
+            fastapi.Query(
+                max_length=MAX_PINYIN_LETTERS,
+                description="a Chinese word's syllables start with these letters in order (sc: 使出); needs "
+                "dictembed[zh]",
+            ),
+        ] = None,
+        mode: Annotated[
+            SearchMode,
+            fastapi.Query(
+                description="auto: words like q when q is an entry, else a description; describe; similar "
+                "(q must be an entry)"
+            ),
+        ] = "auto",
+        sort: Annotated[
+            SortOrder, fastapi.Query(description="relevance, alphabet (by first word) or length (then alphabet)")
+        ] = "relevance",
     ) -> Any:
         query = q.strip()
         if not query:
             return error(422, "q: the query is empty")
-        results = batcher.search(query, k=k, pos=pos, pattern=pattern, words=words)
+        low, high = length_bounds(length, min_length, max_length)
+        filters: dict[str, Any] = {
+            "pos": pos,
+            "pattern": pattern,
+            "words": words,
+            "min_length": low,
+            "max_length": high,
+            "initial": initial,
+            "pinyin": pinyin,
+        }
+        entry = rd.similar_entry(query, mode)
+        if entry is None:
+            results = batcher.search(query, k=k, **filters)
+        else:
+            rd.filter_mask(**filters)  # as for a description: before the model lock
+            with lock:
+                results = rd.neighbours(entry, k, **filters)
         return {
             "query": query,
+            "mode": "describe" if entry is None else "similar",
+            "entry": entry,
             "model": rd.name,
             "entries": len(rd.space),
-            "score_kind": rd.score_kind,
-            "results": [r.to_dict() for r in results],
+            "score_kind": rd.score_kind if entry is None else "cosine",
+            "results": [r.to_dict() for r in sort_results(results, sort)],
         }
 
-    @app.post("/api/encode")
+    @app.post(
+        "/api/encode",
+        summary="Sentence embeddings",
+        description=f"The model's vectors of up to {MAX_SENTENCES} sentences of at most {MAX_QUERY_CHARS} "
+        "characters each; `normalize` scales them to unit length.",
+        responses=documented(
+            EncodeAnswer,
+            {413: f"a request body over {MAX_BODY_BYTES >> 20} MiB", 422: "an invalid JSON body or sentence list"},
+        ),
+    )
     def encode(body: EncodeRequest) -> dict[str, Any]:
         with lock:
             vectors = rd.encoder.encode(body.sentences, normalize_embeddings=body.normalize)
@@ -309,11 +505,12 @@ def run_server(
     port: int = 8000,
     device: str | None = None,
     precision: str | None = "auto",
+    frequency_weight: float = FREQUENCY_WEIGHT,
 ) -> None:
     """Load the model, then serve until interrupted: Ctrl-C is the normal way to stop, not an error. A port
     that cannot be listened on is a one-line error before the model is loaded."""
     check_port(host, port)
-    app = create_app(model_path, device=device, precision=precision)
+    app = create_app(model_path, device=device, precision=precision, frequency_weight=frequency_weight)
     log.info("serving %s on http://%s:%d", model_path, host, port)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn shuts down gracefully, then re-raises the Ctrl-C
         server(app, host, port).run()

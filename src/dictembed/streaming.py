@@ -22,6 +22,7 @@ over every row, so they are not streamed (`STREAMABLE`; the command line encodes
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -29,7 +30,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -44,7 +45,9 @@ from dictembed.io import (
     atomic_write,
     is_regular_file,
     line_too_long,
+    preallocate,
     read_lines,
+    writing,
 )
 from dictembed.progress import disable
 from dictembed.quantization import Quantization
@@ -193,6 +196,34 @@ def _chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
+def _output_matrix(encoder: Any, partial: Path, rows: int, quantize: str, resume: bool) -> np.memmap | None:
+    """The memory map rows are written into: the earlier run's `partial` when resuming, else a new one of
+    `rows` rows shaped and typed like the encoder's vectors (None for no rows). Its disk space is reserved
+    first (`preallocate`): a full disk is an error now, not a SIGBUS when a page of the map is first written."""
+    if resume:
+        preallocate(partial)
+        return cast(np.memmap, np.load(partial, mmap_mode="r+"))
+    if not rows:
+        return None
+    like = np.zeros((1, encoder.dim), dtype=np.float32)  # a row as `encoder.encode` quantises it: its width, dtype
+    if quantize != "float32":
+        from sentence_transformers import quantize_embeddings
+
+        like = cast(np.ndarray, quantize_embeddings(like, precision=cast(Quantization, quantize)))
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    matrix = np.lib.format.open_memmap(partial, mode="w+", dtype=like.dtype, shape=(rows, like.shape[1]))
+    preallocate(partial)
+    return matrix
+
+
+def _discard_unusable(output: Path) -> None:
+    """After a failed run, remove a partial file that no progress file vouches for (nothing to resume)."""
+    if progress_path(output).exists():
+        return
+    with contextlib.suppress(OSError):  # a read-only folder holds none
+        partial_path(output).unlink(missing_ok=True)
+
+
 def encode_to_npy(
     encoder: Any,
     input_path: str | Path,
@@ -208,8 +239,34 @@ def encode_to_npy(
     """Encode one sentence per line of `input_path` into the `.npy` file `output`, `chunk_size` lines at a
     time, resuming an interrupted run of the same job (a plain file only: a pipe or device is read once into
     memory). Returns rows, dim, dtype and the row resumed from. The caller decides whether an existing
-    `output` may be replaced."""
+    `output` may be replaced.
+
+    A failure of the disk (full, read-only) is an OSError naming `output`; the partial file is removed unless
+    a progress file vouches for rows in it (then a run after the disk is freed continues)."""
     input_path, output = Path(input_path), Path(output)
+    try:
+        with writing(output):
+            return _encode_to_npy(
+                encoder, input_path, output, encoding, batch_size, chunk_size, normalize, quantize, show_progress
+            )
+    except BaseException:
+        if is_main_process():
+            _discard_unusable(output)
+        raise
+
+
+def _encode_to_npy(
+    encoder: Any,
+    input_path: Path,
+    output: Path,
+    encoding: str,
+    batch_size: int,
+    chunk_size: int,
+    normalize: bool,
+    quantize: str,
+    show_progress: bool,
+) -> dict[str, Any]:
+    """`encode_to_npy`, its failures unhandled."""
     if quantize not in STREAMABLE:
         raise DictEmbedError(f"quantisation {quantize!r} needs every row at once; streaming takes {STREAMABLE}")
     if chunk_size < 1:
@@ -238,17 +295,13 @@ def encode_to_npy(
         if main:  # an earlier run's progress file must not vouch for rows written from this input
             partial.unlink(missing_ok=True)
             sidecar.unlink(missing_ok=True)
-    matrix = np.load(partial, mmap_mode="r+") if main and start else None
-    dim, dtype = (matrix.shape[1], str(matrix.dtype)) if matrix is not None else (None, None)
+    matrix = _output_matrix(encoder, partial, rows, quantize, resume=bool(start)) if main else None
+    dim, dtype = (int(matrix.shape[1]), str(matrix.dtype)) if matrix is not None else (None, None)
     bar = tqdm(total=rows, initial=start, unit="rows", desc="encode", disable=disable(show_progress and main))
     done, last_log = start, time.monotonic()
     for chunk in _chunks(lines, chunk_size):
         vectors = encode_across_processes(encoder, chunk, batch_size, False, normalize, quantize)
-        if main:
-            if matrix is None:
-                dim, dtype = int(vectors.shape[1]), str(vectors.dtype)
-                output.parent.mkdir(parents=True, exist_ok=True)
-                matrix = np.lib.format.open_memmap(partial, mode="w+", dtype=vectors.dtype, shape=(rows, dim))
+        if matrix is not None:
             matrix[done : done + len(chunk)] = vectors
             matrix.flush()  # the rows reach the file before the progress file says so
             if identity is not None:

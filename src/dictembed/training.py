@@ -3,8 +3,9 @@
 AdamW, linear warm-up over a fraction of the steps then linear decay, gradient clipping, a seeded
 shuffled order with dynamic padding (the collate function pads to the longest in the batch), atomic
 checkpoints every `checkpoint_every` steps (safetensors and JSON only, `dictembed.checkpoint`) that
-`resume=True` continues from bit-identically when they belong to the same run configuration, a tqdm
-bar, and metrics appended as JSON lines.
+`resume=True` continues from bit-identically when they belong to the same run configuration, progress
+(`dictembed.progress.Progress`: a bar on a terminal, a line every 30 s in a log), and metrics appended as
+JSON lines.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ import torch
 from accelerate import Accelerator, DistributedDataParallelKwargs
 from torch import nn
 from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
 from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision, wait_for_everyone
 from dictembed.io import STAGING_SUFFIX, staged_dir
-from dictembed.progress import disable
+from dictembed.progress import Progress as ProgressReport
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +291,16 @@ class Trainer:
         self._start(resume)
         s = self.settings
         losses: list[float] = []
-        bar = tqdm(total=self.total_steps, initial=self.progress.step, desc="train", disable=disable(None))
+        bar = ProgressReport(
+            self.total_steps,
+            "train",
+            unit="step",
+            initial=self.progress.step,
+            per_unit=s.batch_size,
+            rate_unit="examples",
+            logger=log,
+            show=None if self.accelerator.is_main_process else False,  # one process reports
+        )
         start, done_at_start = time.time(), self.progress.step
         self.model.train()
         while self.progress.step < self.total_steps:
@@ -314,16 +323,21 @@ class Trainer:
                 self.progress.step += 1
                 losses.append(float(np.mean(accumulated)))
                 accumulated = []
-                bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
+                bar.update(1)
                 if self.progress.step % s.log_every == 0 or self.progress.step == self.total_steps:
                     record = {**{k: float(v.detach()) for k, v in out.items()}, "loss": losses[-1]}
                     rate = (self.progress.step - done_at_start) * s.batch_size / max(time.time() - start, 1e-9)
                     lr = self.scheduler.get_last_lr()[0]
                     self._log({"step": self.progress.step, "epoch": epoch, "lr": lr, "examples_per_s": rate, **record})
-                    log.info(
-                        "step %d/%d loss %.4f, %.1f examples/s", self.progress.step, self.total_steps, losses[-1], rate
-                    )
+                    if self.progress.step == self.total_steps:  # before: a progress line every 30 s, or the bar
+                        log.info(
+                            "step %d/%d loss %.4f, %.1f examples/s",
+                            self.progress.step,
+                            self.total_steps,
+                            losses[-1],
+                            rate,
+                        )
                 if self.progress.step % s.checkpoint_every == 0:
                     self.save_checkpoint()
                 if interrupted():

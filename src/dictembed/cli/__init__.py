@@ -1,4 +1,5 @@
-"""`dictembed` commands: train | encode | export | predict | serve | evaluate | finetune | data | plot | push | cache.
+"""`dictembed` commands: train | encode | export | predict | serve | evaluate | finetune | data | plot | push | cache |
+models.
 
 Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
 --json stdout is exactly one JSON document and the human-readable text goes to stderr. Logging always goes
@@ -6,7 +7,7 @@ to stderr. Exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupt
 `dictembed: error: ...` on stderr.
 
 Layout: one module per command group (`train`, `encode`, `predict`, `evaluate`, `finetune`, `data`, `hub`,
-`cache`), each with `COMMANDS` (name -> one-line help), `register(subparsers)` adding its parsers and options,
+`cache`, `models`), each with `COMMANDS` (name -> one-line help), `register(subparsers)` adding its parsers and options,
 and the `run_*` handlers beside them; `options` holds the options several commands share, `report` the
 printing. Registration is lazy: `main` registers in full only the command its arguments name, and every other
 command by name and help alone, so `dictembed --help` and `--version` import neither torch nor transformers.
@@ -22,17 +23,18 @@ import sys
 from collections.abc import Iterable
 
 from dictembed import __version__
-from dictembed.cli import cache, data, encode, evaluate, finetune, hub, predict, train
+from dictembed.cli import cache, data, encode, evaluate, finetune, hub, models, predict, train
 from dictembed.cli.encode import read_sentences
 from dictembed.cli.options import HelpFormatter, add_output_options
 from dictembed.cli.report import UsageError, emit, run_command
 from dictembed.cli.train import train_options
 from dictembed.errors import DictEmbedError
+from dictembed.io import as_os_error
 from dictembed.progress import bars_turned_off
 
 __all__ = ["build_parser", "main", "read_sentences", "train_options"]
 
-COMMAND_MODULES = (train, encode, predict, evaluate, finetune, data, hub, cache)  # in the order --help lists
+COMMAND_MODULES = (train, encode, predict, evaluate, finetune, data, hub, cache, models)  # in the order --help lists
 EPILOG = """\
 output: a human-readable table on stdout; with --json exactly one JSON document on stdout and the table on
 stderr. Logging always goes to stderr.
@@ -76,9 +78,13 @@ def configure_logging(level: int) -> None:
 
 
 def error_message(err: BaseException) -> str:
-    """One line for a runtime error; file errors name the file."""
-    if isinstance(err, OSError) and err.filename is not None:
-        return f"{err.filename}: {err.strerror or err}"
+    """One line for a runtime error; file errors (a full disk, a read-only filesystem...) name the file."""
+    if isinstance(err, OSError):
+        err = as_os_error(err) or err  # a failed copy (shutil.Error): its first file
+        if err.filename is not None:
+            return f"{err.filename}: {err.strerror or err}"
+        if err.strerror:
+            return err.strerror
     if isinstance(err, UnicodeDecodeError):
         return f"input is not {err.encoding} text ({err.reason} at byte {err.start})"
     return " ".join(str(err).split()) or type(err).__name__
@@ -103,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"dictembed: interrupted{INTERRUPT_HINTS.get(args.command, '')}", file=sys.stderr)
         return 130
-    except (DictEmbedError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+    except (DictEmbedError, OSError, UnicodeDecodeError) as err:
         print(f"dictembed: error: {error_message(err)}", file=sys.stderr)
+        return 1
+    except Exception as err:  # a library's own error for a failed write (safetensors'), else a bug: raised
+        disk = as_os_error(err)
+        if disk is None:
+            raise
+        print(f"dictembed: error: {error_message(disk)}", file=sys.stderr)
         return 1
     from dictembed.devices import is_main_process
 

@@ -52,6 +52,13 @@ def run_stats(args: argparse.Namespace) -> Report:
     return Report({"dictionary": args.dictionary, "splits": rows}, format_stats_table(rows))
 
 
+def step_folder(model: str | Path, path: str) -> Path:
+    """The folder of a PST step's model as a record names it: a published record, relative to the model folder's
+    own folder (`RunRecord.portable`); an older one, absolute or relative to where it was trained."""
+    beside = Path(model).parent / path
+    return beside if not Path(path).is_absolute() and beside.exists() else Path(path)
+
+
 def run_plot_entries(args: argparse.Namespace) -> Report:
     from dictembed.extras import require
 
@@ -64,7 +71,7 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
     for model in args.model:
         history = RunRecord.load(model, required=True).selection.get("pst", [])
         if history and not args.final_only:
-            paths += [(f"{Path(model).name} step {h['step']}", Path(h["path"])) for h in history]
+            paths += [(f"{Path(model).name} step {h['step']}", step_folder(model, h["path"])) for h in history]
         else:
             paths.append((Path(model).name, Path(model)))
     spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}

@@ -18,9 +18,9 @@ from dictembed.cli.options import (
     load_encoder,
     positive_int,
 )
-from dictembed.cli.report import Report
+from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
-from dictembed.io import read_lines
+from dictembed.io import atomic_file, read_lines
 from dictembed.quantization import QUANTIZATIONS
 
 COMMANDS = {
@@ -37,15 +37,19 @@ def read_sentences(path: Path, encoding: str = "utf-8") -> list[str]:
 
 
 def save_array(path: Path, array: Any) -> None:
-    """Write exactly `path`: .npy (np.save) or .npz (np.savez, key "embeddings")."""
+    """Write exactly `path`: .npy (np.save) or .npz (np.savez, key "embeddings"), atomically (`atomic_file`):
+    a full disk leaves no file behind, and an existing `path` as it was."""
+    import io
+
     import numpy as np
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as f:
+    with atomic_file(path) as f:
         if path.suffix == ".npz":
             np.savez(f, embeddings=array)
-        else:
-            np.save(f, array)
+        else:  # through Python's write, not numpy's `tofile`, whose short write on a full disk says no cause
+            buffer = io.BytesIO()
+            np.save(buffer, array)
+            f.write(buffer.getbuffer())
 
 
 def register(subparsers: Any) -> None:
@@ -125,6 +129,10 @@ def encode_streamed(args: argparse.Namespace) -> Report:
 def run_encode(args: argparse.Namespace) -> Report:
     from dictembed.streaming import STREAMABLE
 
+    if args.output.is_dir():
+        raise DictEmbedError(f"--output {args.output} is a folder; name a .npy or .npz file")
+    if args.output.exists() and Path(args.input).exists() and args.output.samefile(args.input):
+        raise UsageError(f"--output {args.output} is the --input file; name another file")
     if args.output.exists() and not args.overwrite:
         raise DictEmbedError(f"--output {args.output} already exists; pass --overwrite to replace it")
     if args.output.suffix == ".npy" and (args.quantize or "float32") in STREAMABLE:

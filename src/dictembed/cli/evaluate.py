@@ -58,6 +58,13 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--baseline", choices=["tfidf"], default=None, help="TF-IDF of definitions instead of the model (default: none)"
     )
+    p.add_argument(
+        "--tfidf-analyzer",
+        choices=["auto", "word", "char"],
+        default=None,
+        help="TF-IDF terms: words, or character 1-3-grams (char); auto: char n-grams for Chinese or Japanese "
+        "definitions, else words (default: auto)",
+    )
     add_model(shared, required=True)
     add_dictionary(shared, None, "default: the dictionary the model was trained on")
     add_encoding(shared, None, "encoding of dictionary table files (default: as trained)")
@@ -132,11 +139,14 @@ def run_leak_free(args: argparse.Namespace) -> Report:
 
     if bool(args.queries) == bool(args.leave_one_out):
         raise UsageError("give either --queries oxford|chang|FILE or --leave-one-out")
+    if args.tfidf_analyzer is not None and args.baseline != "tfidf":
+        raise UsageError("--tfidf-analyzer needs --baseline tfidf")
     result = evaluate_leak_free(
         args.model,
         queries=args.queries,
         leave_one_out=args.leave_one_out,
         baseline=args.baseline,
+        analyzer=args.tfidf_analyzer or "auto",
         split=args.split,
         limit=args.limit,
         dictionary=args.dictionary,

@@ -13,7 +13,7 @@ from typing import Any
 
 from dictembed.cli.report import Handler, UsageError
 from dictembed.io import text_encoding
-from dictembed.search_options import DEFAULT_K, POS_TAGS, WORD_COUNTS
+from dictembed.search_options import DEFAULT_K, FREQUENCY_WEIGHT, POS_TAGS, WORD_COUNTS
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
 
@@ -144,7 +144,8 @@ def add_command_group(subparsers: Any, name: str, help_text: str) -> Any:
 def add_model(group: Group, required: bool = False, help_text: str | None = None, many: bool = False) -> None:
     """--model: a hub name or a local folder (optional ones default to the embedded model)."""
     if help_text is None:
-        help_text = "hub name or local folder" + ("" if required else " (default: the embedded all-MiniLM-L6-v2)")
+        help_text = "hub name, local folder or prepared offline model (dictembed models list)"
+        help_text += "" if required else " (default: the embedded all-MiniLM-L6-v2)"
     group.add_argument("--model", required=required, default=None, nargs="+" if many else None, help=help_text)
 
 
@@ -213,6 +214,28 @@ def add_pos(group: Group) -> None:
 
 def add_words(group: Group) -> None:
     group.add_argument("--words", choices=WORD_COUNTS, default=WORD_COUNTS[0], help="single words, phrases or any")
+
+
+def weight(text: str) -> float:
+    """A non-negative number (a ranking weight)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+def add_ranking(group: Group) -> None:
+    """The reverse dictionary's ranking options (`predict`, `serve`)."""
+    group.add_argument(
+        "--frequency-weight",
+        type=weight,
+        default=FREQUENCY_WEIGHT,
+        help="word-frequency prior: rank by cosine + WEIGHT x the word's Zipf frequency (wordfreq; English and "
+        "Chinese dictionaries), 0 turns it off",
+    )
 
 
 def add_top_k(group: Group) -> None:

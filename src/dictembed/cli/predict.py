@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import unicodedata
 from pathlib import Path
 from typing import Any
 
 from dictembed.cli.encode import read_sentences
-from dictembed.cli.options import add_command, add_device, add_model, add_pos, add_top_k, add_words, port
+from dictembed.cli.options import (
+    add_command,
+    add_device,
+    add_model,
+    add_pos,
+    add_ranking,
+    add_top_k,
+    add_words,
+    port,
+    positive_int,
+)
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
+from dictembed.search_options import SEARCH_MODES, length_bounds
 
 COMMANDS = {
     "predict": "reverse dictionary: the words for a definition (or a file of them)",
@@ -32,12 +44,46 @@ def register(subparsers: Any) -> None:
         "--pattern", default=None, help="only words matching a prefix (g), glob (gir*) or /regex/ (default: any)"
     )
     add_words(p)
+    p.add_argument(
+        "--length",
+        type=positive_int,
+        default=None,
+        help="only words of exactly this many letters (default: any length)",
+    )
+    p.add_argument(
+        "--min-length",
+        type=positive_int,
+        default=None,
+        help="only words of at least this many letters (default: no minimum)",
+    )
+    p.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=None,
+        help="only words of at most this many letters (default: no maximum)",
+    )
+    p.add_argument("--initial", default=None, help="only words starting with these letters (default: any)")
+    p.add_argument(
+        "--pinyin",
+        default=None,
+        help="only Chinese words whose syllables start with these letters in order, sc for 使出; needs "
+        "dictembed[zh] (default: any)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=SEARCH_MODES,
+        default="describe",
+        help="describe: the query is a description; similar: the query is an entry, list its near-synonyms; "
+        "auto: similar when the query is an entry, else describe (default: describe)",
+    )
+    add_ranking(p)
     add_model(shared, required=True)
     add_device(shared)
 
     p, (shared, _) = add_command(subparsers, "serve", run_serve, COMMANDS["serve"])
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=port, default=8000, help="port to listen on")
+    add_ranking(p)
     add_model(shared, required=True)
     add_device(shared)
 
@@ -47,12 +93,20 @@ def result_rows(results: list[Any]) -> list[dict[str, Any]]:
     return [{"word": r.words[0], **r.to_dict()} for r in results]
 
 
-def results_table(results: list[Any]) -> str:
-    """One line a result: rank, words, score and the first definition."""
-    lines = []
+def display_width(text: str) -> int:
+    """The columns `text` takes in a terminal: two for each wide or fullwidth character (Chinese, Japanese)."""
+    return sum(2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
+
+
+def results_table(results: list[Any], entry: str | None = None) -> str:
+    """One line a result: rank, words, score and the first definition (after `words like ENTRY:` for an
+    entry's near-synonyms)."""
+    lines = [] if entry is None else [f"words like {entry}:"]
     for rank, r in enumerate(results, 1):
         gloss = next((defs[0] for defs in r.definitions.values() if defs), "")
-        lines.append(f"{rank:>3}  {', '.join(r.words):<36} {r.score:.4f}  {gloss[:70]}".rstrip())
+        words = ", ".join(r.words)
+        padding = " " * max(36 - display_width(words), 0)  # Chinese characters take two columns
+        lines.append(f"{rank:>3}  {words}{padding} {r.score:.4f}  {gloss[:70]}".rstrip())
     return "\n".join(lines) or "  (no results)"
 
 
@@ -62,24 +116,40 @@ def run_predict(args: argparse.Namespace) -> Report:
     if (args.definition is None) == (args.input is None):
         raise UsageError("give either one definition or --input FILE")
     try:
-        Filters(args.pos, args.pattern, args.words)
+        low, high = length_bounds(args.length, args.min_length, args.max_length)
+        filters = Filters(args.pos, args.pattern, args.words, low, high, args.initial, args.pinyin)
     except DictEmbedError as err:
-        raise UsageError(f"--pos/--pattern/--words: {err}") from None
+        raise UsageError(
+            f"--pos/--pattern/--words/--length/--min-length/--max-length/--initial/--pinyin: {err}"
+        ) from None
     queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
     if not queries:
         raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
-    found = ReverseDictionary.load(args.model, device=args.device, precision=args.precision).search_many(
-        queries, k=args.top_k, pos=args.pos, pattern=args.pattern, words=args.words
+    rd = ReverseDictionary.load(
+        args.model, device=args.device, precision=args.precision, frequency_weight=args.frequency_weight
     )
+    options: dict[str, Any] = {key: getattr(filters, key) for key in ("pos", "pattern", "words")}
+    options.update(min_length=low, max_length=high, initial=filters.initial, pinyin=filters.pinyin)
+    entries = [rd.similar_entry(q, args.mode) for q in queries]
+    descriptions = [q for q, e in zip(queries, entries, strict=True) if e is None]
+    described = iter(rd.search_many(descriptions, args.top_k, **options) if descriptions else [])
+    found = [next(described) if e is None else rd.neighbours(e, args.top_k, **options) for e in entries]
     if args.input is None:
-        return Report(result_rows(found[0]), results_table(found[0]))
-    pairs = list(zip(queries, found, strict=True))
-    data = [{"query": q, "results": result_rows(results)} for q, results in pairs]
-    return Report(data, "\n\n".join(f"{q}\n{results_table(results)}" for q, results in pairs))
+        return Report(result_rows(found[0]), results_table(found[0], entries[0]))
+    rows = list(zip(queries, entries, found, strict=True))
+    data = [{"query": q, "entry": e, "results": result_rows(results)} for q, e, results in rows]
+    return Report(data, "\n\n".join(f"{q}\n{results_table(results, e)}" for q, e, results in rows))
 
 
 def run_serve(args: argparse.Namespace) -> Report:
     from dictembed.serve import run_server
 
-    run_server(args.model, host=args.host, port=args.port, device=args.device, precision=args.precision)
+    run_server(
+        args.model,
+        host=args.host,
+        port=args.port,
+        device=args.device,
+        precision=args.precision,
+        frequency_weight=args.frequency_weight,
+    )
     return Report({"model": args.model, "host": args.host, "port": args.port}, "server stopped")

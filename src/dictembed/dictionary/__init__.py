@@ -7,6 +7,7 @@ from dictembed.dictionary.load import SOURCES, load_dictionary, load_source
 from dictembed.dictionary.merge import MergeReport, merge_dictionaries, normalize_key
 from dictembed.dictionary.sources import (
     load_chang,
+    load_cwn,
     load_gcide,
     load_oxford,
     load_oxford_autodict,
@@ -36,6 +37,7 @@ __all__ = [
     "find_target",
     "format_stats_table",
     "load_chang",
+    "load_cwn",
     "load_dictionary",
     "load_gcide",
     "load_oxford",

@@ -9,6 +9,7 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import merge_dictionaries
 from dictembed.dictionary.sources import (
     load_chang,
+    load_cwn,
     load_gcide,
     load_oxford,
     load_oxford_autodict,
@@ -25,6 +26,7 @@ SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
     "oxford-autodict": lambda _: load_oxford_autodict(),
     "chang": lambda _: load_chang(),
     "wordnet-examples": lambda _: load_wordnet_examples(),
+    "cwn": lambda _: load_cwn(),
 }
 
 

@@ -11,7 +11,8 @@ its own entries puts the query inside the gold vector. Two ways out, and a basel
   ENTRY encoder (the model that built the space); an entry with a single definition vanishes, so those
   queries are counted (`QuerySet.single`), never scored;
 - `TfidfBaseline`: TF-IDF cosine of the query against each entry's concatenated definitions (no neural
-  model), with an exact leave-one-out of the query's term counts (the IDF stays that of all entries).
+  model), over words or, for Chinese and Japanese, character n-grams, with an exact leave-one-out of the
+  query's term counts (the IDF stays that of all entries).
 
 Every rank is that of the gold entry among ALL entries, ties pessimistic (`ranks_from_scores`).
 """
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from dictembed.cjk import cjk_share
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.dictionary.core import Dictionary
@@ -38,6 +40,7 @@ from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores, reverse_dictionary_metrics
 from dictembed.loading import resolve_model
+from dictembed.paths import default_model
 from dictembed.record import RunRecord
 from dictembed.reverse_dictionary import model_dictionary
 
@@ -176,10 +179,24 @@ def leave_one_out_ranks(
     return np.concatenate(ranks)
 
 
-def entry_encoder_name(record: Any) -> str:
+def entry_encoder_name(record: Any, folder: str | Path | None = None) -> str:
     """The model that built a DefSent+ space: the record's `entry_encoder`, or, for records saved before it
-    was kept, the base model of a first PST step."""
+    was kept, the base model of a first PST step. A published record names a local folder of the machine that
+    trained the model by its public name (`RunRecord.portable`): the embedded model is this machine's copy, a
+    run folder (`model-runs/step1/...`) is looked for beside the model `folder`; another one cannot be found,
+    which is an error naming it."""
     if record.entry_encoder:
+        local = record.local_source("model", record.entry_encoder)
+        beside = Path(folder).parent / record.entry_encoder if folder is not None else None
+        if local == "embedded":
+            return default_model()
+        if local and beside is not None and len(Path(record.entry_encoder).parts) > 1 and beside.is_dir():
+            return str(beside)
+        if local:
+            raise DictEmbedError(
+                f"the entry encoder {record.entry_encoder} was a local folder of the machine that trained the model; "
+                "leave-one-out needs it (evaluate the run folder it was published from, on that machine)"
+            )
         return str(record.entry_encoder)
     if record.pst_step in (None, 1) and record.config is not None and record.config.model:
         return str(record.config.model)
@@ -191,7 +208,7 @@ def load_entry_encoder(folder: str | Path, record: Any, device: Any = None, prec
     config = record.config
     options = config.options if config is not None else None
     return Encoder.load(
-        entry_encoder_name(record),
+        entry_encoder_name(record, folder),
         pooling=getattr(options, "pooling", None),
         pooler=getattr(options, "pooler", None),
         max_length=config.max_length if config is not None else None,
@@ -199,18 +216,48 @@ def load_entry_encoder(folder: str | Path, record: Any, device: Any = None, prec
     ).set_precision(precision)
 
 
-class TfidfBaseline:
-    """TF-IDF (scikit-learn's TfidfVectorizer, default settings) of each entry's concatenated definitions;
-    a query scores every entry by cosine. An entry without definitions scores 0."""
+ANALYZERS = ("auto", "word", "char")
+CHAR_NGRAMS = (1, 3)  # the `char` analyzer: character 1- to 3-grams
 
-    def __init__(self, words: list[str], dictionary: Dictionary) -> None:
+
+def char_ngrams(text: str) -> list[str]:
+    """The lower-cased character 1- to 3-grams of each line of `text` (whitespace runs made one space): an
+    entry's definitions, one a line, give exactly the sum of their own n-grams, none across two of them."""
+    low, high = CHAR_NGRAMS
+    grams = []
+    for line in text.lower().split("\n"):
+        line = " ".join(line.split())
+        grams += [line[i : i + n] for n in range(low, high + 1) for i in range(len(line) - n + 1)]
+    return grams
+
+
+def tfidf_analyzer(analyzer: str, texts: list[str]) -> str:
+    """`word` or `char` for the TF-IDF baseline: `auto` is `char` when most letters of `texts` are Chinese or
+    Japanese (`cjk.cjk_share` over half), whose words no spaces separate, else `word`."""
+    if analyzer not in ANALYZERS:
+        raise DictEmbedError(f"unknown TF-IDF analyzer {analyzer!r}; choose from {', '.join(ANALYZERS)}")
+    if analyzer == "auto":
+        return "char" if cjk_share(texts) > 0.5 else "word"
+    return analyzer
+
+
+class TfidfBaseline:
+    """TF-IDF (scikit-learn's TfidfVectorizer) of each entry's concatenated definitions; a query scores every
+    entry by cosine. An entry without definitions scores 0. `analyzer`: `word` (scikit-learn's default words of
+    two or more letters), `char` (`char_ngrams`, for text without spaces between words) or `auto` (see
+    `tfidf_analyzer`); `self.analyzer` says which."""
+
+    def __init__(self, words: list[str], dictionary: Dictionary, analyzer: str = "auto") -> None:
         from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
         self.words = list(words)
+        definitions = [d for w in self.words if w in dictionary for d in dictionary[w].definitions]
+        self.analyzer = tfidf_analyzer(analyzer, definitions)
+        options: dict[str, Any] = {"analyzer": char_ngrams} if self.analyzer == "char" else {}
         documents = [" \n ".join(dictionary[w].definitions) if w in dictionary else "" for w in self.words]
-        self.vectorizer = TfidfVectorizer(dtype=np.float64)
+        self.vectorizer = TfidfVectorizer(dtype=np.float64, **options)
         self.matrix = self.vectorizer.fit_transform(documents).tocsr()  # rows l2-normalised
-        self.counter = CountVectorizer(vocabulary=self.vectorizer.vocabulary_)
+        self.counter = CountVectorizer(vocabulary=self.vectorizer.vocabulary_, **options)
         self.counts = self.counter.transform(documents).tocsr()
         self.idf = self.vectorizer.idf_
 
@@ -258,11 +305,13 @@ def evaluate_leak_free(
     encoding: str | None = None,
     device: Any = "auto",
     precision: str | None = "auto",
+    analyzer: str = "auto",
 ) -> dict[str, float]:
     """The leak-free reverse-dictionary metrics of a saved model (`summary`): either `queries`, ANOTHER
     dictionary's definitions (oxford, chang or a file) against the model's entries, or `leave_one_out`, the
     model's own `split` definitions each left out of its gold entry; scored by the model or, with
-    `baseline="tfidf"`, by TF-IDF. `dictionary`, `wordnet_dir` and `encoding` replace the model's own."""
+    `baseline="tfidf"`, by TF-IDF over `analyzer`'s terms (`TfidfBaseline`). `dictionary`, `wordnet_dir` and
+    `encoding` replace the model's own."""
     if bool(queries) == leave_one_out:
         raise DictEmbedError("give either queries (oxford, chang or a file) or leave_one_out")
     if baseline not in (None, "tfidf"):
@@ -282,7 +331,8 @@ def evaluate_leak_free(
     if not query_set.definitions:
         raise DictEmbedError(f"no queries to score ({query_set.kept} kept, {query_set.dropped} dropped)")
     if baseline == "tfidf":
-        ranks = TfidfBaseline(space.words, cast(Dictionary, own)).ranks(query_set, leave_one_out=leave_one_out)
+        tfidf = TfidfBaseline(space.words, cast(Dictionary, own), analyzer)
+        ranks = tfidf.ranks(query_set, leave_one_out=leave_one_out)
     else:
         encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
         if leave_one_out:

@@ -24,7 +24,7 @@ from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.loading import HUB_ID
-from dictembed.model_card import hub_base_model
+from dictembed.model_card import base_hub_name, hub_base_model
 from dictembed.recipes.registry import citation
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,9 @@ class MtebEncoder:
             similarity_fn_name=encoder.similarity_fn_name,
             use_instructions=False,
             training_datasets=None,
-            adapted_from=hub_base_model(encoder.base_model) if method else None,
+            adapted_from=base_hub_name({**encoder.record.to_dict(), "base_model": encoder.base_model})
+            if method
+            else None,
             citation=citation(method),
             experiment_kwargs=self.settings(),
         )

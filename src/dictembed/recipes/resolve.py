@@ -3,19 +3,23 @@ with the settings given explicitly on top. Also the one place a run record's con
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dictembed.errors import DictEmbedError
+from dictembed.paths import default_model, public_name
 from dictembed.recipes import presets
 from dictembed.recipes.config import RunConfig
-from dictembed.record import RunRecord
+from dictembed.record import RunRecord, file_sha256
+
+log = logging.getLogger(__name__)
 
 # Settings a saved configuration does not carry over to a rerun: where and how this run writes, and the
-# device, which is this machine's choice.
-NOT_REUSED = ("output", "resume", "overwrite", "preset", "device")
+# device and entry-space cache, which are this machine's choice.
+NOT_REUSED = ("output", "resume", "overwrite", "preset", "device", "cache_dir")
 
 
 class ConfigError(DictEmbedError):
@@ -32,13 +36,57 @@ class ResolvedConfig:
     overridden: list[str] = field(default_factory=list)
 
 
+def saved_record(path: str | Path) -> RunRecord:
+    """The run record of a model folder (`path`: the folder or its dictembed.json), which must hold a run
+    configuration."""
+    folder = Path(path).parent if Path(path).is_file() else Path(path)
+    record = RunRecord.load(folder, required=True)
+    if record.config is None:
+        raise DictEmbedError(f"{path}: the model's record holds no run configuration (it was not trained here)")
+    return record
+
+
 def saved_config(path: str | Path) -> RunConfig:
     """The configuration saved in a model folder's run record (`path`: the folder or its dictembed.json)."""
-    folder = Path(path).parent if Path(path).is_file() else Path(path)
-    config = RunRecord.load(folder, required=True).config
-    if config is None:
-        raise DictEmbedError(f"{path}: the model's record holds no run configuration (it was not trained here)")
-    return config
+    return cast(RunConfig, saved_record(path).config)  # saved_record refuses a record without one
+
+
+def local_settings(
+    record: RunRecord, reused: dict[str, Any], given: Mapping[str, Any], name: Callable[[str], str] = str
+) -> dict[str, Any]:
+    """`reused` (a saved configuration's settings) for a rerun on this machine, where the record names local
+    sources of the machine that trained it by their public names (`RunRecord.portable`): the embedded model is
+    this machine's copy, a WordNet folder is this machine's own (unless given); a local model folder or
+    dictionary file that is not `given` again is a ConfigError naming its flag (but a dictionary file of that
+    name in the current folder with the recorded SHA-256 is used); a given dictionary file that is not the
+    recorded one (its SHA-256 differs) is warned about."""
+    settings = dict(reused)
+    model = settings.get("model")
+    if "model" not in given and record.local_source("model", model) == "embedded":
+        settings["model"] = default_model()
+    elif "model" not in given and record.local_source("model", model):
+        raise ConfigError(
+            f"the saved configuration's model {model} is a local folder of the machine it was trained on; "
+            f"give its path with {name('model')}"
+        )
+    if "wordnet_dir" not in given and record.local_source("wordnet_dir", settings.get("wordnet_dir")):
+        settings["wordnet_dir"] = None  # this machine's WordNet
+    recorded = {e.get("name"): e.get("sha256") for e in record.sources.get("dictionary", []) if isinstance(e, dict)}
+    if "dictionary" not in given:
+        parts = str(settings.get("dictionary") or "").split(",")
+        # a recorded file is found only where its name, here, is that very file (the same SHA-256)
+        local = [part for part in parts if part in recorded and file_sha256(part) != recorded[part]]
+        if local:
+            raise ConfigError(
+                f"the saved configuration's dictionary {', '.join(local)} is a file of the machine it was trained "
+                f"on; give its path with {name('dictionary')}"
+            )
+        return settings
+    for part in str(given["dictionary"]).split(","):
+        wanted = recorded.get(public_name(part.strip()))
+        if wanted and Path(part.strip()).expanduser().is_file() and file_sha256(part.strip()) != wanted:
+            log.warning("%s is not the dictionary file the saved model was trained on (its SHA-256 differs)", part)
+    return settings
 
 
 def record_config(record: RunRecord) -> dict[str, Any]:
@@ -65,10 +113,11 @@ def resolve_train_config(
     overridden: list[str] = []
     chosen_preset: str | None = preset  # a saved configuration's own, which may be None
     if saved:
-        config = saved_config(saved)
+        record = saved_record(saved)
+        config = cast(RunConfig, record.config)  # saved_record refuses a record without one
         if method not in (None, config.method):
             raise ConfigError(f"{name('method')} {method} differs from the saved configuration's {config.method}")
-        reused = {k: v for k, v in config.flat().items() if k not in NOT_REUSED}
+        reused = local_settings(record, {k: v for k, v in config.flat().items() if k not in NOT_REUSED}, given, name)
         method, chosen_preset, chosen = config.method, config.preset, {**reused, **given}
     else:
         method = method or presets.DEFAULT_METHOD

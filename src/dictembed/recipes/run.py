@@ -27,7 +27,7 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
-from dictembed.io import staged_dir
+from dictembed.io import staged_dir, writing
 from dictembed.model_card import write_model_card
 from dictembed.recipes.config import MethodOptions, RunConfig
 from dictembed.recipes.registry import Paper, get_recipe
@@ -123,6 +123,17 @@ class Recipe(ABC):
                 save_definitions(dictionary, folder)
 
 
+def save_run(recipe: Recipe, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
+    """`recipe.save` into `folder`; when it fails (a full disk) the folder is removed, so that no later run
+    reuses a run saved in part, and a failure of the disk is an OSError naming `folder`."""
+    try:
+        with writing(folder):
+            recipe.save(stage, built, encoder, folder, record)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 def train_settings(config: RunConfig, lr: float, seed: int) -> TrainSettings:
     """The Trainer's settings of one (lr, seed) run."""
     return TrainSettings(
@@ -198,6 +209,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     )
     losses = trainer.fit(resume=config.resume)
     encoder = recipe.extract(config, built, trainer.unwrapped)
+    log.info("lr=%g seed=%d: scoring the dev sets", lr, seed)
     dev = recipe.dev_metrics(config, stage, built, encoder)
     record = RunRecord(
         method=config.method,
@@ -215,7 +227,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
         **stage.record,
     )
     if is_main_process():  # under a distributed launch every process holds the same weights
-        recipe.save(stage, built, encoder, run_dir / "model", record)
+        save_run(recipe, stage, built, encoder, run_dir / "model", record)
     wait_for_everyone()
     log.info("lr=%g seed=%d dev=%s", lr, seed, dev)
     return RunResult(run_dir / "model", lr, seed, dev, trainer.throughput)
@@ -236,11 +248,13 @@ def select(results: list[RunResult], key: str) -> tuple[RunResult, dict[str, Any
 
 
 def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Path:
-    """Copy the selected model to `output` (atomically), with the grid summary added to its record and card."""
+    """Copy the selected model to `output` (atomically), with the grid summary added to its record and card. The
+    published record names no path of this machine (`RunRecord.portable`); the run folders keep the real ones."""
     with staged_dir(output) as staging:
         shutil.copytree(best.path, staging, dirs_exist_ok=True)
         record = RunRecord.load(staging, required=True)
         record.selection = summary
+        record = record.portable(output)
         record.save(staging)
         write_model_card(staging, record, name=Path(output).name)
     return Path(output)

@@ -6,6 +6,7 @@ one sense holding all of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from dictembed import paths
@@ -54,18 +55,26 @@ def load_oxford(src: str | Path | None = None, tgt: str | Path | None = None, en
     return builder.build()
 
 
-@without_gc
 def load_oxford_autodict(path: str | Path | None = None, encoding: str = "utf-8") -> Dictionary:
     """AutoDict's Oxford file: `word<TAB>example<TAB>definition` per line."""
-    path = Path(path) if path else paths.data_dir() / AUTODICT
-    builder = DictionaryBuilder(str(path), name="oxford-autodict")
+    return load_autodict(path or paths.data_dir() / AUTODICT, encoding, name="oxford-autodict")
+
+
+@without_gc
+def load_autodict(
+    path: str | Path, encoding: str = "utf-8", name: str | None = None, text: Callable[[str], str] | None = None
+) -> Dictionary:
+    """A file in AutoDict's format, `word<TAB>example<TAB>definition` per line; `text` rewrites each field
+    (e.g. `cjk.join_segmented`) before the builder cleans it."""
+    path = Path(path)
+    builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, line in enumerate(read_lines(path, encoding), start=1):
         if not line.strip():
             continue
         fields = line.split("\t")
         if len(fields) != 3:
             raise DataFormatError(path, f"expected 3 tab-separated fields, got {len(fields)}", line=number)
-        word, example, definition = fields
+        word, example, definition = map(text, fields) if text is not None else fields
         builder.add(word, definition, [example], line=number)
     return builder.build()
 

@@ -1,7 +1,19 @@
-"""WordNet 3.0 from the Princeton database files (`data.noun`, ...), and the WordNet-examples CSV."""
+"""WordNet 3.0 from the Princeton database files (`data.noun`, ...), and the WordNet-examples CSV.
+
+An entry's senses come most frequent first. Within one part of speech they follow WordNet's sense numbers
+(the order of the offsets on the lemma's `index.*` line, which WordNet numbers by how often each sense was
+tagged in its semantic concordance). The parts of speech are then interleaved by those tag counts
+(`cntlist.rev`): the next sense is the first remaining one of the part of speech whose next sense was tagged
+most often; ties, untagged senses among them, go to noun, verb, adjective, adverb in that order. So `bank`
+starts with "sloping land (especially the slope beside a body of water)" (tagged 25 times), `run` with its
+verb "move fast by using one's feet" (106) before its noun "a score in baseball" (18), and `metric`, never
+tagged, with its nouns before its adjectives.
+"""
 
 from __future__ import annotations
 
+import heapq
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +26,9 @@ from dictembed.errors import DataFormatError
 from dictembed.io import read_lines
 
 DATA_FILES = ("noun", "verb", "adj", "adv")
+INDEX_POS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}  # the pos field of each `index.*` file
+COUNT_FILE = "cntlist.rev"
+SENSE_KEY_FILES = {"1": "noun", "2": "verb", "3": "adj", "4": "adv", "5": "adj"}  # a sense key's ss_type
 SYNSET_TYPES = {"n": "n", "v": "v", "a": "a", "s": "a", "r": "r"}
 ADJECTIVE_MARKER = re.compile(r"\((?:a|p|ip)\)$")
 # Examples start at the first double quote that follows ';', ':', ',' or 'e.g.' (or opens the gloss).
@@ -23,6 +38,8 @@ EXAMPLE_SEPARATOR = re.compile(r'"\s*[;,]\s*"|"\s*;|;\s*"')
 ATTRIBUTION = re.compile(r'"\s*-+[^"]*$')
 DEFINITION_TAIL = re.compile(r"[\s;:,]*(?:\be\.g\.)?[\s;:,]*$")
 EXAMPLES_CSV = Path("dictionaries") / "wordnet_examples" / "WordNet_lemmas.csv"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -95,17 +112,120 @@ def read_synsets(path: Path, encoding: str = "utf-8") -> list[Synset]:
     ]
 
 
+def index_lemma(headword: str) -> str:
+    """A headword as the `index.*` files and sense keys spell it: lower case, `_` for spaces."""
+    return headword.lower().replace(" ", "_")
+
+
+def read_sense_numbers(path: Path, name: str, encoding: str = "utf-8") -> dict[str, list[str]]:
+    """Lemma -> synset offsets in sense-number order, from one `index.*` file, whose lines are
+    `lemma pos synset_cnt p_cnt [ptr_symbol...] sense_cnt tagsense_cnt synset_offset...`."""
+    order: dict[str, list[str]] = {}
+    for number, line in enumerate(read_lines(path, encoding), start=1):
+        if not line.strip() or line.startswith("  "):
+            continue
+        fields = line.split()
+        counts = fields[2:4]
+        if len(fields) < 6 or fields[1] != INDEX_POS[name] or not all(c.isascii() and c.isdigit() for c in counts):
+            raise DataFormatError(
+                path, f"not a WordNet index line (expected 'lemma {INDEX_POS[name]} ...')", line=number
+            )
+        synsets, pointers = int(counts[0]), int(counts[1])
+        offsets = fields[6 + pointers :]
+        if len(offsets) != synsets or not all(o.isdigit() for o in offsets):
+            raise DataFormatError(path, f"expected {pointers} pointers, 2 counts and {synsets} offsets", line=number)
+        order[fields[0]] = offsets
+    return order
+
+
+def read_tag_counts(path: Path, encoding: str = "utf-8") -> dict[tuple[str, str, int], int]:
+    """(lemma, data file name, sense number) -> times tagged in the semantic concordance, from `cntlist.rev`,
+    whose lines are `sense_key sense_number tag_cnt` with the key `lemma%ss_type:...`."""
+    counts: dict[tuple[str, str, int], int] = {}
+    for number, line in enumerate(read_lines(path, encoding), start=1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        lemma, _, rest = fields[0].partition("%")
+        if (
+            len(fields) != 3
+            or not lemma
+            or rest[:1] not in SENSE_KEY_FILES
+            or not all(f.isascii() and f.isdigit() for f in fields[1:])
+        ):
+            raise DataFormatError(path, "expected 'sense_key sense_number tag_cnt'", line=number)
+        counts[lemma, SENSE_KEY_FILES[rest[0]], int(fields[1])] = int(fields[2])
+    return counts
+
+
+@dataclass
+class SenseOrder:
+    """What orders an entry's senses: each part of speech's index (None: its file is missing) and the tag
+    counts; `unlisted` counts the senses of entries with several that an index does not list under their
+    lemma (they come after the listed ones of their part of speech, in data-file order)."""
+
+    indexes: dict[str, dict[str, list[str]] | None]
+    counts: dict[tuple[str, str, int], int]
+    unlisted: int = 0
+
+    def order(self, headword: str, senses: list[tuple[str, Synset]]) -> list[Synset]:
+        """The synsets of `headword`, given as (data file name, synset) in file order, most frequent first
+        (the rule of the module docstring)."""
+        if len(senses) == 1:
+            return [senses[0][1]]
+        lemma = index_lemma(headword)
+        by_file: dict[str, list[Synset]] = {}
+        for name, synset in senses:
+            by_file.setdefault(name, []).append(synset)
+        runs = []
+        for name in DATA_FILES:
+            synsets = by_file.get(name)
+            if not synsets:
+                continue
+            index = self.indexes.get(name)
+            numbers = {offset: n for n, offset in enumerate(index.get(lemma, ()), start=1)} if index else {}
+            if index is not None:
+                self.unlisted += sum(s.offset not in numbers for s in synsets)
+                synsets.sort(key=lambda s: numbers.get(s.offset, len(numbers) + 1))
+            runs.append([(-self.counts.get((lemma, name, numbers.get(s.offset, 0)), 0), s) for s in synsets])
+        if len(runs) == 1:
+            return [synset for _, synset in runs[0]]
+        return [synset for _, synset in heapq.merge(*runs, key=lambda pair: pair[0])]
+
+
+def read_sense_order(folder: Path, encoding: str = "utf-8") -> SenseOrder:
+    """The index files and tag counts of a WordNet folder. A missing one is logged (once, with the others):
+    without `index.<pos>` that part of speech keeps data-file order, without `cntlist.rev` the parts of
+    speech come one after another (noun, verb, adjective, adverb)."""
+    indexes: dict[str, dict[str, list[str]] | None] = {}
+    missing = []
+    for name in DATA_FILES:
+        path = folder / f"index.{name}"
+        indexes[name] = read_sense_numbers(path, name, encoding) if path.exists() else None
+        missing += [] if path.exists() else [path.name]
+    count_path = folder / COUNT_FILE
+    counts = read_tag_counts(count_path, encoding) if count_path.exists() else {}
+    missing += [] if count_path.exists() else [COUNT_FILE]
+    if missing:
+        logger.warning("%s: no %s; senses are ordered without them (see load_wordnet)", folder, ", ".join(missing))
+    return SenseOrder(indexes, counts)
+
+
 @without_gc
 def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False, encoding: str = "utf-8") -> Dictionary:
-    """WordNet 3.0 as a dictionary: one entry per lemma, one sense per synset it belongs to.
+    """WordNet 3.0 as a dictionary: one entry per lemma, one sense per synset it belongs to, most frequent
+    sense first (WordNet's sense numbers, parts of speech interleaved by tag counts: see the module).
 
     Headwords keep the data files' spelling (`Mercury` and `mercury` are two entries) unless
     `lowercase`, which merges them (a synset listed twice under one lowercased lemma counts once).
     Satellite adjectives get pos 'a'. The folder is `wordnet_dir`, else $WNSEARCHDIR, else Debian's.
+    Entries come in the order their headwords first appear in the data files. Missing `index.*` files or
+    `cntlist.rev` are logged, and the senses they would order keep data-file order (`read_sense_order`).
     """
     folder = paths.wordnet_dir(wordnet_dir)
     builder = DictionaryBuilder("wordnet", unite_repeats=False)
     seen: set[tuple[str, str, str]] = set()
+    senses: dict[str, list[tuple[str, Synset]]] = {}
     for name in DATA_FILES:
         path = folder / f"data.{name}"
         if not path.exists():
@@ -118,7 +238,13 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False,
                     builder.report.repeated_definitions += 1
                     continue
                 seen.add(key)
-                builder.add(headword, synset.definition, synset.examples, synset.pos)
+                senses.setdefault(headword, []).append((name, synset))
+    order = read_sense_order(folder, encoding)
+    for headword, found in senses.items():
+        for synset in order.order(headword, found):
+            builder.add(headword, synset.definition, synset.examples, synset.pos)
+    if order.unlisted:
+        logger.warning("%s: %d senses are not in the index under their lemma; they come last", folder, order.unlisted)
     return builder.build()
 
 

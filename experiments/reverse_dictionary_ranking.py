@@ -1,0 +1,271 @@
+"""Ranking candidates for the reverse dictionary, measured on every query set at once.
+
+    python experiments/reverse_dictionary_ranking.py outputs/minilm-defsent-plus \\
+        --vectors ~/.cache/dictembed/wordnet-definitions-minilm.npy --json results.json
+
+Entries: the model's definition (AMP) space over all WordNet entries; results are grouped as `predict`
+shows them (entries with identical vectors are one result; a group scores its best member). Ranks are
+0-based (the number of groups scored strictly above the gold's best group; ties pessimistic).
+
+Query sets: `desc-dev` / `desc-test` (tests/data/everyday_descriptions.tsv, people's words), `oxford`,
+`chang` (another dictionary's definitions of the same headwords), `loo` (the model's own test-split
+definitions, each left out of its entry: of the AMP mean, of the definition-level maximum and of BM25).
+
+Candidate scores, each an [entries] array per query, combined linearly with weights tuned on `desc-dev`:
+- `dense`: cosine of the query to the entry's AMP vector (today's ranking);
+- `defmax`: the best cosine of the query to one of the entry's definitions (entry encoder's vectors);
+- `bm25`: the best BM25 of the query against one of the entry's definitions (bm25s, English stop words,
+  Snowball stems), divided by the query's best BM25 over all definitions;
+- `freq`: the entry's `wordfreq` Zipf frequency / 8 (multi-word entries as wordfreq combines them).
+`--vectors` caches the entry encoder's vectors of every definition (an .npy file and a .json of the pairs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dictembed.dictionary import load_dictionary, split_by_headword
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.evaluation import leak_free
+from dictembed.loading import resolve_model
+from dictembed.record import RunRecord
+from dictembed.reverse_dictionary import EntryGroups, load_description_pairs, model_dictionary
+
+DESCRIPTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
+COMPONENTS = ("dense", "defmax", "bm25", "freq")
+CHUNK = 128
+
+
+@dataclass
+class Queries:
+    """Query texts, their gold entries (any of a set), and for leave-one-out the definition left out."""
+
+    name: str
+    texts: list[str]
+    gold: list[np.ndarray]
+    left_out: np.ndarray | None = None  # definition index per query (-1: none)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def definition_vectors(path: Path | None, pairs: list[tuple[str, str]], entry_encoder: Encoder) -> np.ndarray:
+    """The entry encoder's vectors of every definition, in `pairs` order, cached at `path` (keyed by the pairs)."""
+    if path is not None and path.exists():
+        saved = json.loads(path.with_suffix(".json").read_text())
+        vectors = np.load(path, mmap_mode="r")
+        where = {(w, d): i for i, (w, d) in enumerate(saved)}
+        order = np.array([where[(w, d)] for w, d in pairs])
+        return np.ascontiguousarray(vectors[order], dtype=np.float32)
+    vectors = entry_encoder.encode([d for _, d in pairs], batch_size=128, show_progress_bar=True)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, vectors)
+        path.with_suffix(".json").write_text(json.dumps(pairs))
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def zipf(words: list[str]) -> np.ndarray:
+    from wordfreq import zipf_frequency
+
+    return np.array([zipf_frequency(w, "en") for w in words], dtype=np.float32)
+
+
+class Scorer:
+    """Every candidate score of a query over all entries, and the grouped 0-based rank of its gold."""
+
+    def __init__(self, encoder: Encoder, space: DefinitionSpace, pairs: list[tuple[str, str]], vectors: np.ndarray):
+        import bm25s
+        import Stemmer
+
+        self.encoder, self.space = encoder, space
+        self.owner = np.array([space.index[w] for w, _ in pairs])
+        if (np.diff(self.owner) < 0).any():
+            raise SystemExit("definitions must come grouped by entry, in entry order")
+        self.starts = np.flatnonzero(np.r_[True, np.diff(self.owner) != 0])
+        self.def_unit = torch.from_numpy(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+        self.entry_unit = F.normalize(space.matrix.float(), dim=-1)
+        self.raw_vectors = vectors
+        self.stemmer = Stemmer.Stemmer("english")
+        self.bm25 = bm25s.BM25()
+        corpus = bm25s.tokenize([d for _, d in pairs], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        self.bm25.index(corpus, show_progress=False)
+        self.freq = zipf(space.words) / 8.0
+        groups = EntryGroups.of(space.matrix.numpy())
+        self.group_of = np.empty(len(space), dtype=np.int64)
+        for g in range(len(groups.first)):
+            self.group_of[groups.members(g)] = g
+        self.by_group = np.argsort(self.group_of, kind="stable")
+        self.group_starts = np.flatnonzero(np.r_[True, np.diff(self.group_of[self.by_group]) != 0])
+
+    def _per_entry_max(self, per_definition: np.ndarray) -> np.ndarray:
+        return np.maximum.reduceat(per_definition, self.starts, axis=-1)
+
+    def components(self, queries: Queries, start: int, stop: int) -> dict[str, np.ndarray]:
+        texts = queries.texts[start:stop]
+        h = F.normalize(torch.from_numpy(self.encoder.encode(texts, batch_size=64)), dim=-1)
+        dense = (h @ self.entry_unit.T).numpy()
+        per_def = (h @ self.def_unit.T).numpy()
+        tokens = bm25s_tokens(self, texts)
+        lexical = np.stack([self.bm25.get_scores(t) if t else np.zeros(len(self.owner)) for t in tokens])
+        if queries.left_out is not None:
+            for row, (d, gold) in enumerate(zip(queries.left_out[start:stop], queries.gold[start:stop], strict=True)):
+                e = int(gold[0])
+                loo = self.space.leave_one_out(np.array([e]), self.raw_vectors[d][None])[0]
+                dense[row, e] = float(h[row] @ F.normalize(torch.from_numpy(loo), dim=-1))
+                per_def[row, d] = -np.inf
+                lexical[row, d] = 0.0
+        best = lexical.max(axis=1, keepdims=True)
+        lexical = lexical / np.where(best > 0, best, 1.0)
+        parts = {"dense": dense, "defmax": self._per_entry_max(per_def), "bm25": self._per_entry_max(lexical)}
+        if queries.left_out is not None:  # the gold's group mates share its definitions: leave it out of them too
+            for row, gold in enumerate(queries.gold[start:stop]):
+                e = int(gold[0])
+                mates = self.by_group[self.group_of[self.by_group] == self.group_of[e]]
+                for values in parts.values():
+                    values[row, mates] = values[row, e]
+        return {**parts, "freq": self.freq[None, :]}
+
+    def ranks(self, combined: np.ndarray, gold: list[np.ndarray]) -> np.ndarray:
+        """0-based grouped ranks: groups (best member's score) scored strictly above the gold's best group."""
+        grouped = np.maximum.reduceat(combined[:, self.by_group], self.group_starts, axis=1)
+        out = np.empty(len(gold))
+        for row, g in enumerate(gold):
+            best = grouped[row, self.group_of[g]].max()
+            out[row] = (grouped[row] > best).sum()
+        return out
+
+
+def bm25s_tokens(scorer: Scorer, texts: list[str]) -> list[list[str]]:
+    import bm25s
+
+    vocab = scorer.bm25.vocab_dict
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=scorer.stemmer, return_ids=False, show_progress=False)
+    return [[t for t in row if t in vocab] for row in tokens]
+
+
+def metrics(ranks: np.ndarray) -> dict[str, float]:
+    """Median rank (0- and 1-based), accuracy@1/10/100 and MRR from 0-based ranks."""
+    return {
+        "n": len(ranks),
+        "median0": float(np.median(ranks)),
+        "median1": float(np.median(ranks) + 1),
+        "acc1": float(np.mean(ranks < 1)),
+        "acc10": float(np.mean(ranks < 10)),
+        "acc100": float(np.mean(ranks < 100)),
+        "mrr": float(np.mean(1.0 / (ranks + 1))),
+    }
+
+
+def query_sets(space: DefinitionSpace, dictionary, pairs, split_seed: int, limit: int) -> list[Queries]:
+    index = leak_free.entry_index(space.words)
+    sets = []
+    for split in ("dev", "test"):
+        rows = load_description_pairs(DESCRIPTIONS, split=split)
+        texts, gold, missing = [], [], 0
+        for description, expected in rows:
+            found = [i for w in expected if (i := leak_free.lookup(index, w)) is not None]
+            if found:
+                texts.append(description)
+                gold.append(np.array(found))
+            else:
+                missing += 1
+        sets.append(Queries(f"desc-{split}", texts, gold, counts={"dropped": missing}))
+    for name in ("oxford", "chang"):
+        q = leak_free.cross_dictionary_queries(space.words, load_dictionary(name), limit=limit)
+        sets.append(Queries(name, q.definitions, [np.array([g]) for g in q.gold], counts=q.counts()))
+    test = split_by_headword(dictionary, seed=split_seed)["test"]
+    q = leak_free.leave_one_out_queries(space, test, limit=limit)
+    where = {}
+    for i, pair in enumerate(pairs):
+        where.setdefault((pair[0], pair[1]), i)
+    left_out = np.array([where[(space.words[g], d)] for g, d in zip(q.gold, q.definitions, strict=True)])
+    sets.append(Queries("loo", q.definitions, [np.array([g]) for g in q.gold], left_out, q.counts()))
+    return sets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="a DefSent+ model folder (definition entry space)")
+    parser.add_argument("--vectors", type=Path, default=None, help="cache of the definition vectors (.npy)")
+    parser.add_argument("--limit", type=int, default=1000, help="queries per cross-dictionary / leave-one-out set")
+    parser.add_argument("--json", type=Path, default=None, help="write every component score summary here")
+    parser.add_argument("--no-definitions", action="store_true", help="leave out `defmax` (no definition vectors)")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    folder = resolve_model(args.model)
+    record = RunRecord.load(folder, required=True)
+    source = model_dictionary(folder)
+    dictionary = source.load()
+    space = EntrySpace.load(folder)
+    assert isinstance(space, DefinitionSpace)
+    space = leak_free.with_counts(space, dictionary) if space.counts is None else space
+    pairs = [(w, d) for w, d in dictionary.pairs()]
+    entry_encoder = leak_free.load_entry_encoder(folder, record, "cpu", "fp32")
+    pooled = entry_encoder.with_pooling(leak_free.entry_pooling(space))
+    if args.no_definitions:  # a stand-in: every definition the zero vector, so `defmax` is 0 and not tuned
+        vectors = np.zeros((len(pairs), space.matrix.shape[1]), dtype=np.float32)
+        vectors[:, 0] = 1.0
+    else:
+        vectors = definition_vectors(args.vectors, pairs, pooled)
+    encoder = Encoder.load(str(folder), device="cpu")
+    scorer = Scorer(encoder, space, pairs, vectors)
+    print(f"ready in {time.perf_counter() - start:.0f} s", flush=True)
+
+    sets = query_sets(space, dictionary, pairs, source.split_seed, args.limit)
+    dev = next(q for q in sets if q.name == "desc-dev")
+    dev_parts = [scorer.components(dev, s, s + CHUNK) for s in range(0, len(dev.texts), CHUNK)]
+
+    def ranks_of(parts: dict[str, np.ndarray], weights: dict[str, float], gold: list[np.ndarray]) -> np.ndarray:
+        combined = sum(w * parts[c] for c, w in weights.items() if w)
+        return scorer.ranks(np.asarray(combined, dtype=np.float32), gold)
+
+    grid = {"defmax": (0, 0.5, 1, 2), "bm25": (0, 0.05, 0.1, 0.2, 0.4), "freq": (0, 0.05, 0.1, 0.2, 0.4)}
+    if args.no_definitions:
+        grid["defmax"] = (0,)
+    tuned = []
+    for a, b, c in itertools.product(*grid.values()):
+        weights = {"dense": 1.0, "defmax": a, "bm25": b, "freq": c}
+        ranks = np.concatenate(
+            [ranks_of(p, weights, dev.gold[i * CHUNK : (i + 1) * CHUNK]) for i, p in enumerate(dev_parts)]
+        )
+        tuned.append((metrics(ranks)["mrr"], weights))
+    tuned.sort(key=lambda t: -t[0])
+    print(f"tuned on desc-dev ({time.perf_counter() - start:.0f} s): {tuned[:5]}", flush=True)
+    rows = {"dense (today)": {"dense": 1.0}}
+    for component in grid:  # each candidate alone, at its best non-zero weight on desc-dev
+        alone = [w for _, w in tuned if w[component] and all(w[c] == 0 for c in grid if c != component)]
+        if alone:
+            rows[f"+{component}"] = alone[0]
+    rows["all, tuned"] = tuned[0][1]
+    results = []
+    for q in sets:
+        found: dict[str, list[np.ndarray]] = {label: [] for label in rows}
+        for s in range(0, len(q.texts), CHUNK):
+            parts = dev_parts[s // CHUNK] if q is dev else scorer.components(q, s, s + CHUNK)
+            for label, weights in rows.items():
+                found[label].append(ranks_of(parts, weights, q.gold[s : s + CHUNK]))
+        for label, weights in rows.items():
+            r = {"ranking": label, "weights": weights, "queries": q.name, **q.counts}
+            r.update(metrics(np.concatenate(found[label])))
+            results.append(r)
+            print(
+                f"| {label} | {q.name} | {r['n']} | {r['median0']:g} | {r['acc1']:.3f} | {r['acc10']:.3f} "
+                f"| {r['acc100']:.3f} | {r['mrr']:.3f} | {json.dumps(weights)}",
+                flush=True,
+            )
+    print(f"{time.perf_counter() - start:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"top_dev": tuned[:10], "rows": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""A word-frequency prior for the reverse dictionary: people look for words they have met, so among entries
+the model scores alike, the more frequent word is the likelier answer. Frequencies are `wordfreq`'s Zipf
+scale (0: unknown, 3: once per million words ... 7: "the"); the ranking score of an entry is its cosine plus
+`weight` x its Zipf frequency (`FREQUENCY_WEIGHT`, chosen on the dev split of the everyday descriptions;
+docs/results.md, "Reverse dictionary ranking")."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+from dictembed.io import atomic_file
+from dictembed.search_options import FREQUENCY_WEIGHT
+
+log = logging.getLogger(__name__)
+
+LANGUAGES = ("en", "zh")  # the languages whose frequencies the prior uses (wordfreq has more)
+SAMPLE = 2000  # headwords looked at to recognise the language of a dictionary
+
+
+def _is_cjk(word: str) -> bool:
+    return any(unicodedata.name(c, "").startswith("CJK UNIFIED IDEOGRAPH") for c in word)
+
+
+def _wordfreq():  # noqa: ANN202 - the module, imported on first use (it loads its word lists lazily)
+    try:
+        import wordfreq
+    except ImportError:
+        return None
+    return wordfreq
+
+
+def guess_language(words: list[str]) -> str | None:
+    """`zh` when most headwords hold CJK characters, `en` when most of them are English words wordfreq knows,
+    else None (no prior): judged on an evenly spaced sample of `SAMPLE` headwords."""
+    wordfreq = _wordfreq()
+    if wordfreq is None or not words:
+        return None
+    sample = words[:: max(1, len(words) // SAMPLE)][:SAMPLE]
+    if sum(map(_is_cjk, sample)) * 2 > len(sample):
+        return "zh"
+    known = sum(wordfreq.zipf_frequency(w, "en") > 0 for w in sample)
+    return "en" if known * 2 > len(sample) else None
+
+
+def zipf_frequencies(words: list[str], language: str, cache_dir: Path | None = None) -> np.ndarray:
+    """The Zipf frequency of each word in `language` (float32; 0 for words wordfreq does not know), cached in
+    `cache_dir` (when given) under a key of the words, the language and wordfreq's version."""
+    wordfreq = _wordfreq()
+    if wordfreq is None:
+        return np.zeros(len(words), dtype=np.float32)
+    digest = hashlib.sha1(f"{language}|{getattr(wordfreq, '__version__', '')}".encode())
+    for word in words:
+        digest.update(word.encode() + b"\n")
+    path = None if cache_dir is None else cache_dir / f"frequency-{digest.hexdigest()[:16]}.npy"
+    if path is not None and path.is_file():
+        try:
+            cached = np.load(path, allow_pickle=False)
+            if cached.shape == (len(words),) and cached.dtype == np.float32 and np.isfinite(cached).all():
+                return cached
+        except (OSError, ValueError):
+            pass
+        log.warning("word-frequency cache %s is damaged; recomputing it", path)
+    values = np.fromiter((wordfreq.zipf_frequency(w, language) for w in words), dtype=np.float32, count=len(words))
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_file(path) as f:
+                np.save(f, values, allow_pickle=False)
+        except OSError as err:
+            log.warning("cannot cache word frequencies in %s (%s)", path, err.strerror or err)
+    return values
+
+
+def frequency_prior(
+    words: list[str], language: str | None = "auto", weight: float = FREQUENCY_WEIGHT, cache_dir: Path | None = None
+) -> np.ndarray | None:
+    """`weight` x the Zipf frequency of each word, or None when there is no prior (weight 0, language None, an
+    unrecognised language under `auto`, or wordfreq not installed)."""
+    if weight == 0 or language is None or language == "none":
+        return None
+    if language == "auto":
+        language = guess_language(words)
+        if language is None:
+            log.info("no word-frequency prior: the headwords are neither English nor Chinese")
+            return None
+    if _wordfreq() is None:
+        log.warning("no word-frequency prior: wordfreq is not installed (pip install wordfreq)")
+        return None
+    if language == "zh" and importlib.util.find_spec("jieba") is None:
+        log.warning("no word-frequency prior for Chinese: it needs jieba (pip install 'dictembed[zh]')")
+        return None
+    return weight * zipf_frequencies(words, language, cache_dir)

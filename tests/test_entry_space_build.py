@@ -1,0 +1,262 @@
+"""Building a definition entry space: encoded in parts that are kept beside the cache entry, so an interrupted
+build resumes from its last part and ends with the matrix of an uninterrupted build, bit for bit; the size and
+an estimate of the time are logged; a cache that cannot be used is named once and the build goes on without it."""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import io
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dictembed import cache, entry_space
+from dictembed.cache import cache_key
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace, encode_in_parts, part_sizes
+
+BATCH = 2
+
+
+@pytest.fixture()
+def encoder(bert_path) -> Encoder:
+    return Encoder.load(str(bert_path), pooling="mean", device="cpu").eval()
+
+
+@pytest.fixture()
+def small_parts(monkeypatch) -> int:
+    """Parts of 5 definitions (rounded down to 4, two batches of 2): the 16 toy definitions make 4 parts."""
+    monkeypatch.setattr(entry_space, "PART_SIZE", 5)
+    return 4
+
+
+@pytest.fixture(autouse=True)
+def forget_unusable_caches():
+    """Each test sees the warning about an unusable cache afresh (it is said once per process)."""
+    cache._UNUSABLE.clear()
+    yield
+    cache._UNUSABLE.clear()
+
+
+def _reference_matrix(encoder: Encoder, dictionary, entries: str = "amp") -> torch.Tensor:
+    """The matrix as the build made it before parts: one `encode` call over every definition, averaged."""
+    pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
+    vectors = pooled.encode([d for _, d in dictionary.pairs()], batch_size=BATCH)
+    counts = np.array([len(e.senses) for e in dictionary])
+    matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
+    np.add.at(matrix, np.repeat(np.arange(len(counts)), counts), vectors)
+    matrix /= counts[:, None]
+    return torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))
+
+
+class Killed(KeyboardInterrupt):
+    """What the test injects into a build: a Ctrl-C after some parts."""
+
+
+def _interrupt_after(monkeypatch, parts: int) -> list[int]:
+    """Make `Encoder._embed_chunk` (one call per part) raise `Killed` at its call `parts + 1`; the calls so far."""
+    calls: list[int] = []
+    real = Encoder._embed_chunk
+
+    def chunk(self, texts, *args, **kwargs):
+        calls.append(len(texts))
+        if len(calls) > parts:
+            raise Killed
+        return real(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "_embed_chunk", chunk)
+    return calls
+
+
+# ---------------------------------------------------------------------------------------------- parts
+def test_parts_are_whole_batches() -> None:
+    assert part_sizes(0, 4) == []
+    assert part_sizes(10, 128) == [10]
+    assert part_sizes(25_000, 128) == [9_984, 9_984, 5_032]
+    assert all(size % 3 == 0 for size in part_sizes(100_000, 3)[:-1])
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 5])
+def test_encoding_in_parts_is_one_encode_bit_for_bit(encoder, toy_dictionary, small_parts, batch_size) -> None:
+    """Parts start at batch boundaries of the one length-sorted order, so every batch holds the same texts."""
+    texts = [d for _, d in toy_dictionary.pairs()] + ["a", "the longest definition of them all, by a long way"]
+    expected = encoder.encode(texts, batch_size=batch_size)
+    assert len(part_sizes(len(texts), batch_size)) > 1
+    assert np.array_equal(encode_in_parts(encoder, texts, batch_size, None, "test"), expected)
+
+
+def test_an_interrupted_build_resumes_from_its_last_part_and_equals_an_uninterrupted_one(
+    encoder, toy_dictionary, small_parts, tmp_path, monkeypatch, caplog
+) -> None:
+    straight = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path / "a", batch_size=BATCH)
+    assert torch.equal(straight.matrix, _reference_matrix(encoder, toy_dictionary))  # as cached before parts
+
+    folder = tmp_path / "b"
+    path = cache.space_path(cache_key(encoder, toy_dictionary, "amp", False), folder)
+    parts = cache.parts_folder(path)
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 2)
+        with pytest.raises(Killed):
+            DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=folder, batch_size=BATCH)
+    assert not path.exists() and sorted(p.name for p in parts.glob("part-*")) == ["part-00000.npy", "part-00001.npy"]
+
+    calls = _interrupt_after(monkeypatch, 99)
+    with caplog.at_level(logging.INFO, logger="dictembed.entry_space"):
+        resumed = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=folder, batch_size=BATCH)
+    assert calls == [small_parts, small_parts]  # only the two parts that were not kept
+    assert "resuming at definition 8 (2 of 4 parts kept" in caplog.text
+    assert torch.equal(resumed.matrix, straight.matrix)
+    assert path.exists() and not parts.exists()  # the parts are removed once the cache entry is written
+    assert path.name == f"definitions-{cache_key(encoder, toy_dictionary, 'amp', False)}.safetensors"
+
+
+def test_the_size_and_an_estimate_are_logged_after_the_first_part(
+    encoder, toy_dictionary, small_parts, tmp_path, caplog
+) -> None:
+    with caplog.at_level(logging.INFO, logger="dictembed.entry_space"):
+        DefinitionSpace.build(encoder, toy_dictionary, "ac", cache_dir=tmp_path, batch_size=BATCH)
+    lines = [r.getMessage() for r in caplog.records if "about" in r.getMessage()]
+    assert len(lines) == 1, caplog.text
+    assert lines[0].startswith("building the ac entry space: 16 definitions of 8 entries, about ")
+    assert lines[0].endswith(" definitions/s")
+    assert "in 4 parts, kept in" in caplog.text
+
+
+def test_parts_of_another_batch_size_are_not_reused(
+    encoder, toy_dictionary, small_parts, tmp_path, monkeypatch, caplog
+) -> None:
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 1)
+        with pytest.raises(Killed):
+            DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path, batch_size=BATCH)
+    with caplog.at_level(logging.INFO, logger="dictembed.cache"):
+        space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path, batch_size=1)
+    assert "parts of another build" in caplog.text
+    expected = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=None, batch_size=1)
+    assert torch.equal(space.matrix, expected.matrix)
+
+
+def test_a_damaged_part_is_encoded_again(encoder, toy_dictionary, small_parts, tmp_path, monkeypatch) -> None:
+    path = cache.space_path(cache_key(encoder, toy_dictionary, "amp", False), tmp_path)
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 3)
+        with pytest.raises(Killed):
+            DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path, batch_size=BATCH)
+    second = cache.parts_folder(path) / "part-00001.npy"
+    second.write_bytes(second.read_bytes()[:40])  # truncated: parts from it on are encoded again
+    calls = _interrupt_after(monkeypatch, 99)
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path, batch_size=BATCH)
+    assert len(calls) == 3 and torch.equal(space.matrix, _reference_matrix(encoder, toy_dictionary))
+
+
+def test_cache_clear_removes_the_parts_of_an_unfinished_build(
+    encoder, toy_dictionary, small_parts, tmp_path, monkeypatch
+) -> None:
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 2)
+        with pytest.raises(Killed):
+            DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path, batch_size=BATCH)
+    (tmp_path / "notes.txt").write_text("not dictembed's")
+    assert len([p for p in cache.own_files(tmp_path) if p.suffix == ".npy"]) == 2
+    removed, _ = cache.clear_cache(tmp_path)
+    assert {p.name for p in removed} >= {"part-00000.npy", "part-00001.npy", "manifest.json"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+# ------------------------------------------------------------------------------ a cache that cannot be used
+def test_a_cache_that_is_a_file_is_named_once_and_the_build_goes_on(encoder, toy_dictionary, tmp_path, caplog) -> None:
+    file = tmp_path / "cache"
+    file.write_text("a file, not a folder")
+    with caplog.at_level(logging.WARNING, logger="dictembed.cache"):
+        first = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=file, batch_size=BATCH)
+        again = DefinitionSpace.build(encoder, toy_dictionary, "ac", cache_dir=file, batch_size=BATCH)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and str(file) in warnings[0] and "not a folder" in warnings[0], warnings
+    assert "\n" not in warnings[0] and "without caching" in warnings[0]
+    assert torch.equal(first.matrix, _reference_matrix(encoder, toy_dictionary))
+    assert again.kind == "definitions-ac" and file.read_text() == "a file, not a folder"
+
+
+@pytest.fixture()
+def read_only(monkeypatch):
+    """Make a folder read-only for this process by fault injection (root ignores file modes): creating, opening
+    for writing or renaming anything under it fails with EROFS, as on a read-only filesystem."""
+    folders: list[Path] = []
+
+    def inside(path) -> bool:
+        try:
+            resolved = Path(os.fsdecode(path)).resolve()
+        except TypeError:  # a file descriptor
+            return False
+        return any(resolved == f or f in resolved.parents for f in folders)
+
+    def refuse(path) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+
+    real_open, real_os_open, real_mkdir, real_replace = builtins.open, os.open, os.mkdir, os.replace
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, bytes, os.PathLike)) and set(mode) & set("wax+") and inside(file):
+            refuse(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def guarded_os_open(path, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and inside(path):
+            refuse(path)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def guarded_mkdir(path, *args, **kwargs):
+        if inside(path) and not os.path.exists(path):
+            refuse(path)
+        return real_mkdir(path, *args, **kwargs)
+
+    def guarded_replace(src, dst, *args, **kwargs):
+        if inside(dst):
+            refuse(dst)
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(io, "open", guarded_open)  # pathlib's
+    monkeypatch.setattr(os, "open", guarded_os_open)
+    monkeypatch.setattr(os, "mkdir", guarded_mkdir)
+    monkeypatch.setattr(os, "replace", guarded_replace)
+    return folders.append
+
+
+def test_a_read_only_cache_is_named_once_and_the_build_goes_on(
+    encoder, toy_dictionary, small_parts, tmp_path, read_only, caplog
+) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    read_only(folder.resolve())
+    with pytest.raises(OSError, match="Read-only"):  # the injection holds
+        (folder / "probe").write_text("x")
+    with caplog.at_level(logging.WARNING, logger="dictembed.cache"):
+        first = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=folder, batch_size=BATCH)
+        again = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=folder, batch_size=BATCH)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and str(folder) in warnings[0] and "Read-only" in warnings[0], warnings
+    assert torch.equal(first.matrix, again.matrix)
+    assert torch.equal(first.matrix, _reference_matrix(encoder, toy_dictionary))
+    assert list(folder.iterdir()) == []
+
+
+def test_a_cache_that_cannot_be_written_keeps_the_built_matrix(
+    encoder, toy_dictionary, tmp_path, monkeypatch, caplog
+) -> None:
+    """The lock is taken but the matrix cannot be written (a full disk): said once, the run goes on."""
+
+    def full(path, data, encoding="utf-8"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(cache, "atomic_write", full)
+    with caplog.at_level(logging.WARNING, logger="dictembed.cache"):
+        space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path, batch_size=BATCH)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and str(tmp_path) in warnings[0] and "No space left" in warnings[0], warnings
+    assert torch.equal(space.matrix, _reference_matrix(encoder, toy_dictionary))

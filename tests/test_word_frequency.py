@@ -1,0 +1,90 @@
+"""The word-frequency prior of the reverse dictionary: score = cosine + weight x Zipf frequency."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from wordfreq import zipf_frequency
+
+from dictembed.cache import own_files
+from dictembed.cli import main
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import FREQUENCY_WEIGHT
+from dictembed.word_frequency import frequency_prior, guess_language, zipf_frequencies
+
+# "house" is a frequent word, "domicile" a rare one: with identical vectors but for a tiny nudge, the prior decides
+WORDS = ["domicile", "house", "zyzzyva", "giraffe"]
+
+
+@pytest.fixture(scope="module")
+def encoder(bert_path: Path) -> Encoder:
+    return Encoder.load(str(bert_path), pooling="mean")
+
+
+@pytest.fixture(scope="module")
+def space() -> DefinitionSpace:
+    rows = np.random.default_rng(1).normal(size=(len(WORDS), 32)).astype(np.float32)
+    rows[1] = rows[0] * 0.999 + rows[1] * 0.001  # `house` a hair away from `domicile`
+    return DefinitionSpace(WORDS, rows, similarity="cosine", temperature=0.05)
+
+
+def _dictionary() -> Dictionary:
+    d = Dictionary(name="toy")
+    for word in WORDS:
+        d.add(word, f"the meaning of {word}", pos="n")
+    return d
+
+
+def test_the_score_is_cosine_plus_weight_times_zipf(encoder: Encoder, space: DefinitionSpace) -> None:
+    query = "a place where people live"
+    plain = ReverseDictionary(encoder, space, _dictionary(), frequency_weight=0).search(query, k=4)
+    ranked = ReverseDictionary(encoder, space, _dictionary(), frequency_weight=0.05, language="en").search(query, k=4)
+    cosine = {r.words[0]: r.score for r in plain}
+    expected = {w: cosine[w] + 0.05 * zipf_frequency(w, "en") for w in WORDS}
+    assert {r.words[0]: r.score for r in ranked} == pytest.approx(expected, abs=1e-5)
+    assert [r.words[0] for r in ranked] == sorted(expected, key=expected.__getitem__, reverse=True)
+    by_word = [r.words[0] for r in ranked]
+    assert by_word.index("house") < by_word.index("domicile")  # the frequent word wins a near tie
+
+
+def test_no_prior_when_turned_off_or_unknown(encoder: Encoder, space: DefinitionSpace) -> None:
+    for options in ({"frequency_weight": 0}, {"language": None}, {"language": "none"}):
+        rd = ReverseDictionary(encoder, space, _dictionary(), **options)  # type: ignore[arg-type]
+        assert rd.prepare().group_prior is None
+    assert frequency_prior(["qzxvw", "jjkqp", "xxvqz"], "auto") is None  # neither English nor Chinese
+
+
+def test_the_language_is_recognised() -> None:
+    assert guess_language(["house", "dog", "run quickly", "giraffe"]) == "en"
+    assert guess_language(["使出", "银行", "冰", "水"]) == "zh"
+    assert guess_language(["qzxvw", "jjkqp"]) is None
+    zh = zipf_frequencies(["银行", "使出"], "zh")
+    assert zh[0] > 3 and zh.dtype == np.float32
+
+
+def test_frequencies_are_cached_and_a_damaged_cache_recomputed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = zipf_frequencies(WORDS, "en", tmp_path)
+    (cached,) = tmp_path.glob("frequency-*.npy")
+    np.testing.assert_array_equal(np.load(cached), first)
+    assert own_files(tmp_path) == [cached]  # `dictembed cache clear` removes it
+    np.save(cached, np.full(len(WORDS), np.nan, dtype=np.float32))  # damaged: NaN
+    with caplog.at_level(logging.WARNING):
+        again = zipf_frequencies(WORDS, "en", tmp_path)
+    np.testing.assert_array_equal(again, first)
+    assert "damaged" in caplog.text and str(cached) in caplog.text
+    cached.write_bytes(b"not an array")
+    np.testing.assert_array_equal(zipf_frequencies(WORDS, "en", tmp_path), first)
+
+
+def test_the_cli_refuses_a_negative_weight(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "a dog", "--model", "m", "--frequency-weight", "-1"]) == 2
+    assert "must be a finite number >= 0" in capsys.readouterr().err
+    assert FREQUENCY_WEIGHT > 0
