@@ -57,7 +57,7 @@ def _latin1(fmt: str) -> tuple[bytes, tuple[str, ...]]:
 
 BAD_FILES = {  # (format, case): (content, what the error names besides the file)
     **{(fmt, "invalid UTF-8 bytes"): _latin1(fmt) for fmt in ["csv", "jsonl"]},  # tsv: below
-    **{(fmt, "UTF-16"): (table(fmt).encode("utf-16"), (":1:",)) for fmt in FORMATS},
+    **{(fmt, "UTF-16"): (table(fmt).encode("utf-16"), (":1:", "--encoding utf-16")) for fmt in FORMATS},
     **{(fmt, "empty file"): (b"", ()) for fmt in FORMATS},
     ("jsonl", "blank lines only"): (b"\n\n", ()),  # tsv and csv with only a header: below
     ("tsv", "commas instead of tabs"): (table("csv"), ()),

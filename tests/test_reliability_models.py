@@ -52,8 +52,10 @@ def test_what_is_not_a_model_is_named(model: str, tmp_path: Path, capsys: pytest
             path.write_text("not a model")
         elif model == "empty-model":
             path.mkdir()
-    cli_refuses(capsys, _encode_args(path, tmp_path), model)
+    line = cli_refuses(capsys, _encode_args(path, tmp_path), model)
     assert not (tmp_path / "v.npy").exists()
+    if model == "empty-model":  # a folder given is a folder: no advice to pass one
+        assert "no network" not in line
 
 
 # ------------------------------------------------------------------------------------ damaged folders

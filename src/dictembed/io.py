@@ -305,6 +305,8 @@ def _decode_error(path: Path, raw: bytes, error: UnicodeDecodeError, hint: str |
     """The error for bytes that do not decode: the line, the byte within it and the file offset."""
     line_start = raw.rfind(b"\n", 0, error.start) + 1
     where = f"at byte {error.start - line_start + 1} of the line, file offset {error.start}"
+    if hint and (raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or raw[:200].count(0) * 4 > len(raw[:200])):
+        hint = "the file looks like UTF-16 (byte order mark or NUL bytes); pass --encoding utf-16"
     message = f"not valid {error.encoding} ({error.reason} {where})" + (f"; {hint}" if hint else "")
     return DataFormatError(path, message, line=raw.count(b"\n", 0, error.start) + 1)
 

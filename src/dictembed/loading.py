@@ -44,9 +44,14 @@ def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
             torch.manual_seed(0)  # in every process, so a rerun or a resumed run saves the same bytes
             return loader.from_pretrained(name_or_path, **kwargs)
     except (OSError, ValueError, KeyError) as err:
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not Path(name_or_path).exists()
-        hint = " (no network here: pass a local folder)" if offline else ""
-        raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {str(err).splitlines()[0]}") from err
+        if Path(name_or_path).is_dir():
+            hint = " (the folder holds no complete model)"
+        else:
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not Path(name_or_path).exists()
+            hint = " (no network here: pass a local folder)" if offline else ""
+        cause = " ".join(str(err).split())
+        cause = cause if len(cause) <= 300 else cause[:297] + "..."
+        raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {cause}") from err
 
 
 def looks_local(name: str) -> bool:
