@@ -3,6 +3,7 @@ dictionary's pattern and pinyin filters, the `predict` table and the API on Chin
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -148,3 +149,12 @@ def test_api_pinyin_parameter(rd) -> None:
 
 def _words_json(answer: dict) -> list[str]:
     return sorted(w for r in answer["results"] for w in r["words"])
+
+
+def test_predict_pinyin_option(served_model, capsys) -> None:
+    pytest.importorskip("pypinyin")
+    from conftest import cli_refuses, cli_succeeds
+
+    out, _ = cli_succeeds(capsys, ["predict", "--model", str(served_model), "a pet", "--pinyin", "SC", "--json"])
+    assert json.loads(out) == []  # English words have no pinyin
+    cli_refuses(capsys, ["predict", "--model", str(served_model), "a pet", "--pinyin", "s1"], "--pinyin", code=2)
