@@ -125,6 +125,14 @@ def tiny_roberta(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def toy_tsv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TOY_WORDS as a `word<TAB>definition` table, one per test module."""
+    path = tmp_path_factory.mktemp("toy") / "toy.tsv"
+    path.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, defs in TOY_WORDS.items() for d in defs))
+    return path
+
+
 @pytest.fixture(scope="session")
 def bert_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_bert(tmp_path_factory.mktemp("tiny-bert"))

@@ -71,13 +71,6 @@ def _write_tsv(path: Path, words: dict[str, list[str]]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def toy_tsv(tmp_path_factory) -> Path:
-    from conftest import TOY_WORDS
-
-    return _write_tsv(tmp_path_factory.mktemp("toy") / "toy.tsv", TOY_WORDS)
-
-
 def _train(bert_path: Path, toy_tsv: Path, output: Path, *flags: str) -> list[str]:
     return ["train", "--model", str(bert_path), "--dictionary", str(toy_tsv), "--output", str(output), *flags]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TOY_WORDS, cli_refuses, cli_succeeds
+from conftest import cli_refuses, cli_succeeds
 
 import dictembed
 from dictembed.io import STAGING_SUFFIX
@@ -331,13 +331,6 @@ def test_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch) -> N
 
 
 # ------------------------------------------------------------------------------------ injected: train
-@pytest.fixture(scope="module")
-def toy_tsv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("toy") / "toy.tsv"
-    path.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, defs in TOY_WORDS.items() for d in defs))
-    return path
-
-
 def _train(bert_path: Path, dictionary: Path, output: Path, *extra: str) -> list[str]:
     base = ["train", "--model", str(bert_path), "--dictionary", str(dictionary), "--output", str(output)]
     return [*base, "--lr-grid", "1e-3", "--limit", "6", *extra]

@@ -8,16 +8,9 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from conftest import TOY_WORDS, PlantedPickle, cli_refuses, cli_succeeds, damaged_copy
+from conftest import PlantedPickle, cli_refuses, cli_succeeds, damaged_copy
 
 pytestmark = pytest.mark.usefixtures("restore_log_level")
-
-
-@pytest.fixture(scope="module")
-def toy_tsv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("toy") / "toy.tsv"
-    path.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, defs in TOY_WORDS.items() for d in defs))
-    return path
 
 
 def _train(bert_path: Path, dictionary: Path, output: Path, *extra: str) -> list[str]:
