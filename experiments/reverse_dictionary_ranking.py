@@ -16,8 +16,15 @@ Candidate scores, each an [entries] array per query, combined linearly with weig
 - `defmax`: the best cosine of the query to one of the entry's definitions (entry encoder's vectors);
 - `bm25`: the best BM25 of the query against one of the entry's definitions (bm25s, English stop words,
   Snowball stems), divided by the query's best BM25 over all definitions;
-- `freq`: the entry's `wordfreq` Zipf frequency / 8 (multi-word entries as wordfreq combines them).
-`--vectors` caches the entry encoder's vectors of every definition (an .npy file and a .json of the pairs).
+- `freq`: the entry's `wordfreq` Zipf frequency / 8 (multi-word entries as wordfreq combines them);
+- `base`: the best cosine of the query encoded by the ENTRY encoder (the untrained base model, the encoder of
+  the definition vectors) to one of the entry's definitions: plain semantic search over the definitions.
+The product's score (`dictembed.search_options.Ranking`) is (dense + w_d defmax) / (1 + w_d) + w_f Zipf, which
+ranks as `dense + w_d defmax + 8 (1 + w_d) w_f freq`; it reranks only the `--depth` best groups by dense + w_f
+Zipf (the others keep that order below them), as `--depth` does here for every row with `defmax`. The
+definition vectors are the model's own (`DefinitionSpace.definitions`, float16) when its space keeps them;
+else `--vectors` caches the entry encoder's vectors of every definition (an .npy file and a .json of the pairs).
+`--floors` adds rows for candidate sets (`Ranking.min_frequency`): only words of at least that Zipf frequency.
 """
 
 from __future__ import annotations
@@ -40,9 +47,10 @@ from dictembed.evaluation import leak_free
 from dictembed.loading import resolve_model
 from dictembed.record import RunRecord
 from dictembed.reverse_dictionary import EntryGroups, load_description_pairs, model_dictionary
+from dictembed.search_options import RERANK_DEPTH, Ranking
 
 DESCRIPTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
-COMPONENTS = ("dense", "defmax", "bm25", "freq")
+COMPONENTS = ("dense", "defmax", "bm25", "freq", "base")
 CHUNK = 128
 
 
@@ -82,11 +90,18 @@ def zipf(words: list[str]) -> np.ndarray:
 class Scorer:
     """Every candidate score of a query over all entries, and the grouped 0-based rank of its gold."""
 
-    def __init__(self, encoder: Encoder, space: DefinitionSpace, pairs: list[tuple[str, str]], vectors: np.ndarray):
+    def __init__(
+        self,
+        encoder: Encoder,
+        space: DefinitionSpace,
+        pairs: list[tuple[str, str]],
+        vectors: np.ndarray,
+        base: Encoder | None = None,
+    ):
         import bm25s
         import Stemmer
 
-        self.encoder, self.space = encoder, space
+        self.encoder, self.space, self.base = encoder, space, base
         self.owner = np.array([space.index[w] for w, _ in pairs])
         if (np.diff(self.owner) < 0).any():
             raise SystemExit("definitions must come grouped by entry, in entry order")
@@ -114,6 +129,11 @@ class Scorer:
         h = F.normalize(torch.from_numpy(self.encoder.encode(texts, batch_size=64)), dim=-1)
         dense = (h @ self.entry_unit.T).numpy()
         per_def = (h @ self.def_unit.T).numpy()
+        if self.base is not None:
+            b = F.normalize(torch.from_numpy(self.base.encode(texts, batch_size=64)), dim=-1)
+            per_def_base = (b @ self.def_unit.T).numpy()
+        else:
+            per_def_base = np.zeros_like(per_def)
         tokens = bm25s_tokens(self, texts)
         lexical = np.stack([self.bm25.get_scores(t) if t else np.zeros(len(self.owner)) for t in tokens])
         if queries.left_out is not None:
@@ -122,10 +142,16 @@ class Scorer:
                 loo = self.space.leave_one_out(np.array([e]), self.raw_vectors[d][None])[0]
                 dense[row, e] = float(h[row] @ F.normalize(torch.from_numpy(loo), dim=-1))
                 per_def[row, d] = -np.inf
+                per_def_base[row, d] = -np.inf
                 lexical[row, d] = 0.0
         best = lexical.max(axis=1, keepdims=True)
         lexical = lexical / np.where(best > 0, best, 1.0)
-        parts = {"dense": dense, "defmax": self._per_entry_max(per_def), "bm25": self._per_entry_max(lexical)}
+        parts = {
+            "dense": dense,
+            "defmax": self._per_entry_max(per_def),
+            "bm25": self._per_entry_max(lexical),
+            "base": self._per_entry_max(per_def_base),
+        }
         if queries.left_out is not None:  # the gold's group mates share its definitions: leave it out of them too
             for row, gold in enumerate(queries.gold[start:stop]):
                 e = int(gold[0])
@@ -134,9 +160,23 @@ class Scorer:
                     values[row, mates] = values[row, e]
         return {**parts, "freq": self.freq[None, :]}
 
-    def ranks(self, combined: np.ndarray, gold: list[np.ndarray]) -> np.ndarray:
-        """0-based grouped ranks: groups (best member's score) scored strictly above the gold's best group."""
-        grouped = np.maximum.reduceat(combined[:, self.by_group], self.group_starts, axis=1)
+    def grouped(self, scores: np.ndarray) -> np.ndarray:
+        """Per group, its best member's score."""
+        return np.maximum.reduceat(scores[:, self.by_group], self.group_starts, axis=1)
+
+    def ranks(
+        self, combined: np.ndarray, gold: list[np.ndarray], first: np.ndarray | None = None, depth: int = 0
+    ) -> np.ndarray:
+        """0-based grouped ranks: groups (best member's score) scored strictly above the gold's best group.
+        With `first` (a first-stage score), only each row's `depth` best groups by it are ordered by `combined`,
+        ahead of the rest, which keep the order of `first`."""
+        grouped = self.grouped(combined)
+        if first is not None:
+            stage = self.grouped(first)
+            top = np.argpartition(-stage, depth - 1, axis=1)[:, :depth]
+            inside = np.zeros_like(stage, dtype=bool)
+            np.put_along_axis(inside, top, True, axis=1)
+            grouped = np.where(inside, grouped + 1e3, stage)
         out = np.empty(len(gold))
         for row, g in enumerate(gold):
             best = grouped[row, self.group_of[g]].max()
@@ -199,6 +239,20 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=1000, help="queries per cross-dictionary / leave-one-out set")
     parser.add_argument("--json", type=Path, default=None, help="write every component score summary here")
     parser.add_argument("--no-definitions", action="store_true", help="leave out `defmax` (no definition vectors)")
+    parser.add_argument("--no-base", action="store_true", help="leave out `base` (no second query encoding)")
+    parser.add_argument(
+        "--floors",
+        type=lambda text: [float(x) for x in text.split(",") if x],
+        default=[1.0, 2.0, 3.0],
+        help="candidate sets measured with the product default: words of at least these Zipf frequencies",
+    )
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=RERANK_DEPTH,
+        help="in the reported rows, rerank only this many groups by `defmax` and `base` (0: all of them); the "
+        "weights are tuned without it",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     folder = resolve_model(args.model)
@@ -214,26 +268,50 @@ def main() -> None:
     if args.no_definitions:  # a stand-in: every definition the zero vector, so `defmax` is 0 and not tuned
         vectors = np.zeros((len(pairs), space.matrix.shape[1]), dtype=np.float32)
         vectors[:, 0] = 1.0
+    elif space.definitions is not None:  # the model's own, as the reverse dictionary uses them
+        assert len(space.definitions) == len(pairs), "the space's definitions are not the dictionary's"
+        vectors = space.definitions.float().numpy()
     else:
         vectors = definition_vectors(args.vectors, pairs, pooled)
     encoder = Encoder.load(str(folder), device="cpu")
-    scorer = Scorer(encoder, space, pairs, vectors)
+    scorer = Scorer(encoder, space, pairs, vectors, None if args.no_base else pooled)
     print(f"ready in {time.perf_counter() - start:.0f} s", flush=True)
 
     sets = query_sets(space, dictionary, pairs, source.split_seed, args.limit)
     dev = next(q for q in sets if q.name == "desc-dev")
     dev_parts = [scorer.components(dev, s, s + CHUNK) for s in range(0, len(dev.texts), CHUNK)]
 
-    def ranks_of(parts: dict[str, np.ndarray], weights: dict[str, float], gold: list[np.ndarray]) -> np.ndarray:
-        combined = sum(w * parts[c] for c, w in weights.items() if w)
-        return scorer.ranks(np.asarray(combined, dtype=np.float32), gold)
+    second = ("defmax", "base")  # the terms that rerank the `--depth` best by the others
 
-    grid = {"defmax": (0, 0.5, 1, 2), "bm25": (0, 0.05, 0.1, 0.2, 0.4), "freq": (0, 0.05, 0.1, 0.2, 0.4)}
+    def ranks_of(
+        parts: dict[str, np.ndarray], weights: dict[str, float], gold: list[np.ndarray], depth: int = 0
+    ) -> np.ndarray:
+        floor = weights.get("floor", 0)  # the candidate set: words of at least this Zipf frequency
+        if floor:
+            rare = scorer.freq * 8 < floor
+            parts = {c: np.where(rare, -np.inf, v) if c == "dense" else v for c, v in parts.items()}
+        depth = int(weights.get("depth", depth))
+        weights = {c: w for c, w in weights.items() if c in COMPONENTS}
+        combined = np.asarray(sum(w * parts[c] for c, w in weights.items() if w), dtype=np.float32)
+        scale = 1 + sum(weights.get(c, 0) for c in second)
+        if scale == 1 or not depth:
+            return scorer.ranks(combined, gold)
+        first = sum(
+            w / scale * parts[c] if c == "freq" else w * parts[c] for c, w in weights.items() if w and c not in second
+        )
+        return scorer.ranks(combined, gold, np.asarray(first, dtype=np.float32), depth)
+
+    grid = {
+        "defmax": (0, 0.25, 0.5, 0.75, 1, 2),
+        "bm25": (0, 0.05, 0.1),
+        "freq": (0, 0.025, 0.05, 0.075, 0.1, 0.2),
+        "base": (0,) if args.no_base else (0, 0.5, 1, 2),
+    }
     if args.no_definitions:
         grid["defmax"] = (0,)
     tuned = []
-    for a, b, c in itertools.product(*grid.values()):
-        weights = {"dense": 1.0, "defmax": a, "bm25": b, "freq": c}
+    for a, b, c, d in itertools.product(*grid.values()):
+        weights = {"dense": 1.0, "defmax": a, "bm25": b, "freq": c, "base": d}
         ranks = np.concatenate(
             [ranks_of(p, weights, dev.gold[i * CHUNK : (i + 1) * CHUNK]) for i, p in enumerate(dev_parts)]
         )
@@ -245,14 +323,23 @@ def main() -> None:
         alone = [w for _, w in tuned if w[component] and all(w[c] == 0 for c in grid if c != component)]
         if alone:
             rows[f"+{component}"] = alone[0]
+    for label, without in (("defmax+freq", ("bm25", "base")), ("defmax+freq+base", ("bm25",))):
+        best = [w for _, w in tuned if all(w[c] == 0 for c in without)]
+        rows[f"{label}, tuned"] = best[0]
     rows["all, tuned"] = tuned[0][1]
+    default = Ranking()  # the product's default, in this script's weights
+    a = default.definition_weight
+    rows["product default"] = {"dense": 1.0, "defmax": a, "freq": 8 * (1 + a) * default.frequency_weight}
+    rows["product default, every group reranked"] = {**rows["product default"], "depth": 0}
+    for floor in args.floors:
+        rows[f"product default, Zipf >= {floor:g}"] = {**rows["product default"], "floor": floor}
     results = []
     for q in sets:
         found: dict[str, list[np.ndarray]] = {label: [] for label in rows}
         for s in range(0, len(q.texts), CHUNK):
             parts = dev_parts[s // CHUNK] if q is dev else scorer.components(q, s, s + CHUNK)
             for label, weights in rows.items():
-                found[label].append(ranks_of(parts, weights, q.gold[s : s + CHUNK]))
+                found[label].append(ranks_of(parts, weights, q.gold[s : s + CHUNK], args.depth))
         for label, weights in rows.items():
             r = {"ranking": label, "weights": weights, "queries": q.name, **q.counts}
             r.update(metrics(np.concatenate(found[label])))

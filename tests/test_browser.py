@@ -142,6 +142,7 @@ def test_a_one_word_query_shows_words_like_it(page, base_url) -> None:
     assert "entry vectors" in page.locator("#score-note").text_content()
     _search(page, "zebra")  # no entry: described
     _status_starts(page, f"{len(HEADWORDS) - 2} results")
+    assert "closest definition" in page.locator("#score-note").text_content()  # cosine+definition+frequency
 
 
 def test_clicking_a_word_looks_it_up(page, base_url) -> None:

@@ -115,9 +115,17 @@ def test_entry_vectors_are_checked_when_loaded(change, named, served_model, tmp_
 
 def test_an_entry_space_of_another_width_is_refused(served_model, tmp_path, capsys) -> None:
     folder = damaged_copy(served_model, tmp_path / "m")
-    _rewrite_space(folder, lambda t, meta: t.update(matrix=t["matrix"][:, :-2].contiguous()))
+    names = ("matrix", "definitions")  # as an entry space of another encoder
+    _rewrite_space(folder, lambda t, meta: t.update({name: t[name][:, :-2].contiguous() for name in names}))
     error = cli_refuses(capsys, _predict(folder, "a pet that barks"), "dimensions")
     assert "does not belong to this encoder" in error
+
+
+def test_definition_vectors_that_do_not_fit_the_entries_are_refused(served_model, tmp_path, capsys) -> None:
+    folder = damaged_copy(served_model, tmp_path / "m")
+    _rewrite_space(folder, lambda t, meta: t.update(definitions=t["definitions"][1:].contiguous()))
+    error = cli_refuses(capsys, _predict(folder, "a pet that barks"), "entry_space")
+    assert "definition vectors do not fit" in error
 
 
 def test_a_model_without_an_entry_space_is_named(saved_bert, capsys) -> None:

@@ -18,6 +18,7 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, MLMHeadSpace
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.reverse_dictionary import EntryGroups, ReverseDictionary, load_description_pairs, top_indices
+from dictembed.search_options import Ranking
 
 EVERYDAY = Path(__file__).parent / "data" / "everyday_descriptions.tsv"
 SHORT = "lasting a very short time"
@@ -60,7 +61,7 @@ def encoder(bert_path) -> Encoder:
 @pytest.fixture(scope="module")
 def rd(encoder, space, dictionary) -> ReverseDictionary:
     """Ranked by cosine alone (no word-frequency prior: see test_word_frequency.py)."""
-    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy", frequency_weight=0)
+    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy", ranking=Ranking(frequency_weight=0))
 
 
 def _words(results) -> list[str]:

@@ -56,13 +56,15 @@ def test_health(client) -> None:
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["model"] == "toy-reverse-dictionary"
     assert health["entries"] == len(HEADWORDS) and health["results"] == len(HEADWORDS) - 2
-    assert health["score_kind"] == "cosine+frequency" and health["definitions"] is True
+    assert health["score_kind"] == "cosine+definition+frequency" and health["definitions"] is True
 
 
 def test_reverse_finds_the_gold_word_with_its_definitions(client) -> None:
     data = _reverse(client, q="  a domesticated animal that barks ", k=3)
     assert data["query"] == "a domesticated animal that barks" and data["model"] == "toy-reverse-dictionary"
-    assert data["entries"] == len(HEADWORDS) and data["score_kind"] == "cosine+frequency"  # English headwords
+    assert (
+        data["entries"] == len(HEADWORDS) and data["score_kind"] == "cosine+definition+frequency"
+    )  # English headwords
     assert len(data["results"]) == 3 and "dog" in _words(data["results"])
     scores = [r["score"] for r in data["results"]]
     assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 + 8 * FREQUENCY_WEIGHT for s in scores)

@@ -15,8 +15,8 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import FREQUENCY_WEIGHT
-from dictembed.word_frequency import frequency_prior, guess_language, zipf_frequencies
+from dictembed.search_options import FREQUENCY_WEIGHT, Ranking
+from dictembed.word_frequency import entry_frequencies, guess_language, zipf_frequencies
 
 # "house" is a frequent word, "domicile" a rare one: with identical vectors but for a tiny nudge, the prior decides
 WORDS = ["domicile", "house", "zyzzyva", "giraffe"]
@@ -43,8 +43,10 @@ def _dictionary() -> Dictionary:
 
 def test_the_score_is_cosine_plus_weight_times_zipf(encoder: Encoder, space: DefinitionSpace) -> None:
     query = "a place where people live"
-    plain = ReverseDictionary(encoder, space, _dictionary(), frequency_weight=0).search(query, k=4)
-    ranked = ReverseDictionary(encoder, space, _dictionary(), frequency_weight=0.05, language="en").search(query, k=4)
+    plain = ReverseDictionary(encoder, space, _dictionary(), ranking=Ranking(frequency_weight=0)).search(query, k=4)
+    ranked = ReverseDictionary(
+        encoder, space, _dictionary(), ranking=Ranking(frequency_weight=0.05), language="en"
+    ).search(query, k=4)
     cosine = {r.words[0]: r.score for r in plain}
     expected = {w: cosine[w] + 0.05 * zipf_frequency(w, "en") for w in WORDS}
     assert {r.words[0]: r.score for r in ranked} == pytest.approx(expected, abs=1e-5)
@@ -54,10 +56,10 @@ def test_the_score_is_cosine_plus_weight_times_zipf(encoder: Encoder, space: Def
 
 
 def test_no_prior_when_turned_off_or_unknown(encoder: Encoder, space: DefinitionSpace) -> None:
-    for options in ({"frequency_weight": 0}, {"language": None}, {"language": "none"}):
+    for options in ({"ranking": Ranking(frequency_weight=0)}, {"language": None}, {"language": "none"}):
         rd = ReverseDictionary(encoder, space, _dictionary(), **options)  # type: ignore[arg-type]
         assert rd.prepare().group_prior is None
-    assert frequency_prior(["qzxvw", "jjkqp", "xxvqz"], "auto") is None  # neither English nor Chinese
+    assert entry_frequencies(["qzxvw", "jjkqp", "xxvqz"], "auto") is None  # neither English nor Chinese
 
 
 def test_the_language_is_recognised() -> None:

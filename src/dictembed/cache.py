@@ -1,7 +1,8 @@
 """The one entry-space cache shared by every run: `$DICTEMBED_CACHE`, else the user cache folder
 (`$XDG_CACHE_HOME/dictembed`, else `~/.cache/dictembed`), like Hugging Face's own cache.
 
-A cached space is `definitions-<key>.safetensors` (its float32 matrix, keyed by `cache_key`) with a
+A cached space is `definitions-<key>.safetensors` (its float32 matrix, keyed by `cache_key`, and for a plain
+definition space the float16 vector of every definition, for the reverse dictionary's rerank) with a
 small JSON sidecar `definitions-<key>.json` saying what it was built from. Building one is serialised by a file
 lock in `.locks/` (a second process building the same space waits, then loads the finished file), and the
 matrix is written to a temporary name and renamed into place, so the cache never holds a half-written file.
@@ -100,25 +101,32 @@ def _digest(matrix: torch.Tensor) -> str:
     return hashlib.sha256(data.data).hexdigest()  # the array's buffer, not a copy
 
 
-def _read(path: Path) -> torch.Tensor | None:
-    """The cached matrix, or None (logged, naming the file) when it is missing, unreadable or not the matrix
-    that was written: then it is rebuilt."""
+def _read(path: Path, needs: tuple[str, ...] = ()) -> dict[str, torch.Tensor] | None:
+    """The cached tensors (the matrix, and `needs` beside it), or None (logged, naming the file) when the file is
+    missing, unreadable, lacks one of `needs` or is not what was written: then it is rebuilt."""
     if not path.exists():
         return None
     try:
-        matrix = load_file(str(path))["matrix"]
+        tensors = load_file(str(path))
+        matrix = tensors["matrix"]
     except (OSError, SafetensorError, KeyError) as err:
         log.warning("entry-space cache %s is unreadable (%s); rebuilding it", path, " ".join(str(err).split()))
         return None
     info = _source(path)
+    digests = info.get("sha256_of", {})
+    missing = [name for name in needs if name not in tensors]
     if matrix.ndim != 2 or matrix.dtype != torch.float32 or not torch.isfinite(matrix).all():
         problem = f"not a finite float32 matrix ({matrix.dtype}, shape {list(matrix.shape)})"
     elif "shape" in info and list(matrix.shape) != info["shape"]:
         problem = f"of shape {list(matrix.shape)}, recorded {info['shape']}"
     elif "sha256" in info and _digest(matrix) != info["sha256"]:
         problem = "changed since it was written (its checksum differs)"
+    elif missing:
+        problem = f"without its {', '.join(missing)} (written by an older version)"
+    elif any(name in digests and _digest(tensors[name]) != digests[name] for name in needs):
+        problem = "changed since it was written (its checksum differs)"
     else:
-        return matrix
+        return {name: tensors[name] for name in ("matrix", *needs)}
     log.warning("entry-space cache %s is %s; rebuilding it", path, problem)
     return None
 
@@ -162,12 +170,14 @@ def _acquire(path: Path) -> FileLock | None:
     return lock
 
 
-def _write(path: Path, matrix: torch.Tensor, source: dict[str, Any] | None) -> None:
-    """Write the matrix and its sidecar into the cache, then remove the parts of its build; a failure of the disk
-    (read-only, full) is said once and the run goes on with the matrix in memory."""
+def _write(path: Path, tensors: dict[str, torch.Tensor], source: dict[str, Any] | None) -> None:
+    """Write the tensors (`matrix` and any beside it) and their sidecar into the cache, then remove the parts of
+    its build; a failure of the disk (read-only, full) is said once and the run goes on with them in memory."""
+    matrix = tensors["matrix"]
     try:
-        atomic_write(path, save({"matrix": matrix.detach().cpu().contiguous()}))
+        atomic_write(path, save({name: t.detach().cpu().contiguous() for name, t in tensors.items()}))
         info = {**(source or {}), "shape": list(matrix.shape), "sha256": _digest(matrix)}
+        info["sha256_of"] = {name: _digest(t) for name, t in tensors.items() if name != "matrix"}
         info["created"] = time.strftime("%Y-%m-%dT%H:%M:%S")
         atomic_write(_sidecar(path), json.dumps(info, indent=1))
     except OSError as err:
@@ -177,19 +187,23 @@ def _write(path: Path, matrix: torch.Tensor, source: dict[str, Any] | None) -> N
     shutil.rmtree(parts_folder(path), ignore_errors=True)
 
 
-def cached_matrix(
-    path: Path, build: Callable[[Path | None], torch.Tensor], source: dict[str, Any] | None = None
-) -> torch.Tensor:
-    """The matrix cached at `path`, else `build(parts)` written there (with `source` in a JSON sidecar).
+def cached_tensors(
+    path: Path,
+    build: Callable[[Path | None], dict[str, torch.Tensor]],
+    source: dict[str, Any] | None = None,
+    needs: tuple[str, ...] = (),
+) -> dict[str, torch.Tensor]:
+    """The tensors cached at `path` (a float32 `matrix` and the `needs` beside it), else `build(parts)` written
+    there (with `source` in a JSON sidecar).
 
     Holds the file's lock while checking, building and writing: two processes asking for the same space
     build it once; the second waits and loads the first one's file. `parts` is the folder where the build may
-    keep its work in parts (`PartialBuild`, removed once the matrix is cached); None under a distributed launch
-    and when the cache cannot be used, which is said once: then the matrix is built and returned uncached."""
+    keep its work in parts (`PartialBuild`, removed once the tensors are cached); None under a distributed launch
+    and when the cache cannot be used, which is said once: then the tensors are built and returned uncached."""
     group = _distributed()
-    if not group and (matrix := _read(path)) is not None:
+    if not group and (tensors := _read(path, needs)) is not None:
         log.info("entry space loaded from cache %s", path)
-        return matrix
+        return tensors
     # In a distributed run the processes build together (an encode may be shared among them): the main
     # process holds the lock for all of them and writes; the barriers make every process see one cache state.
     main = is_main_process()
@@ -197,18 +211,18 @@ def cached_matrix(
     usable = lock is not None or not main
     try:
         wait_for_everyone()
-        matrix = _read(path) if usable else None  # built by another process while this one waited
-        if matrix is not None:
+        found = _read(path, needs) if usable else None  # built by another process while this one waited
+        if found is not None:
             log.info("entry space loaded from cache %s", path)
         else:
-            matrix = build(parts_folder(path) if usable and not group else None)
+            found = build(parts_folder(path) if usable and not group else None)
             if main and usable:
-                _write(path, matrix, source)
+                _write(path, found, source)
         wait_for_everyone()
     finally:
         if lock is not None:
             lock.release()
-    return matrix
+    return found
 
 
 class PartialBuild:

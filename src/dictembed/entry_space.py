@@ -28,7 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from dictembed.cache import PartialBuild, cache_key, cached_matrix, space_path
+from dictembed.cache import PartialBuild, cache_key, cached_tensors, space_path
 from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes, process_count
@@ -138,7 +138,11 @@ class EntrySpace(nn.Module):
             if kind == "MLMHeadSpace":
                 return MLMHeadSpace.from_saved(meta, tensors)
             cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[kind]
-            extra = {"counts": tensors.get("counts")} if cls is DefinitionSpace else {}
+            extra = (
+                {"counts": tensors.get("counts"), "definitions": tensors.get("definitions")}
+                if cls is DefinitionSpace
+                else {}
+            )
             return cls(
                 words,
                 tensors["matrix"],
@@ -326,7 +330,9 @@ class DefinitionSpace(MatrixSpace):
 
     `counts` (or None, for spaces saved before it was kept) is the number of definitions behind each entry,
     saved beside the matrix: with it, the mean of an entry without one of its definitions is exact
-    (`leave_one_out`)."""
+    (`leave_one_out`). `definitions` (or None: an ICA space, an older save) is the float16 vector of every
+    definition, entry by entry in the dictionary's order (`counts[i]` rows for entry i), saved beside them: the
+    reverse dictionary reranks its best candidates by their best single definition (`definition_rows`)."""
 
     kind = "definitions"
 
@@ -338,22 +344,51 @@ class DefinitionSpace(MatrixSpace):
         temperature: float = 0.05,
         kind: str | None = None,
         counts: torch.Tensor | np.ndarray | None = None,
+        definitions: torch.Tensor | np.ndarray | None = None,
     ) -> None:
         super().__init__(words, matrix, similarity, temperature, kind)
         self.counts: torch.Tensor | None = None
+        self.definitions: torch.Tensor | None = None
         if counts is not None:
             counts = torch.as_tensor(np.asarray(counts), dtype=torch.long).clone()
             if counts.shape != (len(self.words),) or (counts < 1).any():
                 raise DictEmbedError(f"{len(self.words)} entries need as many positive counts, got {counts.shape}")
             self.counts = counts
+        if definitions is not None:
+            vectors = torch.as_tensor(np.asarray(definitions)).to(torch.float16).contiguous()
+            expected = (int(self.counts.sum()) if self.counts is not None else -1, self.matrix.shape[1])
+            if tuple(vectors.shape) != expected:
+                raise DictEmbedError(
+                    f"{tuple(vectors.shape)} definition vectors do not fit the entries' counts and dimensions "
+                    f"{expected}" + (" (the space has no counts)" if self.counts is None else "")
+                )
+            if torch.isfinite(vectors).all():
+                self.definitions = vectors
+            else:
+                log.warning("the definition vectors exceed the range of float16; the space keeps none")
 
     def _saved_tensors(self) -> dict[str, torch.Tensor]:
-        return {**self._tensors(), **({"counts": self.counts} if self.counts is not None else {})}
+        kept = {"counts": self.counts, "definitions": self.definitions}
+        return {**self._tensors(), **{name: t for name, t in kept.items() if t is not None}}
+
+    def definition_rows(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of `definitions` of each of `entries`, one after another, and where each entry's rows start
+        among them (for `np.maximum.reduceat`). Needs the counts."""
+        counts = self.check_counts()
+        first = np.cumsum(counts) - counts  # the first row of each entry
+        sizes = counts[entries]
+        starts = np.cumsum(sizes) - sizes
+        rows = np.repeat(first[entries] - starts, sizes) + np.arange(int(sizes.sum()))
+        return rows, starts
 
     def check_leave_one_out(self) -> np.ndarray:
         """The per-entry counts, or a one-line DictEmbedError when leave-one-out is impossible (ICA, no counts)."""
         if self.kind.endswith("-ica"):
             raise DictEmbedError("leave-one-out needs a plain definition space; an ICA-transformed one has no means")
+        return self.check_counts()
+
+    def check_counts(self) -> np.ndarray:
+        """The per-entry definition counts, or a one-line DictEmbedError for a space saved without them."""
         if self.counts is None:
             raise DictEmbedError(
                 "this entry space was saved without its per-entry definition counts (an older save); "
@@ -367,7 +402,12 @@ class DefinitionSpace(MatrixSpace):
         rows = [i for i, word in enumerate(self.words) if word in keep]
         counts = self.counts[rows] if self.counts is not None else None
         words_kept = [self.words[i] for i in rows]
-        return DefinitionSpace(words_kept, self.matrix[rows], self.similarity, self.temperature, self.kind, counts)
+        definitions = None
+        if self.definitions is not None:
+            definitions = self.definitions[self.definition_rows(np.array(rows, dtype=np.int64))[0]]
+        return DefinitionSpace(
+            words_kept, self.matrix[rows], self.similarity, self.temperature, self.kind, counts, definitions
+        )
 
     def leave_one_out(self, entries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         """The vectors of `entries[i]` without the definition whose entry-encoder vector is `vectors[i]`:
@@ -392,7 +432,8 @@ class DefinitionSpace(MatrixSpace):
         similarity: Literal["dot", "cosine"] = "dot",
         temperature: float = 0.05,
     ) -> DefinitionSpace:
-        """Encode every definition (no grad, length-sorted batches) and average per headword.
+        """Encode every definition (no grad, length-sorted batches) and average per headword; a plain (non-ICA)
+        space keeps every definition's vector in float16 (`definitions`).
         `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors.
 
         With `cache_dir` (recipes pass `dictembed.cache.default_cache_dir()`, i.e. $DICTEMBED_CACHE) the matrix
@@ -404,7 +445,7 @@ class DefinitionSpace(MatrixSpace):
         kind = f"definitions-{entries}" + ("-ica" if ica else "")
         counts = np.array([len(e.senses) for e in dictionary])
         if cache_dir is None:
-            matrix = cls._matrix(encoder, dictionary, counts, entries, ica, None, batch_size, None)
+            tensors = cls._tensors_of(encoder, dictionary, counts, entries, ica, None, batch_size, None)
         else:
             source = {
                 "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
@@ -417,15 +458,19 @@ class DefinitionSpace(MatrixSpace):
                 "precision": encoder.compute_precision,
             }
             path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
-            matrix = cached_matrix(
+            tensors = cached_tensors(
                 path,
-                lambda parts: cls._matrix(encoder, dictionary, counts, entries, ica, cache_dir, batch_size, parts),
+                lambda parts: cls._tensors_of(encoder, dictionary, counts, entries, ica, cache_dir, batch_size, parts),
                 source,
+                needs=() if ica else ("definitions",),
             )
-        return cls(dictionary.headwords, matrix, similarity, temperature, kind, None if ica else counts)
+        definitions = tensors.get("definitions")
+        return cls(
+            dictionary.headwords, tensors["matrix"], similarity, temperature, kind, None if ica else counts, definitions
+        )
 
     @classmethod
-    def _matrix(
+    def _tensors_of(
         cls,
         encoder: Encoder,
         dictionary: Dictionary,
@@ -435,26 +480,30 @@ class DefinitionSpace(MatrixSpace):
         cache_dir: str | Path | None,
         batch_size: int,
         parts: Path | None,
-    ) -> torch.Tensor:
-        """The float32 entry matrix of `build`, computed (no cache lookup of its own); `counts`: the
-        definitions of each entry; `parts`: where to keep the encoded definitions until the matrix is cached."""
+    ) -> dict[str, torch.Tensor]:
+        """The float32 entry `matrix` of `build` and, for a plain space, the float16 `definitions`, computed (no
+        cache lookup of its own); `counts`: the definitions of each entry; `parts`: where to keep the encoded
+        definitions until the space is cached."""
         if ica:  # the ICA space transforms the plain one, which is itself cached
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())
-        else:
-            pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
-            with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
-                definitions = [d for _, d in dictionary.pairs()]
-                if process_count() > 1:  # each process encodes a share; all end with every vector, in order
-                    vectors = encode_across_processes(pooled, definitions, batch_size, show_progress_bar=True)
-                else:
-                    what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
-                    vectors = encode_in_parts(pooled, definitions, batch_size, parts, what)
-            owner = np.repeat(np.arange(len(counts)), counts)
-            matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
-            np.add.at(matrix, owner, vectors)
-            matrix /= counts[:, None]
-        return torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))
+            return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
+        pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
+        with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
+            definitions = [d for _, d in dictionary.pairs()]
+            if process_count() > 1:  # each process encodes a share; all end with every vector, in order
+                vectors = encode_across_processes(pooled, definitions, batch_size, show_progress_bar=True)
+            else:
+                what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
+                vectors = encode_in_parts(pooled, definitions, batch_size, parts, what)
+        owner = np.repeat(np.arange(len(counts)), counts)
+        matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
+        np.add.at(matrix, owner, vectors)
+        matrix /= counts[:, None]
+        return {
+            "matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32)),
+            "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
+        }
 
 
 def part_sizes(count: int, batch_size: int) -> list[int]:

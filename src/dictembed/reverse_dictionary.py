@@ -10,10 +10,11 @@ Two views of one model:
   dictionary the model was trained on.
 - `neighbours` lists an entry's near-synonyms: the entries nearest to its own entry vector, itself left out.
 
-The `score` of a `Result` is the cosine similarity of the query's vector and the entry vector, for the
-matrix spaces of DefSent+ (and the word-embedding fallback). It ranks exactly as the model's cosine logits
-(the `best` preset), and in practice lies in [0, 1]. A space without an entry matrix (DefSent's MLM head)
-scores by the model's softmax probability instead; `score_kind` says which.
+The `score` of a `Result`, for the matrix spaces of DefSent+ (and the word-embedding fallback), is the cosine
+similarity of the query's vector and the entry vector, mixed with the cosine to the entry's best single
+definition and a word-frequency prior as `Ranking` says (`score_kind` names the terms in use); without them it
+ranks exactly as the model's cosine logits (the `best` preset). A space without an entry matrix (DefSent's MLM
+head) scores by the model's softmax probability instead.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -39,7 +40,7 @@ from dictembed.dictionary import load_dictionary
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
-from dictembed.entry_space import EntrySpace, MatrixSpace
+from dictembed.entry_space import DefinitionSpace, EntrySpace, MatrixSpace
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores
 from dictembed.io import atomic_write
@@ -48,16 +49,21 @@ from dictembed.paths import public_name
 from dictembed.recipes.config import RunConfig
 from dictembed.record import RunRecord
 from dictembed.search_options import (
-    FREQUENCY_WEIGHT,
     SEARCH_MODES,
     Filters,
+    Ranking,
     normalize_pos,
     pattern_matcher,
     word_length,
 )
-from dictembed.word_frequency import frequency_prior
+from dictembed.word_frequency import entry_frequencies
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
+# A large matrix space is searched in two stages (`CoarseIndex`): every group by a projection of the unit entry
+# vectors on their first COARSE_DIMS principal directions, then the COARSE_CANDIDATES best exactly.
+COARSE_MIN_GROUPS = 20_000
+COARSE_DIMS = 128
+COARSE_CANDIDATES = 1000
 DEFINITIONS_FILE = "definitions.jsonl"  # what serving needs of a model's dictionary, inside the model folder
 
 
@@ -185,6 +191,28 @@ def top_indices(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.nd
 
 
 @dataclass
+class CoarseIndex:
+    """A first stage for a large space: the unit entry vectors projected on their first principal directions
+    (of the uncentred second moment, which best keeps their dot products), so that scoring every group reads a
+    third of the matrix; the best candidates are then scored exactly."""
+
+    projection: torch.Tensor  # [dim, dims]
+    vectors: torch.Tensor  # [groups, dims]
+
+    @classmethod
+    def of(cls, unit: torch.Tensor, dims: int) -> CoarseIndex:
+        """The index of the rows of `unit` in `dims` dimensions."""
+        moment = (unit.T.double() @ unit.double()).cpu()
+        _, directions = torch.linalg.eigh(moment)  # ascending eigenvalues
+        projection = directions[:, -dims:].flip(1).to(unit.dtype).to(unit.device).contiguous()
+        return cls(projection, (unit @ projection).contiguous())
+
+    def scores(self, queries: torch.Tensor) -> np.ndarray:
+        """Approximate dot products [queries, groups] of unit query vectors with every group."""
+        return ((queries @ self.projection) @ self.vectors.T).cpu().numpy()
+
+
+@dataclass
 class WordIndex:
     """What the length and initial filters and `neighbours` read of each entry, computed once: its length in
     letters (`word_length`), its group, and the case-folded words in sorted order for prefix look-ups."""
@@ -247,13 +275,16 @@ class ReverseDictionary:
         name: str | None = None,
         encoding: str = "utf-8",
         columns: str | None = None,
-        frequency_weight: float = FREQUENCY_WEIGHT,
+        ranking: Ranking | None = None,
         language: str | None = "auto",
     ) -> None:
         self.encoder = encoder
-        self.frequency_weight, self.language = frequency_weight, language
+        self.ranking, self.language = ranking or Ranking(), language
+        self._frequencies: np.ndarray | None = None
+        self._frequencies_done = False
         self._prior: np.ndarray | None = None
         self._prior_done = False
+        self._candidates: np.ndarray | None = None
         self.space = space.freeze()
         if isinstance(space, MatrixSpace) and space.matrix.shape[1] != encoder.dim:
             raise DictEmbedError(
@@ -271,6 +302,8 @@ class ReverseDictionary:
         self._lock = threading.RLock()
         self._groups: EntryGroups | None = None
         self._unit: torch.Tensor | None = None
+        self._coarse: CoarseIndex | None = None
+        self._unit_rows: np.ndarray | None = None
         self._masks: dict[tuple[str, str], np.ndarray] = {}
         self._word_index: WordIndex | None = None
         self._vector_unit: torch.Tensor | None = None  # `neighbours` in a space without a matrix
@@ -281,13 +314,14 @@ class ReverseDictionary:
         path: str | Path,
         device: str | torch.device | None = None,
         precision: str | None = "fp32",
-        frequency_weight: float = FREQUENCY_WEIGHT,
+        ranking: Ranking | None = None,
         language: str | None = "auto",
     ) -> ReverseDictionary:
         """A saved model folder (or hub name); its dictionary (the folder's own `definitions.jsonl`, else the
         one named in its record) is loaded on first use. `device` ("auto"/None: CUDA, else MPS, else CPU) and
         the compute `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`);
-        `frequency_weight` and `language` set the word-frequency prior (`dictembed.word_frequency`)."""
+        `ranking` weighs the score (`Ranking`, default: the tuned weights) and `language` names the
+        word-frequency prior's language (`dictembed.word_frequency`)."""
         folder = resolve_model(path)
         config = RunRecord.load(folder).config
         name = folder.resolve().name if Path(path).is_dir() else str(path)
@@ -299,13 +333,11 @@ class ReverseDictionary:
                 EntrySpace.load(folder),
                 dictionary=definitions,
                 name=name,
-                frequency_weight=frequency_weight,
+                ranking=ranking,
                 language=language,
             )
         if config is None:  # a model saved without training names no dictionary
-            return cls(
-                encoder, EntrySpace.load(folder), name=name, frequency_weight=frequency_weight, language=language
-            )
+            return cls(encoder, EntrySpace.load(folder), name=name, ranking=ranking, language=language)
         source = ModelDictionary.of(config)
         return cls(
             encoder,
@@ -315,7 +347,7 @@ class ReverseDictionary:
             encoding=source.encoding,
             columns=source.columns,
             name=name,
-            frequency_weight=frequency_weight,
+            ranking=ranking,
             language=language,
         )
 
@@ -353,11 +385,20 @@ class ReverseDictionary:
     # ------------------------------------------------------------------ search, for people
     @property
     def score_kind(self) -> str:
-        """`cosine` for spaces with an entry matrix (`cosine+frequency` with the word-frequency prior added, see
-        `group_prior`), else `probability` (softmax of the model's logits)."""
+        """`cosine` for spaces with an entry matrix, `+definition` when the best single definition reranks
+        (`reranks`), `+frequency` with the word-frequency prior (`group_prior`); else `probability` (softmax of
+        the model's logits)."""
         if not isinstance(self.space, MatrixSpace):
             return "probability"
-        return "cosine" if self.group_prior is None else "cosine+frequency"
+        return "cosine" + "+definition" * self.reranks + "+frequency" * (self.group_prior is not None)
+
+    @property
+    def reranks(self) -> bool:
+        """Whether searches rerank by the best single definition (`Ranking`): a definition space that keeps its
+        definition vectors, and a definition weight above 0."""
+        space = self.space
+        has = isinstance(space, DefinitionSpace) and space.definitions is not None and space.counts is not None
+        return has and self.ranking.definition_weight > 0
 
     @property
     def groups(self) -> EntryGroups:
@@ -368,6 +409,9 @@ class ReverseDictionary:
                     self._groups = EntryGroups.of(self.space.matrix.cpu().numpy())
                     first = torch.from_numpy(self._groups.first)
                     self._unit = F.normalize(self.space.matrix[first].float(), dim=-1).to(self.encoder.device)
+                    if len(first) >= COARSE_MIN_GROUPS and self._unit.shape[1] > COARSE_DIMS:
+                        self._coarse = CoarseIndex.of(self._unit, COARSE_DIMS)
+                        self._unit_rows = self._unit.cpu().numpy()  # the second stage's rows (shared on a CPU)
                 else:  # logits are not a function of one vector per entry: every entry is its own group
                     self._groups = EntryGroups.of(np.arange(len(self.space))[:, None])
             return self._groups
@@ -422,22 +466,53 @@ class ReverseDictionary:
 
     def prepare(self) -> ReverseDictionary:
         """Group the entries and load the dictionary now rather than on the first search."""
-        _ = self.groups, self.dictionary, self.word_index, self.group_prior
+        _ = self.groups, self.dictionary, self.word_index, self.group_prior, self.candidates
         return self
 
     @property
+    def frequencies(self) -> np.ndarray | None:
+        """Each entry's Zipf frequency (`word_frequency.entry_frequencies`, cached), or None when there are none."""
+        with self._lock:
+            if not self._frequencies_done:
+                self._frequencies_done = True
+                self._frequencies = entry_frequencies(self.space.words, self.language, cache_folder())
+            return self._frequencies
+
+    @property
     def group_prior(self) -> np.ndarray | None:
-        """Per group, the word-frequency prior of its most frequent word (`word_frequency.frequency_prior`), or
-        None: no prior (weight 0, a language without frequencies) or a space scored by probability."""
+        """Per group, the word-frequency prior of its most frequent word (`Ranking.frequency_weight` x its Zipf
+        frequency), or None: no prior (weight 0, no frequencies) or a space scored by probability."""
         groups = self.groups
         with self._lock:
             if not self._prior_done:
                 self._prior_done = True
-                if self._unit is not None:
-                    prior = frequency_prior(self.space.words, self.language, self.frequency_weight, cache_folder())
-                    if prior is not None:
-                        self._prior = np.maximum.reduceat(prior[groups.order], groups.starts).astype(np.float32)
+                weight = self.ranking.frequency_weight
+                if self._unit is not None and weight > 0 and (frequencies := self.frequencies) is not None:
+                    best = np.maximum.reduceat(frequencies[groups.order], groups.starts)
+                    self._prior = (weight * best).astype(np.float32)
             return self._prior
+
+    @property
+    def candidates(self) -> np.ndarray | None:
+        """The entries a search may list (`Ranking.min_frequency`), or None: every entry. A floor without word
+        frequencies to apply it to is a one-line error, not every entry."""
+        floor = self.ranking.min_frequency
+        if floor is None:
+            return None
+        with self._lock:
+            if self._candidates is None:
+                frequencies = self.frequencies
+                if frequencies is None:
+                    raise DictEmbedError(
+                        f"{self.name}: a minimum word frequency needs word frequencies for its headwords "
+                        "(English or Chinese, and wordfreq installed)"
+                    )
+                self._candidates = frequencies >= floor
+                kept = int(self._candidates.sum())
+                log.info(
+                    "%s: %s of %s entries have a Zipf frequency of at least %g", self.name, kept, len(self.space), floor
+                )
+            return self._candidates
 
     def _group_scores(self, h: torch.Tensor) -> np.ndarray:
         """Scores [batch, n_groups] of pooled vectors: cosine (plus the word-frequency prior, `group_prior`), or
@@ -450,11 +525,51 @@ class ReverseDictionary:
         probs = self.space.to(self.encoder.device)(h).float().softmax(-1).cpu().numpy()
         return probs[:, groups.first]
 
+    def _best_groups(
+        self, h: torch.Tensor, allowed: np.ndarray | None, n: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Per pooled vector of `h`: its `n` best groups among the `allowed` by `_group_scores`, best first (ties
+        by group), and their scores. A `CoarseIndex` picks `COARSE_CANDIDATES` groups first and only those are
+        scored exactly: the scores are exact, the choice nearly so (benchmarks/coarse_search.py)."""
+        if self._coarse is None:
+            for row in self._group_scores(h):
+                top = top_indices(row, allowed, n)
+                yield top, row[top]
+            return
+        unit, prior = cast(np.ndarray, self._unit_rows), self.group_prior
+        queries = F.normalize(h.float(), dim=-1)
+        for query, rough in zip(queries.cpu().numpy(), self._coarse.scores(queries), strict=True):
+            candidates = top_indices(rough if prior is None else rough + prior, allowed, max(n, COARSE_CANDIDATES))
+            exact = unit[candidates] @ query  # numpy: a few hundred rows need no thread pool
+            if prior is not None:
+                exact = exact + prior[candidates]
+            order = np.lexsort((candidates, -exact))[:n]
+            yield candidates[order], exact[order]
+
+    def _rerank(self, h: torch.Tensor, top: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
+        mixes in the cosine of the query vector `h` to each group's best single definition, and their scores.
+        In numpy: small arrays, where a thread pool only adds waits on a busy machine."""
+        space = cast(DefinitionSpace, self.space)
+        rows, starts = space.definition_rows(self.groups.first[top])
+        definitions = cast(torch.Tensor, space.definitions).numpy()[rows].astype(np.float32)
+        query = h.detach().float().cpu().numpy()
+        cosine = definitions @ (query / np.linalg.norm(query)) / np.linalg.norm(definitions, axis=1)
+        best = np.maximum.reduceat(cosine, starts)
+        prior = self.group_prior
+        prior_top = prior[top] if prior is not None else np.float32(0)
+        weight = self.ranking.definition_weight
+        combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top
+        order = np.lexsort((top, -combined))
+        return top[order], combined[order]
+
     def _entry_mask(self, filters: Filters) -> np.ndarray | None:
-        """Which entries pass `filters` (None: all); each filter's mask is computed once and cached."""
+        """Which entries pass `filters` and are `candidates` (None: all); each filter's mask is computed once and
+        cached."""
+        candidates = self.candidates
         if not filters.active:
-            return None
-        mask = np.ones(len(self.space), dtype=bool)
+            return candidates
+        mask = np.ones(len(self.space), dtype=bool) if candidates is None else candidates.copy()
         for kind, value in (
             ("words", filters.words),
             ("pos", filters.pos),
@@ -536,13 +651,30 @@ class ReverseDictionary:
         if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
             raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
         filters = Filters(pos, pattern, words, min_length, max_length, initial, pinyin)
-        mask = self._entry_mask(filters)
-        allowed = self.groups.any(mask) if mask is not None else None
         out = []
         for h in self._pooled(list(queries), batch_size):
-            for row in self._group_scores(h):
-                top = top_indices(row, allowed, k)
-                out.append([self._result(int(g), row[g], mask, max_definitions, filters.pos) for g in top])
+            out += self.search_vectors(h, k, filters, max_definitions)
+        return out
+
+    @torch.no_grad()
+    def search_vectors(
+        self, vectors: torch.Tensor, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
+    ) -> list[list[Result]]:
+        """The k best results for each pooled query vector (a row of `vectors`, as the encoder pools a
+        description), among the words that pass `filters` (see `search`)."""
+        filters = filters or Filters()
+        vectors = torch.as_tensor(vectors).to(self.encoder.device)
+        mask = self._entry_mask(filters)
+        allowed = self.groups.any(mask) if mask is not None else None
+        reranks, depth = self.reranks, max(k, self.ranking.depth)
+        out = []
+        for vector, (top, scores) in zip(
+            vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True
+        ):
+            if reranks and len(top):
+                top, scores = self._rerank(vector, top, scores)
+            results = zip(top[:k], scores[:k], strict=True)
+            out.append([self._result(int(g), score, mask, max_definitions, filters.pos) for g, score in results])
         return out
 
     def hit_ranks(self, pairs: list[tuple[str, list[str]]], k: int = 10) -> list[int | None]:

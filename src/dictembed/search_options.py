@@ -26,8 +26,11 @@ MAX_WORD_LENGTH = 100  # `min_length`, `max_length`, `length`: letters, 1..100
 MAX_INITIAL_CHARS = 20  # `initial`: the first letters of the word
 POS_TAGS = ("n", "v", "a", "r")  # `pos`: WordNet's parts of speech (noun, verb, adjective, adverb)
 DEFAULT_K = 10  # results a search lists unless asked for more or fewer
-# the word-frequency prior: score = cosine + weight x Zipf frequency (0.1 x Zipf / 8; dictembed.word_frequency)
-FREQUENCY_WEIGHT = 0.0125
+# `Ranking`: the weights of a search's score, chosen on the dev split of tests/data/everyday_descriptions.tsv and
+# a tuning sample of the Oxford definitions (docs/results.md, "Reverse dictionary ranking")
+FREQUENCY_WEIGHT = 0.0125  # x the word's Zipf frequency (dictembed.word_frequency)
+DEFINITION_WEIGHT = 0.75  # x the cosine to the entry's best single definition
+RERANK_DEPTH = 200  # the best results by the rest of the score that the definition term reranks
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
@@ -135,3 +138,34 @@ class Filters:
             or self.initial is not None
             or self.pinyin is not None
         )
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How a search scores an entry for a query vector q:
+
+        (cos(q, entry vector) + definition_weight x max over its definitions cos(q, definition vector))
+        / (1 + definition_weight) + frequency_weight x Zipf frequency of its word
+
+    The definition term needs the space's definition vectors (`DefinitionSpace.definitions`) and reranks only
+    the `depth` best entries by the rest of the score (or the k asked for, when more), so it costs a few
+    hundred dot products a query. A weight of 0 turns its term off.
+
+    `min_frequency` (None: every entry) is the candidate set: only entries whose word has at least this Zipf
+    frequency (3: once per million words) are ever listed."""
+
+    frequency_weight: float = FREQUENCY_WEIGHT
+    definition_weight: float = DEFINITION_WEIGHT
+    depth: int = RERANK_DEPTH
+    min_frequency: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("frequency_weight", "definition_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")
+        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
+            raise DictEmbedError(f"depth: a whole number >= 1, not {self.depth!r}")
+        floor = self.min_frequency
+        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 8):
+            raise DictEmbedError(f"min_frequency: a Zipf frequency from 0 to 8, not {floor!r}")

@@ -2,8 +2,8 @@
 
 Endpoints (the model is loaded once, when the app is created):
 - `GET /` the search page (`static/index.html`: one file, no external resources);
-- `GET /health` -> {"status": "ok", "model", "entries", "results", "score_kind", "dictionary", "definitions",
-  "chinese"};
+- `GET /health` -> {"status": "ok", "model", "entries", "candidates", "results", "score_kind", "dictionary",
+  "definitions", "chinese"} (`candidates`: the entries a search may list, see `--min-frequency`);
 - `GET /api/reverse?q=...&k=10[&pos=n&pattern=gir*&words=single&length=5|min_length=4&max_length=6&initial=g
   &pinyin=sc&mode=auto|describe|similar&sort=relevance|alphabet|length]` -> {"query", "mode", "entry", "model",
   "entries", "score_kind", "results": [{"words", "score", "definitions": {word: [...]}, "pos": {word: [...]}}]};
@@ -46,11 +46,11 @@ from dictembed.extras import require
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_options import (
     DEFAULT_K,
-    FREQUENCY_WEIGHT,
     MAX_INITIAL_CHARS,
     MAX_PATTERN_CHARS,
     MAX_WORD_LENGTH,
     WORD_COUNTS,
+    Ranking,
     SearchMode,
     SortOrder,
     WordCount,
@@ -162,11 +162,10 @@ def create_app(
     reverse_dictionary: ReverseDictionary | None = None,
     device: str | None = None,
     precision: str | None = "auto",
-    frequency_weight: float = FREQUENCY_WEIGHT,
+    ranking: Ranking | None = None,
 ) -> Any:
     """The FastAPI app over one model: a saved model folder (loaded on `device`, "auto"/None: the best one,
-    with the compute `precision` and the word-frequency prior's `frequency_weight`), or an already loaded
-    `ReverseDictionary`."""
+    with the compute `precision` and the score's weights `ranking`), or an already loaded `ReverseDictionary`."""
     # Any: imported here (an optional extra), their classes are used as annotations and bases below
     fastapi: Any = require("serve", "fastapi")
     responses = require("serve", "fastapi.responses")
@@ -176,9 +175,7 @@ def create_app(
     if reverse_dictionary is None:
         if model_path is None:
             raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
-        reverse_dictionary = ReverseDictionary.load(
-            model_path, device=device, precision=precision, frequency_weight=frequency_weight
-        )
+        reverse_dictionary = ReverseDictionary.load(model_path, device=device, precision=precision, ranking=ranking)
     rd = reverse_dictionary.prepare()
     chinese = looks_chinese(rd.space.words[:5000])  # the page offers the pinyin filter
     lock = threading.Lock()  # one model call at a time: a CPU gains nothing from concurrent forward passes
@@ -201,8 +198,8 @@ def create_app(
     class ResultRow(pydantic.BaseModel):
         words: list[str] = pydantic.Field(description="the words of entries with identical vectors")
         score: float = pydantic.Field(
-            description="cosine similarity, plus the word-frequency prior under cosine+frequency (or probability, "
-            "see score_kind)"
+            description="cosine similarity, mixed with the best single definition's and plus the word-frequency "
+            "prior as score_kind names them (or probability, see score_kind)"
         )
         definitions: dict[str, list[str]] = pydantic.Field(
             description="word -> its definitions, in sense order, those of the `pos` filter first"
@@ -216,8 +213,9 @@ def create_app(
         model: str
         entries: int
         score_kind: str = pydantic.Field(
-            description="cosine; cosine+frequency (cosine + weight x the word's Zipf frequency); or probability for "
-            "a space without a matrix"
+            description="cosine, with +definition ((cosine + w x the cosine to the entry's best single "
+            "definition) / (1 + w)) and +frequency (+ weight x the word's Zipf frequency) when they are in use; or "
+            "probability for a space without a matrix"
         )
         results: list[ResultRow]
 
@@ -292,6 +290,7 @@ def create_app(
             "status": "ok",
             "model": rd.name,
             "entries": len(rd.space),
+            "candidates": len(rd.space) if rd.candidates is None else int(rd.candidates.sum()),
             "results": len(rd.groups),
             "score_kind": rd.score_kind,
             "dictionary": rd.public_dictionary,
@@ -505,12 +504,12 @@ def run_server(
     port: int = 8000,
     device: str | None = None,
     precision: str | None = "auto",
-    frequency_weight: float = FREQUENCY_WEIGHT,
+    ranking: Ranking | None = None,
 ) -> None:
     """Load the model, then serve until interrupted: Ctrl-C is the normal way to stop, not an error. A port
     that cannot be listened on is a one-line error before the model is loaded."""
     check_port(host, port)
-    app = create_app(model_path, device=device, precision=precision, frequency_weight=frequency_weight)
+    app = create_app(model_path, device=device, precision=precision, ranking=ranking)
     log.info("serving %s on http://%s:%d", model_path, host, port)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn shuts down gracefully, then re-raises the Ctrl-C
         server(app, host, port).run()

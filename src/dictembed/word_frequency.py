@@ -1,8 +1,8 @@
 """A word-frequency prior for the reverse dictionary: people look for words they have met, so among entries
 the model scores alike, the more frequent word is the likelier answer. Frequencies are `wordfreq`'s Zipf
-scale (0: unknown, 3: once per million words ... 7: "the"); the ranking score of an entry is its cosine plus
-`weight` x its Zipf frequency (`FREQUENCY_WEIGHT`, chosen on the dev split of the everyday descriptions;
-docs/results.md, "Reverse dictionary ranking")."""
+scale (0: unknown, 3: once per million words ... 7: "the"); the ranking score of an entry adds a weight x its
+Zipf frequency (`search_options.Ranking`, chosen on the dev split of the everyday descriptions;
+docs/results.md, "Reverse dictionary ranking"), and a search may list only the entries above a floor."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 from dictembed.io import atomic_file
-from dictembed.search_options import FREQUENCY_WEIGHT
 
 log = logging.getLogger(__name__)
 
@@ -77,22 +76,22 @@ def zipf_frequencies(words: list[str], language: str, cache_dir: Path | None = N
     return values
 
 
-def frequency_prior(
-    words: list[str], language: str | None = "auto", weight: float = FREQUENCY_WEIGHT, cache_dir: Path | None = None
+def entry_frequencies(
+    words: list[str], language: str | None = "auto", cache_dir: Path | None = None
 ) -> np.ndarray | None:
-    """`weight` x the Zipf frequency of each word, or None when there is no prior (weight 0, language None, an
-    unrecognised language under `auto`, or wordfreq not installed)."""
-    if weight == 0 or language is None or language == "none":
+    """The Zipf frequency of each word (`zipf_frequencies`), or None when there are none to use: language None,
+    an unrecognised language under `auto`, or wordfreq (jieba, for Chinese) not installed; each said once."""
+    if language is None or language == "none":
         return None
     if language == "auto":
         language = guess_language(words)
         if language is None:
-            log.info("no word-frequency prior: the headwords are neither English nor Chinese")
+            log.info("no word frequencies: the headwords are neither English nor Chinese")
             return None
     if _wordfreq() is None:
-        log.warning("no word-frequency prior: wordfreq is not installed (pip install wordfreq)")
+        log.warning("no word frequencies: wordfreq is not installed (pip install wordfreq)")
         return None
     if language == "zh" and importlib.util.find_spec("jieba") is None:
-        log.warning("no word-frequency prior for Chinese: it needs jieba (pip install 'dictembed[zh]')")
+        log.warning("no word frequencies for Chinese: they need jieba (pip install 'dictembed[zh]')")
         return None
-    return weight * zipf_frequencies(words, language, cache_dir)
+    return zipf_frequencies(words, language, cache_dir)

@@ -13,7 +13,7 @@ from typing import Any
 
 from dictembed.cli.report import Handler, UsageError
 from dictembed.io import text_encoding
-from dictembed.search_options import DEFAULT_K, FREQUENCY_WEIGHT, POS_TAGS, WORD_COUNTS
+from dictembed.search_options import DEFAULT_K, DEFINITION_WEIGHT, FREQUENCY_WEIGHT, POS_TAGS, WORD_COUNTS, Ranking
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
 
@@ -228,14 +228,44 @@ def weight(text: str) -> float:
 
 
 def add_ranking(group: Group) -> None:
-    """The reverse dictionary's ranking options (`predict`, `serve`)."""
+    """The reverse dictionary's ranking options (`predict`, `serve`; read back by `ranking_of`)."""
     group.add_argument(
         "--frequency-weight",
         type=weight,
         default=FREQUENCY_WEIGHT,
-        help="word-frequency prior: rank by cosine + WEIGHT x the word's Zipf frequency (wordfreq; English and "
+        help="word-frequency prior: add WEIGHT x the word's Zipf frequency to the score (wordfreq; English and "
         "Chinese dictionaries), 0 turns it off",
     )
+    group.add_argument(
+        "--definition-weight",
+        type=weight,
+        default=DEFINITION_WEIGHT,
+        help="mix the cosine to an entry's best single definition into the score with this weight: (entry cosine "
+        "+ WEIGHT x definition cosine) / (1 + WEIGHT), for a model whose entry space keeps its definition "
+        "vectors; 0 turns it off",
+    )
+
+    group.add_argument(
+        "--min-frequency",
+        type=zipf,
+        default=None,
+        metavar="ZIPF",
+        help="list only entries whose word has at least this Zipf frequency (wordfreq: 3 is once per million "
+        "words, 0 an unknown word; English and Chinese dictionaries) (default: every entry)",
+    )
+
+
+def zipf(text: str) -> float:
+    """A Zipf frequency, 0 to 8."""
+    value = weight(text)
+    if value > 8:
+        raise argparse.ArgumentTypeError(f"{text!r}: a Zipf frequency is at most 8")
+    return value
+
+
+def ranking_of(args: argparse.Namespace) -> Ranking:
+    """The `Ranking` of the options `add_ranking` registered."""
+    return Ranking(args.frequency_weight, args.definition_weight, min_frequency=args.min_frequency)
 
 
 def add_top_k(group: Group) -> None:

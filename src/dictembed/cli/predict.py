@@ -18,6 +18,7 @@ from dictembed.cli.options import (
     add_words,
     port,
     positive_int,
+    ranking_of,
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
@@ -125,9 +126,7 @@ def run_predict(args: argparse.Namespace) -> Report:
     queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
     if not queries:
         raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
-    rd = ReverseDictionary.load(
-        args.model, device=args.device, precision=args.precision, frequency_weight=args.frequency_weight
-    )
+    rd = ReverseDictionary.load(args.model, device=args.device, precision=args.precision, ranking=ranking_of(args))
     options: dict[str, Any] = {key: getattr(filters, key) for key in ("pos", "pattern", "words")}
     options.update(min_length=low, max_length=high, initial=filters.initial, pinyin=filters.pinyin)
     entries = [rd.similar_entry(q, args.mode) for q in queries]
@@ -150,6 +149,6 @@ def run_serve(args: argparse.Namespace) -> Report:
         port=args.port,
         device=args.device,
         precision=args.precision,
-        frequency_weight=args.frequency_weight,
+        ranking=ranking_of(args),
     )
     return Report({"model": args.model, "host": args.host, "port": args.port}, "server stopped")
