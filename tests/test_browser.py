@@ -186,3 +186,33 @@ def test_the_page_links_the_api_docs(page, base_url) -> None:
     assert page.locator("#api").get_attribute("href") == "docs"
     response = page.request.get(base_url + "/openapi.json")
     assert response.ok and "/api/reverse" in response.json()["paths"]
+
+
+def test_a_dictionary_of_two_languages_shows_the_language_control(page, base_url, bert_path) -> None:
+    import numpy as np
+
+    from dictembed.dictionary.core import Dictionary
+    from dictembed.encoder import Encoder
+    from dictembed.entry_space import DefinitionSpace
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.serve import background_server, create_app
+
+    _open(page, base_url)
+    assert page.locator("#script-filter").is_hidden()  # one language: no control
+    senses = {"银行": "经营存款、贷款和汇兑的金融机构。", "河岸": "河流两边的陆地。", "bank": "land beside a river"}
+    dictionary = Dictionary(name="merged")
+    for word, definition in senses.items():
+        dictionary.add(word, definition)
+    rows = np.random.default_rng(0).normal(size=(len(senses), 32)).astype(np.float32)
+    space = DefinitionSpace(list(senses), rows, similarity="cosine", temperature=0.05)
+    rd = ReverseDictionary(Encoder.load(str(bert_path), pooling="mean"), space, dictionary=dictionary, name="merged")
+    with background_server(create_app(reverse_dictionary=rd)) as url:
+        _open(page, url)
+        assert page.locator("#script-filter").is_visible()
+        page.select_option("#script", "latin")
+        assert _search(page, "the side of a river") == ["bank"]
+        assert "script=latin" in page.url
+        page.select_option("#script", "cjk")
+        page.wait_for_function("!document.getElementById('results').hasAttribute('aria-busy')")
+        page.wait_for_function("!document.getElementById('results').textContent.includes('bank')")
+        assert sorted(page.locator("#results .word:not(.synonym)").all_text_contents()) == ["河岸", "银行"]

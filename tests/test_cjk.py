@@ -17,7 +17,7 @@ from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.extras import MissingExtraError
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import Filters
+from dictembed.search_options import Filters, word_script
 
 # word -> definition; 使出 and 使用 start with 使, 出使 holds it second; 银行 reads yín háng (not xíng) as a word
 SENSES = {
@@ -158,3 +158,44 @@ def test_predict_pinyin_option(served_model, capsys) -> None:
     out, _ = cli_succeeds(capsys, ["predict", "--model", str(served_model), "a pet", "--pinyin", "SC", "--json"])
     assert json.loads(out) == []  # English words have no pinyin
     cli_refuses(capsys, ["predict", "--model", str(served_model), "a pet", "--pinyin", "s1"], "--pinyin", code=2)
+
+
+def test_script_filter_keeps_one_language_of_a_merged_dictionary(rd) -> None:
+    assert [word_script(w) for w in ("使出", "卡拉OK", "bank", "café", "Привет", "42")] == [
+        "cjk",
+        "cjk",
+        "latin",
+        "latin",
+        "other",
+        "other",
+    ]
+    assert _words(rd.search("a river", k=10, script="latin")) == ["bank"]
+    assert _words(rd.search("a river", k=10, script="cjk")) == sorted(w for w in WORDS if w != "bank")
+    assert _words(rd.neighbours("使出", k=10, script="latin")) == ["bank"]
+    assert Filters(script="cjk").active and not Filters().active
+    with pytest.raises(DictEmbedError, match="unknown script 'greek'"):
+        rd.search("a river", script="greek")
+
+
+def test_api_script_parameter_and_counts(rd) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from dictembed.serve import create_app
+
+    client = TestClient(create_app(reverse_dictionary=rd))
+    assert client.get("/health").json()["scripts"] == {"cjk": 7, "latin": 1}
+    answer = client.get("/api/reverse", params={"q": "金融机构", "k": 10, "script": "latin"})
+    assert answer.status_code == 200 and _words_json(answer.json()) == ["bank"]
+    bad = client.get("/api/reverse", params={"q": "金融机构", "script": "greek"})
+    assert bad.status_code == 422 and "script" in bad.json()["error"]
+
+
+def test_predict_script_option(served_model, capsys) -> None:
+    from conftest import cli_refuses, cli_succeeds
+
+    out, _ = cli_succeeds(capsys, ["predict", "--model", str(served_model), "a pet", "--script", "cjk", "--json"])
+    assert json.loads(out) == []  # an English dictionary has no CJK words
+    out, _ = cli_succeeds(capsys, ["predict", "--model", str(served_model), "a pet", "--script", "latin", "--json"])
+    assert json.loads(out)
+    cli_refuses(capsys, ["predict", "--model", str(served_model), "a pet", "--script", "greek"], "--script", code=2)

@@ -192,7 +192,8 @@ def test_a_coarse_index_of_every_dimension_scores_exactly() -> None:
     unit = torch.nn.functional.normalize(torch.randn(50, 16, generator=torch.Generator().manual_seed(0)), dim=-1)
     queries = torch.nn.functional.normalize(torch.randn(3, 16, generator=torch.Generator().manual_seed(1)), dim=-1)
     index = CoarseIndex.of(unit, 16)
-    np.testing.assert_allclose(index.scores(queries), (queries @ unit.T).numpy(), atol=1e-5)
+    np.testing.assert_allclose(index.scores(queries.numpy()), (queries @ unit.T).numpy(), atol=1e-5)
+    np.testing.assert_allclose(index.scores(queries[:1].numpy()), (queries[:1] @ unit.T).numpy(), atol=1e-5)
     assert CoarseIndex.of(unit, 4).vectors.shape == (50, 4)
 
 

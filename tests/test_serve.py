@@ -350,11 +350,11 @@ def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model
     import threading
 
     from dictembed.reverse_dictionary import ReverseDictionary
-    from dictembed.serve import QueryBatcher
+    from dictembed.serve import ModelThread, QueryBatcher
 
     rd = ReverseDictionary.load(model_dir).prepare()
-    lock = threading.Lock()
-    batcher = QueryBatcher(rd, lock)
+    model, release = ModelThread(), threading.Event()
+    batcher = QueryBatcher(rd, model)
     queries = ["a domesticated animal that barks", "a small pet that purrs", "water falling from clouds", "x"]
     alone = {q: [r.to_dict() for r in rd.search(q, k=3)] for q in queries}
     answers: dict[str, object] = {}
@@ -365,7 +365,8 @@ def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model
         except Exception as err:  # noqa: BLE001 - recorded for the assertion
             answers[query] = err
 
-    lock.acquire()  # the model is busy: every request queues
+    busy = threading.Thread(target=model.call, args=(release.wait,))  # the model is busy: every request queues
+    busy.start()
     threads = [threading.Thread(target=ask, args=(q,)) for q in queries]
     threads.append(threading.Thread(target=ask, args=(" ",)))  # blank: an error, for this query alone
     threads.append(threading.Thread(target=ask, args=("a feline",), kwargs={"words": "single"}))
@@ -373,8 +374,8 @@ def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model
         t.start()
     while len(batcher.pending) < len(threads):
         time.sleep(0.01)
-    lock.release()
-    for t in threads:
+    release.set()
+    for t in [busy, *threads]:
         t.join(timeout=60)
     assert all(answers[q] == alone[q] for q in queries)
     assert isinstance(answers[" "], Exception) and "empty query" in str(answers[" "])
@@ -496,3 +497,26 @@ def test_serve_on_a_port_in_use_is_one_line_before_the_model_loads(capsys, tmp_p
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"cannot listen on 127.0.0.1:{port}" in err
     assert time.perf_counter() - start < 5  # the (missing) model was never loaded
+
+
+def test_the_model_runs_on_one_thread_in_call_order() -> None:
+    """Every model call of the server runs on the same thread (one OpenMP pool), one at a time, in order, and
+    an error reaches its caller."""
+    import threading
+
+    from dictembed.serve import ModelThread
+
+    model = ModelThread()
+    seen: list[tuple[int, str]] = []
+    callers = [
+        threading.Thread(target=model.call, args=(lambda i=i: seen.append((i, threading.current_thread().name)),))
+        for i in range(20)
+    ]
+    for caller in callers:
+        caller.start()
+        caller.join()
+    assert [i for i, _ in seen] == list(range(20))
+    assert len({name for _, name in seen}) == 1 and seen[0][1] != threading.current_thread().name
+    with pytest.raises(ZeroDivisionError):
+        model.call(lambda: 1 / 0)
+    assert model.call(sum, [1, 2, 3]) == 6

@@ -90,3 +90,20 @@ def test_the_cli_refuses_a_negative_weight(capsys: pytest.CaptureFixture[str]) -
     assert main(["predict", "a dog", "--model", "m", "--frequency-weight", "-1"]) == 2
     assert "must be a finite number >= 0" in capsys.readouterr().err
     assert FREQUENCY_WEIGHT > 0
+
+
+def test_a_dictionary_of_two_scripts_gets_each_word_in_its_own_language(caplog) -> None:
+    from wordfreq import top_n_list
+
+    english, chinese = top_n_list("en", 150), [w for w in top_n_list("zh", 400) if guess_language([w]) == "zh"][:150]
+    assert len(chinese) == 150
+    words = english + chinese
+    with caplog.at_level(logging.INFO, logger="dictembed.word_frequency"):
+        values = entry_frequencies(words, "auto")
+    assert values is not None
+    np.testing.assert_allclose(values[:150], zipf_frequencies(english, "en"))
+    np.testing.assert_allclose(values[150:], zipf_frequencies(chinese, "zh"))
+    assert "two scripts" in caplog.text
+    # one script with a few words of the other: the majority's language for all, as before
+    few = english + chinese[:5]
+    np.testing.assert_allclose(entry_frequencies(few, "auto"), zipf_frequencies(few, "en"))

@@ -171,7 +171,7 @@ def saved_problem(meta: dict, words: list, tensors: dict[str, torch.Tensor]) -> 
     return f"tensors.safetensors: {', '.join(bad)} holds NaN or infinite values" if bad else None
 
 
-def _head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:
+def mlm_head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:
     """The word-prediction head of a *ForMaskedLM model: its one child that is not the base model."""
     heads = [(n, m) for n, m in mlm.named_children() if n != mlm.base_model_prefix]
     if len(heads) != 1:
@@ -200,7 +200,7 @@ class MLMHeadSpace(EntrySpace):
     def from_pretrained(cls, name_or_path: str, words: list[str], tokenizer: PreTrainedTokenizerBase) -> MLMHeadSpace:
         """Copy the pre-trained head of `name_or_path`; raise if the checkpoint has none."""
         mlm, missing = load_masked_lm_info(name_or_path)
-        name, head = _head_module(mlm)
+        name, head = mlm_head_module(mlm)
         if missing:
             raise MissingHeadError(
                 f"model {name_or_path!r} has no pre-trained MLM head (missing {', '.join(sorted(missing)[:3])}...); "
@@ -231,7 +231,7 @@ class MLMHeadSpace(EntrySpace):
         config_dict = dict(meta["model_config"])
         config = AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
         mlm = AutoModelForMaskedLM.from_config(config)
-        name, head = _head_module(mlm)
+        name, head = mlm_head_module(mlm)
         head.load_state_dict(tensors)
         return cls(meta["words"], meta["token_ids"], head, name, meta["model_config"])
 

@@ -20,6 +20,7 @@ head) scores by the model's softmax probability instead.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ from typing import Any, cast
 
 import numpy as np
 import torch
+from threadpoolctl import ThreadpoolController
 from torch.nn import functional as F
 
 from dictembed.cache import cache_folder
@@ -55,6 +57,7 @@ from dictembed.search_options import (
     normalize_pos,
     pattern_matcher,
     word_length,
+    word_script,
 )
 from dictembed.word_frequency import entry_frequencies
 
@@ -64,6 +67,17 @@ CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 COARSE_MIN_GROUPS = 20_000
 COARSE_DIMS = 128
 COARSE_CANDIDATES = 1000
+
+
+# numpy's BLAS and torch's OpenMP threads each want every core: while torch's threads spin after an encoder
+# pass, a multi-threaded BLAS call waits on them (a single search took 39 ms instead of 20 on 2 cores). The
+# search's numpy products are small and run on one thread.
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """The thread pools of the libraries loaded (found once: a scan takes about a millisecond)."""
+    return ThreadpoolController()
+
+
 DEFINITIONS_FILE = "definitions.jsonl"  # what serving needs of a model's dictionary, inside the model folder
 
 
@@ -194,22 +208,26 @@ def top_indices(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.nd
 class CoarseIndex:
     """A first stage for a large space: the unit entry vectors projected on their first principal directions
     (of the uncentred second moment, which best keeps their dot products), so that scoring every group reads a
-    third of the matrix; the best candidates are then scored exactly."""
+    third of the matrix; the best candidates are then scored exactly. Kept in numpy on the CPU: its BLAS runs
+    this matrix-vector product about 3x faster than torch does (benchmarks/coarse_search.py)."""
 
-    projection: torch.Tensor  # [dim, dims]
-    vectors: torch.Tensor  # [groups, dims]
+    projection: np.ndarray  # [dim, dims]
+    vectors: np.ndarray  # [groups, dims]
 
     @classmethod
     def of(cls, unit: torch.Tensor, dims: int) -> CoarseIndex:
         """The index of the rows of `unit` in `dims` dimensions."""
         moment = (unit.T.double() @ unit.double()).cpu()
         _, directions = torch.linalg.eigh(moment)  # ascending eigenvalues
-        projection = directions[:, -dims:].flip(1).to(unit.dtype).to(unit.device).contiguous()
-        return cls(projection, (unit @ projection).contiguous())
+        projection = directions[:, -dims:].flip(1).float().contiguous()
+        return cls(projection.numpy(), (unit.float().cpu() @ projection).contiguous().numpy())
 
-    def scores(self, queries: torch.Tensor) -> np.ndarray:
+    def scores(self, queries: np.ndarray) -> np.ndarray:
         """Approximate dot products [queries, groups] of unit query vectors with every group."""
-        return ((queries @ self.projection) @ self.vectors.T).cpu().numpy()
+        projected = queries @ self.projection
+        if len(projected) == 1:  # a matrix-vector product: the common case of one query
+            return (self.vectors @ projected[0])[None]
+        return projected @ self.vectors.T
 
 
 @dataclass
@@ -459,10 +477,11 @@ class ReverseDictionary:
         max_length: int | None = None,
         initial: str | None = None,
         pinyin: str | None = None,
+        script: str = "any",
     ) -> None:
         """Compute (and cache) the entry masks of these filters now: a server does it before taking the model,
         so that a pattern over every headword never holds up other queries."""
-        self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin))
+        self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin, script))
 
     def prepare(self) -> ReverseDictionary:
         """Group the entries and load the dictionary now rather than on the first search."""
@@ -537,8 +556,8 @@ class ReverseDictionary:
                 yield top, row[top]
             return
         unit, prior = cast(np.ndarray, self._unit_rows), self.group_prior
-        queries = F.normalize(h.float(), dim=-1)
-        for query, rough in zip(queries.cpu().numpy(), self._coarse.scores(queries), strict=True):
+        queries = F.normalize(h.float(), dim=-1).cpu().numpy()
+        for query, rough in zip(queries, self._coarse.scores(queries), strict=True):
             candidates = top_indices(rough if prior is None else rough + prior, allowed, max(n, COARSE_CANDIDATES))
             exact = unit[candidates] @ query  # numpy: a few hundred rows need no thread pool
             if prior is not None:
@@ -575,6 +594,7 @@ class ReverseDictionary:
             ("pos", filters.pos),
             ("pattern", filters.pattern),
             ("pinyin", filters.pinyin),
+            ("script", filters.script),
         ):
             if value is not None and value != "any":
                 mask &= self._mask(kind, value)
@@ -599,6 +619,8 @@ class ReverseDictionary:
             return pattern_matcher(value)
         if kind == "pinyin":
             return pinyin_matcher(value)
+        if kind == "script":
+            return lambda word: word_script(word) == value
         if kind == "words":
             return lambda word: (len(word.split()) > 1) == (value == "phrase")
         dictionary = self.dictionary
@@ -646,11 +668,12 @@ class ReverseDictionary:
         max_length: int | None = None,
         initial: str | None = None,
         pinyin: str | None = None,
+        script: str = "any",
     ) -> list[list[Result]]:
         """The k best results for each query (see `search`), encoding the queries in batches."""
         if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
             raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
-        filters = Filters(pos, pattern, words, min_length, max_length, initial, pinyin)
+        filters = Filters(pos, pattern, words, min_length, max_length, initial, pinyin, script)
         out = []
         for h in self._pooled(list(queries), batch_size):
             out += self.search_vectors(h, k, filters, max_definitions)
@@ -668,13 +691,14 @@ class ReverseDictionary:
         allowed = self.groups.any(mask) if mask is not None else None
         reranks, depth = self.reranks, max(k, self.ranking.depth)
         out = []
-        for vector, (top, scores) in zip(
-            vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True
-        ):
-            if reranks and len(top):
-                top, scores = self._rerank(vector, top, scores)
-            results = zip(top[:k], scores[:k], strict=True)
-            out.append([self._result(int(g), score, mask, max_definitions, filters.pos) for g, score in results])
+        with _blas().limit(limits=1, user_api="blas"):
+            for vector, (top, scores) in zip(
+                vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True
+            ):
+                if reranks and len(top):
+                    top, scores = self._rerank(vector, top, scores)
+                results = zip(top[:k], scores[:k], strict=True)
+                out.append([self._result(int(g), score, mask, max_definitions, filters.pos) for g, score in results])
         return out
 
     def hit_ranks(self, pairs: list[tuple[str, list[str]]], k: int = 10) -> list[int | None]:
@@ -700,6 +724,7 @@ class ReverseDictionary:
         max_length: int | None = None,
         initial: str | None = None,
         pinyin: str | None = None,
+        script: str = "any",
     ) -> list[Result]:
         """The k best results for a description, best first. Entries with identical vectors are one result.
 
@@ -707,8 +732,9 @@ class ReverseDictionary:
         from the dictionary's senses), `pattern` (`/regex/`, a glob like `gir*`, or a prefix), `words`
         ("single": no space, "phrase": several words, "any"), `min_length`/`max_length` (letters and digits,
         bounds included), `initial` (the first letters, case-insensitive) and `pinyin` (a Chinese word's
-        syllables start with these letters: `sc` for 使出; needs `dictembed[zh]`); a result lists only its passing
-        words, and a result with none is dropped. Each word carries up to `max_definitions` definitions, in
+        syllables start with these letters: `sc` for 使出; needs `dictembed[zh]`) and `script` ("cjk" or "latin":
+        the words of one language of a merged dictionary, `search_options.word_script`); a result lists only its
+        passing words, and a result with none is dropped. Each word carries up to `max_definitions` definitions, in
         the dictionary's sense order, those of part of speech `pos` (when given) first."""
         return self.search_many(
             [query],
@@ -721,6 +747,7 @@ class ReverseDictionary:
             max_length=max_length,
             initial=initial,
             pinyin=pinyin,
+            script=script,
         )[0]
 
     # ------------------------------------------------------------------ near-synonyms of an entry
@@ -777,6 +804,7 @@ class ReverseDictionary:
         max_length: int | None = None,
         initial: str | None = None,
         pinyin: str | None = None,
+        script: str = "any",
     ) -> list[Result]:
         """The k results nearest to the entry `word` (see `entry_of`) by the cosine of their entry vectors, best
         first: its near-synonyms, the word itself left out (the other words of its own group come first, at 1).
@@ -784,7 +812,7 @@ class ReverseDictionary:
         entry = self.entry_of(word)
         if entry is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        entry_mask = self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin))
+        entry_mask = self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin, script))
         mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
         index = self.space.index[entry]
         mask[index] = False

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import re2
 
-from dictembed.cjk import check_pinyin
+from dictembed.cjk import check_pinyin, is_cjk
 from dictembed.errors import DictEmbedError
 
 WordCount = Literal["any", "single", "phrase"]  # `words`: any, single words only, phrases only
@@ -20,6 +21,9 @@ WORD_COUNTS: tuple[WordCount, ...] = get_args(WordCount)
 # `mode`: auto (an entry's near-synonyms when the query is an entry, else a description), describe, similar
 SearchMode = Literal["auto", "describe", "similar"]
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+# `script`: any, words written in CJK characters (Chinese, Japanese), words in Latin letters (English)
+Script = Literal["any", "cjk", "latin"]
+SCRIPTS: tuple[Script, ...] = get_args(Script)
 SortOrder = Literal["relevance", "alphabet", "length"]  # `sort`: the order results are listed in
 SORT_ORDERS: tuple[SortOrder, ...] = get_args(SortOrder)
 MAX_WORD_LENGTH = 100  # `min_length`, `max_length`, `length`: letters, 1..100
@@ -42,6 +46,16 @@ def normalize_pos(pos: str | None) -> str | None:
         return None
     tag = pos.strip().lower()
     return POS_ALIASES.get(tag, tag)
+
+
+def word_script(word: str) -> str:
+    """`cjk` when `word` holds a CJK character (`cjk.is_cjk`), else `latin` when it holds a Latin letter, else
+    `other`: what the `script` filter keeps apart in a dictionary of several languages (WordNet and CWN)."""
+    if any(map(is_cjk, word)):
+        return "cjk"
+    if any(c.isalpha() and (c.isascii() or unicodedata.name(c, "").startswith("LATIN")) for c in word):
+        return "latin"
+    return "other"
 
 
 def word_length(word: str) -> int:
@@ -91,8 +105,9 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
 @dataclass(frozen=True)
 class Filters:
     """What words a search may return: part of speech, pattern (see `pattern_matcher`), word count, length in
-    letters (`word_length`, bounds included), initial letters (a case-insensitive prefix, taken literally) and
-    the pinyin initials of a Chinese word's first syllables (`cjk.pinyin_matcher`: `sc` for 使出)."""
+    letters (`word_length`, bounds included), initial letters (a case-insensitive prefix, taken literally),
+    the pinyin initials of a Chinese word's first syllables (`cjk.pinyin_matcher`: `sc` for 使出) and the
+    script (`word_script`: the language of a merged dictionary's entries)."""
 
     pos: str | None = None
     pattern: str | None = None
@@ -101,10 +116,13 @@ class Filters:
     max_length: int | None = None
     initial: str | None = None
     pinyin: str | None = None
+    script: str = "any"
 
     def __post_init__(self) -> None:
         if self.words not in WORD_COUNTS:
             raise DictEmbedError(f"unknown word count {self.words!r}; choose from {', '.join(WORD_COUNTS)}")
+        if self.script not in SCRIPTS:
+            raise DictEmbedError(f"unknown script {self.script!r}; choose from {', '.join(SCRIPTS)}")
         object.__setattr__(self, "pos", normalize_pos(self.pos) or None)
         if self.pos is not None and self.pos not in POS_TAGS:
             raise DictEmbedError(
@@ -137,6 +155,7 @@ class Filters:
             or self.max_length is not None
             or self.initial is not None
             or self.pinyin is not None
+            or self.script != "any"
         )
 
 

@@ -3,11 +3,12 @@
 Endpoints (the model is loaded once, when the app is created):
 - `GET /` the search page (`static/index.html`: one file, no external resources);
 - `GET /health` -> {"status": "ok", "model", "entries", "candidates", "results", "score_kind", "dictionary",
-  "definitions", "chinese"} (`candidates`: the entries a search may list, see `--min-frequency`);
+  "definitions", "chinese", "scripts"} (`candidates`: the entries a search may list, see `--min-frequency`);
 - `GET /api/reverse?q=...&k=10[&pos=n&pattern=gir*&words=single&length=5|min_length=4&max_length=6&initial=g
-  &pinyin=sc&mode=auto|describe|similar&sort=relevance|alphabet|length]` -> {"query", "mode", "entry", "model",
-  "entries", "score_kind", "results": [{"words", "score", "definitions": {word: [...]}, "pos": {word: [...]}}]};
-  in mode auto a query that is an entry lists its near-synonyms (`ReverseDictionary.neighbours`), else it is described;
+  &pinyin=sc&script=any|cjk|latin&mode=auto|describe|similar&sort=relevance|alphabet|length]` -> {"query", "mode",
+  "entry", "model", "entries", "score_kind", "results": [{"words", "score", "definitions": {word: [...]},
+  "pos": {word: [...]}}]}; in mode auto a query that is an entry lists its near-synonyms
+  (`ReverseDictionary.neighbours`), else it is described;
 - `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model"};
 - `GET /docs` (Swagger UI) and `GET /openapi.json`: the API, documented.
 
@@ -18,7 +19,7 @@ JSON object {"error": message}: 400 invalid UTF-8 in the query string, 404 unkno
 invalid JSON body; 500 only for a bug. HEAD is answered wherever GET is.
 
 One request never stalls the others: patterns run on RE2 (linear time), and a search's filters are computed
-before it takes the model, whose lock covers only the encoder pass and the product with the entry matrix.
+before it reaches the model, whose one thread runs only the encoder pass and the product with the entry matrix.
 No answer names a path of the machine: the dictionary appears by file name only.
 
 FastAPI and uvicorn come with the `serve` extra; they are imported only when a server is made, so a
@@ -33,11 +34,12 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from dictembed import __version__
 from dictembed.cjk import MAX_PINYIN_LETTERS, looks_chinese
@@ -49,16 +51,20 @@ from dictembed.search_options import (
     MAX_INITIAL_CHARS,
     MAX_PATTERN_CHARS,
     MAX_WORD_LENGTH,
+    SCRIPTS,
     WORD_COUNTS,
     Ranking,
+    Script,
     SearchMode,
     SortOrder,
     WordCount,
     length_bounds,
     word_length,
+    word_script,
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_QUERY_CHARS = 2000
 MAX_K = 100
@@ -66,7 +72,7 @@ MAX_SENTENCES = 256
 MAX_REQUEST_LINE = 1 << 20  # h11's buffer: an over-long query reaches the app and gets a JSON 422
 # 256 sentences of 2,000 characters, each written as a 12-byte JSON escape pair at worst (6 MB), and room to spare
 MAX_BODY_BYTES = 8 << 20
-FILTER_KEYS = ("pos", "pattern", "words", "min_length", "max_length", "initial", "pinyin")
+FILTER_KEYS = ("pos", "pattern", "words", "min_length", "max_length", "initial", "pinyin", "script")
 API_DESCRIPTION = """Describe a word and get the words (a reverse dictionary), or give a word and get its
 near-synonyms. Every error is a JSON object `{"error": message}` of one line. The search page is at `/`."""
 
@@ -109,14 +115,29 @@ def sort_results(results: list[Any], order: str) -> list[Any]:
     return results
 
 
-class QueryBatcher:
-    """Concurrent searches share the model: each request queues its query, and whoever holds the model next
-    searches every queued query with the same options in one `search_many` (one encoder pass, one product
-    with the entry matrix, which is read from memory once instead of once per query). A lone request runs at
-    once, without waiting for company."""
+class ModelThread:
+    """The one thread that runs the server's model. PyTorch's OpenMP keeps a pool of threads for each thread
+    that calls it, spinning for a while after each parallel region; model calls made from the web server's
+    many worker threads raised several pools, which then fought for the cores (a search took 24 ms instead of
+    17 on 2 cores). Calls run one at a time, in the order they come, as under a lock: a CPU gains nothing from
+    concurrent forward passes."""
 
-    def __init__(self, rd: ReverseDictionary, lock: threading.Lock) -> None:
-        self.rd, self.model_lock = rd, lock
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dictembed-model")
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)` run on the model's thread once the calls before it are done; its result or error."""
+        return self._executor.submit(fn, *args, **kwargs).result()
+
+
+class QueryBatcher:
+    """Concurrent searches share the model: each request queues its query, and whichever of them the model's
+    thread runs next searches every queued query with the same options in one `search_many` (one encoder pass,
+    one product with the entry matrix, which is read from memory once instead of once per query). A lone
+    request runs at once, without waiting for company."""
+
+    def __init__(self, rd: ReverseDictionary, model: ModelThread) -> None:
+        self.rd, self.model = rd, model
         self.queue_lock = threading.Lock()
         self.pending: list[dict[str, Any]] = []
         self.batches: deque[int] = deque(maxlen=1000)  # the sizes of the last batches run (tests, benchmarks)
@@ -124,18 +145,23 @@ class QueryBatcher:
     def search(self, query: str, **options: Any) -> list[Any]:
         item: dict[str, Any] = {"query": query, "options": options, "done": False}
         filters = {key: options[key] for key in FILTER_KEYS if key in options}
-        self.rd.filter_mask(**filters)  # before the model lock: a filter over every headword holds up nobody
+        self.rd.filter_mask(**filters)  # before the model: a filter over every headword holds up nobody
         with self.queue_lock:
             self.pending.append(item)
-        with self.model_lock:
-            if not item["done"]:  # not yet answered by another request's batch
-                with self.queue_lock:
-                    batch = [p for p in self.pending if p["options"] == options]
-                    self.pending = [p for p in self.pending if p["options"] != options]
-                self._run(batch, options)
+        self.model.call(self._answer, item, options)
         if "error" in item:
             raise item["error"]
         return item["results"]
+
+    def _answer(self, item: dict[str, Any], options: dict[str, Any]) -> None:
+        """On the model's thread: search `item` and every query queued with the same options, unless an
+        earlier batch answered it."""
+        if item["done"]:
+            return
+        with self.queue_lock:
+            batch = [p for p in self.pending if p["options"] == options]
+            self.pending = [p for p in self.pending if p["options"] != options]
+        self._run(batch, options)
 
     def _run(self, batch: list[dict[str, Any]], options: dict[str, Any]) -> None:
         """Answer every item of `batch`; a failing batch is retried query by query, so an error stays with the
@@ -172,14 +198,15 @@ def create_app(
     exceptions = require("serve", "fastapi.exceptions")
     starlette_exceptions = require("serve", "starlette.exceptions")
     pydantic: Any = require("serve", "pydantic")
+    model = ModelThread()
     if reverse_dictionary is None:
         if model_path is None:
             raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
-        reverse_dictionary = ReverseDictionary.load(model_path, device=device, precision=precision, ranking=ranking)
-    rd = reverse_dictionary.prepare()
+        reverse_dictionary = model.call(ReverseDictionary.load, model_path, device, precision, ranking=ranking)
+    rd = model.call(reverse_dictionary.prepare)
     chinese = looks_chinese(rd.space.words[:5000])  # the page offers the pinyin filter
-    lock = threading.Lock()  # one model call at a time: a CPU gains nothing from concurrent forward passes
-    batcher = QueryBatcher(rd, lock)
+    scripts = Counter(map(word_script, rd.space.words))  # the page offers the script filter when there are two
+    batcher = QueryBatcher(rd, model)
     page = page_html()
 
     def error(status: int, message: str) -> Any:
@@ -283,7 +310,8 @@ def create_app(
         "/health",
         summary="The model served",
         description="Its name, entry count, result count after grouping, score kind and dictionary, and "
-        "whether its words are Chinese (the page then offers the pinyin filter).",
+        "whether its words are Chinese (the page then offers the pinyin filter), and how many entries are "
+        "written in CJK characters and in Latin letters (with both, the page offers the script filter).",
     )
     def health() -> dict[str, Any]:
         return {
@@ -296,6 +324,7 @@ def create_app(
             "dictionary": rd.public_dictionary,
             "definitions": rd.dictionary is not None,
             "chinese": chinese,
+            "scripts": {name: scripts[name] for name in SCRIPTS[1:]},
         }
 
     @get_and_head(
@@ -364,6 +393,13 @@ def create_app(
                 "dictembed[zh]",
             ),
         ] = None,
+        script: Annotated[
+            Script,
+            fastapi.Query(
+                description="cjk: only words written in CJK characters (the Chinese of a merged dictionary); latin: "
+                "only words in Latin letters (its English); any"
+            ),
+        ] = SCRIPTS[0],
         mode: Annotated[
             SearchMode,
             fastapi.Query(
@@ -387,14 +423,14 @@ def create_app(
             "max_length": high,
             "initial": initial,
             "pinyin": pinyin,
+            "script": script,
         }
         entry = rd.similar_entry(query, mode)
         if entry is None:
             results = batcher.search(query, k=k, **filters)
         else:
-            rd.filter_mask(**filters)  # as for a description: before the model lock
-            with lock:
-                results = rd.neighbours(entry, k, **filters)
+            rd.filter_mask(**filters)  # as for a description: before the model
+            results = model.call(rd.neighbours, entry, k, **filters)
         return {
             "query": query,
             "mode": "describe" if entry is None else "similar",
@@ -416,8 +452,7 @@ def create_app(
         ),
     )
     def encode(body: EncodeRequest) -> dict[str, Any]:
-        with lock:
-            vectors = rd.encoder.encode(body.sentences, normalize_embeddings=body.normalize)
+        vectors = model.call(rd.encoder.encode, body.sentences, normalize_embeddings=body.normalize)
         return {"embeddings": vectors.tolist(), "dim": int(vectors.shape[1]), "model": rd.name}
 
     return app

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 LANGUAGES = ("en", "zh")  # the languages whose frequencies the prior uses (wordfreq has more)
 SAMPLE = 2000  # headwords looked at to recognise the language of a dictionary
+MIXED_MIN = 100  # headwords of each script (CJK and other) that make a dictionary one of two languages
 
 
 def _is_cjk(word: str) -> bool:
@@ -84,6 +85,9 @@ def entry_frequencies(
     if language is None or language == "none":
         return None
     if language == "auto":
+        cjk = np.fromiter(map(_is_cjk, words), dtype=bool, count=len(words))
+        if min(int(cjk.sum()), int((~cjk).sum())) >= MIXED_MIN:
+            return two_script_frequencies(words, cjk, cache_dir)
         language = guess_language(words)
         if language is None:
             log.info("no word frequencies: the headwords are neither English nor Chinese")
@@ -95,3 +99,19 @@ def entry_frequencies(
         log.warning("no word frequencies for Chinese: they need jieba (pip install 'dictembed[zh]')")
         return None
     return zipf_frequencies(words, language, cache_dir)
+
+
+def two_script_frequencies(words: list[str], cjk: np.ndarray, cache_dir: Path | None = None) -> np.ndarray:
+    """The frequencies of a dictionary of two languages (WordNet and CWN merged): each headword in the language
+    of its script, Chinese for those with CJK characters (`cjk`) and the recognised language of the others
+    (`guess_language`); 0 where none can be had."""
+    out = np.zeros(len(words), dtype=np.float32)
+    others = [w for w, c in zip(words, cjk, strict=True) if not c]
+    for mask, language in ((cjk, "zh"), (~cjk, guess_language(others))):
+        part = [w for w, m in zip(words, mask, strict=True) if m]
+        values = entry_frequencies(part, language, cache_dir) if language is not None else None
+        if values is not None:
+            out[mask] = values
+        found = f"in {language}" if values is not None else "none"
+        log.info("word frequencies of a dictionary in two scripts: %s headwords %s", f"{len(part):,}", found)
+    return out

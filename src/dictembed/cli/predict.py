@@ -22,7 +22,7 @@ from dictembed.cli.options import (
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
-from dictembed.search_options import SEARCH_MODES, length_bounds
+from dictembed.search_options import SCRIPTS, SEARCH_MODES, length_bounds
 
 COMMANDS = {
     "predict": "reverse dictionary: the words for a definition (or a file of them)",
@@ -69,6 +69,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="only Chinese words whose syllables start with these letters in order, sc for 使出; needs "
         "dictembed[zh] (default: any)",
+    )
+    p.add_argument(
+        "--script",
+        choices=SCRIPTS,
+        default="any",
+        help="only words written in CJK characters (cjk: the Chinese of a merged dictionary) or in Latin letters "
+        "(latin: its English) (default: any)",
     )
     p.add_argument(
         "--mode",
@@ -118,16 +125,16 @@ def run_predict(args: argparse.Namespace) -> Report:
         raise UsageError("give either one definition or --input FILE")
     try:
         low, high = length_bounds(args.length, args.min_length, args.max_length)
-        filters = Filters(args.pos, args.pattern, args.words, low, high, args.initial, args.pinyin)
+        filters = Filters(args.pos, args.pattern, args.words, low, high, args.initial, args.pinyin, args.script)
     except DictEmbedError as err:
         raise UsageError(
-            f"--pos/--pattern/--words/--length/--min-length/--max-length/--initial/--pinyin: {err}"
+            f"--pos/--pattern/--words/--length/--min-length/--max-length/--initial/--pinyin/--script: {err}"
         ) from None
     queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
     if not queries:
         raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
     rd = ReverseDictionary.load(args.model, device=args.device, precision=args.precision, ranking=ranking_of(args))
-    options: dict[str, Any] = {key: getattr(filters, key) for key in ("pos", "pattern", "words")}
+    options: dict[str, Any] = {key: getattr(filters, key) for key in ("pos", "pattern", "words", "script")}
     options.update(min_length=low, max_length=high, initial=filters.initial, pinyin=filters.pinyin)
     entries = [rd.similar_entry(q, args.mode) for q in queries]
     descriptions = [q for q, e in zip(queries, entries, strict=True) if e is None]
