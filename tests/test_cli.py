@@ -242,6 +242,27 @@ def test_resolve_presets() -> None:
         presets.resolve("defsent", "best", {"entries": "amp"})
 
 
+@pytest.mark.parametrize(
+    ("model", "given", "warned"),
+    [
+        ("intfloat/multilingual-e5-small", {}, True),
+        ("multilingual-e5-small", {}, True),
+        ("outputs/e5-cwn-plus", {}, True),
+        ("intfloat/multilingual-e5-small", {"entry_temperature": 0.05}, False),  # given: the user's choice
+        ("intfloat/multilingual-e5-small", {"similarity": "dot"}, False),  # no temperature in dot logits
+        ("sentence-transformers/all-mpnet-base-v2", {}, False),
+        ("outputs/e50-runs", {}, False),
+    ],
+)
+def test_an_e5_model_at_another_temperature_is_warned_about(model, given, warned, caplog) -> None:
+    from dictembed.recipes.resolve import resolve_train_config
+
+    with caplog.at_level(logging.WARNING, logger="dictembed.recipes.resolve"):
+        resolved = resolve_train_config(None, "best", {"model": model, **given}, output="out")
+    assert ("looks like an e5 model" in caplog.text) == warned
+    assert resolved.config.options.entry_temperature == given.get("entry_temperature", 0.05)  # warned, not changed
+
+
 def test_train_refuses_options_of_another_method(tmp_path, capsys) -> None:
     assert main(["train", "--method", "gr-bert", "--pooling", "cls", "--output", str(tmp_path / "x")]) == 2
     assert "--pooling: not an option of --method gr-bert" in capsys.readouterr().err

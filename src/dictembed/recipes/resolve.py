@@ -4,6 +4,7 @@ with the settings given explicitly on top. Also the one place a run record's con
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,10 @@ log = logging.getLogger(__name__)
 # Settings a saved configuration does not carry over to a rerun: where and how this run writes, and the
 # device and entry-space cache, which are this machine's choice.
 NOT_REUSED = ("output", "resume", "overwrite", "preset", "device", "cache_dir")
+# Model names of the e5 family (intfloat/e5-*, multilingual-e5-small, a folder named after one), which were
+# contrastively trained at temperature 0.01: cosine entry logits want that temperature (docs/methods.md).
+E5_NAME = re.compile(r"(^|[/_.-])e5([/_.-]|$)", re.IGNORECASE)
+E5_TEMPERATURE = 0.01
 
 
 class ConfigError(DictEmbedError):
@@ -125,6 +130,7 @@ def resolve_train_config(
             raise ConfigError(f"{', '.join(map(name, refused))}: not an option of {name('method')} {method}")
         settings, overridden = presets.resolve(method, preset, given)
         chosen = settings
+        warn_temperature(settings, given, name)
     try:
         config = RunConfig.create(
             method, preset=chosen_preset, output=output, resume=resume, overwrite=overwrite, **chosen
@@ -132,3 +138,22 @@ def resolve_train_config(
     except DictEmbedError as err:
         raise ConfigError(str(err)) from None
     return ResolvedConfig(config, dict(settings), overridden)
+
+
+def warn_temperature(settings: Mapping[str, Any], given: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
+    """Warn when an e5 model (by its name) gets cosine entry logits at a temperature it was not trained with and
+    none was given: at the preset's 0.05 DefSent+ lowered e5's STS avg, at 0.01 raised it (docs/results.md)."""
+    model = str(settings.get("model") or "")
+    temperature = settings.get("entry_temperature")
+    if settings.get("similarity") != "cosine" or "entry_temperature" in given or temperature == E5_TEMPERATURE:
+        return
+    if E5_NAME.search(model):
+        log.warning(
+            "%s looks like an e5 model, trained at temperature %g; the entry temperature is %g: pass %s %g "
+            "(docs/methods.md#presets)",
+            model,
+            E5_TEMPERATURE,
+            temperature,
+            name("entry_temperature"),
+            E5_TEMPERATURE,
+        )
