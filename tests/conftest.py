@@ -4,9 +4,11 @@ DefSent+ reverse dictionary trained once per test run, and the helpers that chec
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -67,6 +69,19 @@ def entry_space_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ.pop("DICTEMBED_CACHE", None)
     else:
         os.environ["DICTEMBED_CACHE"] = before
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative: str) -> ModuleType:
+    """A script of the repository (`benchmarks/x.py`, `experiments/y.py`) imported as a module, for its helpers."""
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tiny_bert(path: Path, head: bool = True, dropout: float = 0.1) -> Path:

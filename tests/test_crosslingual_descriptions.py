@@ -3,26 +3,19 @@ experiments/crosslingual_reverse_dictionary.py."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from conftest import load_script
 
 from dictembed.dictionary import load_dictionary
 from dictembed.errors import DataFormatError
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "crosslingual_reverse_dictionary.py"
-
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("crosslingual_reverse_dictionary", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/crosslingual_reverse_dictionary.py")
 
 
 def test_the_set_has_thirty_rows_or_more_each_way_and_every_expected_word_is_an_entry(script) -> None:

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from types import ModuleType
 
+import conftest
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "serve_latency.py"
 
 
 def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("serve_latency", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return conftest.load_script("benchmarks/serve_latency.py")
 
 
 class Stub(BaseHTTPRequestHandler):
