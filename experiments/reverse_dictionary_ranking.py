@@ -44,6 +44,7 @@ from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.evaluation import leak_free
+from dictembed.extras import require
 from dictembed.loading import resolve_model
 from dictembed.record import RunRecord
 from dictembed.reverse_dictionary import EntryGroups, load_description_pairs, model_dictionary
@@ -98,8 +99,8 @@ class Scorer:
         vectors: np.ndarray,
         base: Encoder | None = None,
     ):
-        import bm25s
-        import Stemmer
+        bm25s = require("experiments", "bm25s")
+        stemmer = require("experiments", "Stemmer")
 
         self.encoder, self.space, self.base = encoder, space, base
         self.owner = np.array([space.index[w] for w, _ in pairs])
@@ -109,7 +110,7 @@ class Scorer:
         self.def_unit = torch.from_numpy(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
         self.entry_unit = F.normalize(space.matrix.float(), dim=-1)
         self.raw_vectors = vectors
-        self.stemmer = Stemmer.Stemmer("english")
+        self.stemmer = stemmer.Stemmer("english")
         self.bm25 = bm25s.BM25()
         corpus = bm25s.tokenize([d for _, d in pairs], stopwords="en", stemmer=self.stemmer, show_progress=False)
         self.bm25.index(corpus, show_progress=False)
@@ -185,7 +186,7 @@ class Scorer:
 
 
 def bm25s_tokens(scorer: Scorer, texts: list[str]) -> list[list[str]]:
-    import bm25s
+    bm25s = require("experiments", "bm25s")
 
     vocab = scorer.bm25.vocab_dict
     tokens = bm25s.tokenize(texts, stopwords="en", stemmer=scorer.stemmer, return_ids=False, show_progress=False)

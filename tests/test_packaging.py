@@ -19,7 +19,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package
     tomllib = pytest.importorskip("tomli")
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-EXTRA_NAMES = ["plot", "gcide", "lexsub", "finetune", "onnx", "mteb", "serve", "zh"]
+EXTRA_NAMES = ["plot", "gcide", "lexsub", "finetune", "onnx", "mteb", "serve", "zh", "experiments"]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "mteb": (("mteb",), "MTEB evaluation"),
     "serve": (("fastapi", "uvicorn"), "the web server"),
     "zh": (("pypinyin",), "the pinyin filter"),
+    "experiments": (("bm25s", "Stemmer"), "BM25 in experiments/reverse_dictionary_ranking.py"),
 }
 
 
