@@ -49,6 +49,7 @@ from dictembed.dictionary.merge import normalize_key
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.paths import default_model
 from dictembed.reverse_dictionary import load_description_pairs
 from dictembed.word_frequency import zipf_frequencies
@@ -184,14 +185,10 @@ def best_ranks(scores: np.ndarray, words: list[str], pairs: Pairs) -> np.ndarray
 
 
 def summary(ranks: np.ndarray) -> dict[str, float]:
-    """n, top-1 and top-10 (%), MRR (1-based ranks) and the median 0-based rank."""
-    return {
-        "n": len(ranks),
-        "top1": float((ranks < 1).mean() * 100),
-        "top10": float((ranks < 10).mean() * 100),
-        "mrr": float((1.0 / (ranks + 1)).mean()),
-        "median_rank": float(np.median(ranks)),
-    }
+    """n, top-1 and top-10 (%), MRR (1-based ranks) and the median 0-based rank of 0-based `ranks`."""
+    metrics = reverse_dictionary_metrics(ranks + 1.0)
+    keep = {key: metrics[key] for key in ("top1", "top10", "mrr")}
+    return {"n": len(ranks), **keep, "median_rank": metrics["median_rank"] - 1}
 
 
 def evaluate(

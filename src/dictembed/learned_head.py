@@ -46,15 +46,13 @@ WEIGHT_FILES = (
 
 
 @dataclass
-class HeadSettings:
-    """What a learned head is trained with (the defaults are this library's choice, not a paper's)."""
+class HeadSettings(TrainSettings):
+    """What a learned head is trained with: the Trainer's settings with this library's defaults (not a paper's)
+    and the tokenizer's length limit."""
 
     lr: float = 1e-3
     batch_size: int = 32
-    epochs: int = 1
-    seed: int = 0
     max_length: int = 128
-    checkpoint_every: int = 500
 
 
 def check_backbone(name_or_path: str) -> str:
@@ -176,15 +174,8 @@ def learn_head(
     summary: dict[str, Any] = {"train_texts": len(train_texts), "heldout_texts": len(held)}
     if held:
         summary["before"] = heldout_metrics(objective, held, collate)
-    train = TrainSettings(
-        lr=settings.lr,
-        batch_size=settings.batch_size,
-        epochs=settings.epochs,
-        seed=settings.seed,
-        checkpoint_every=settings.checkpoint_every,
-    )
     identity = {"model": str(model), "texts": len(train_texts), **vars(settings)}
-    trainer = Trainer(objective, train_texts, collate, train, run_dir, identity=identity, device="cpu")
+    trainer = Trainer(objective, train_texts, collate, settings, run_dir, identity=identity, device="cpu")
     losses = trainer.fit(resume=resume)
     summary.update(steps=trainer.total_steps, final_loss=losses[-1] if losses else None)
     if held:
