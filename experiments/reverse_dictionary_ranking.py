@@ -18,12 +18,16 @@ Candidate scores, each an [entries] array per query, combined linearly with weig
   Snowball stems), divided by the query's best BM25 over all definitions;
 - `freq`: the entry's `wordfreq` Zipf frequency / 8 (multi-word entries as wordfreq combines them);
 - `base`: the best cosine of the query encoded by the ENTRY encoder (the untrained base model, the encoder of
-  the definition vectors) to one of the entry's definitions: plain semantic search over the definitions.
+  the definition vectors) to one of the entry's definitions: plain semantic search over the definitions;
+- `echo`: 1 when every word of the entry occurs in the query ("free time" for "something fun you do in your free
+  time"), else 0; `--echo` adds rows of the product default minus a weight times it.
 The product's score (`dictembed.search_options.Ranking`) is (dense + w_d defmax) / (1 + w_d) + w_f Zipf, which
 ranks as `dense + w_d defmax + 8 (1 + w_d) w_f freq`; it reranks only the `--depth` best groups by dense + w_f
 Zipf (the others keep that order below them), as `--depth` does here for every row with `defmax`. The
 definition vectors are the model's own (`DefinitionSpace.definitions`, float16) when its space keeps them;
 else `--vectors` caches the entry encoder's vectors of every definition (an .npy file and a .json of the pairs).
+`--entries-from` ranks a model trained on other data (`experiments/cross_dictionary_data.py`) over another
+model's entries; `--no-tuning` reports only dense, the product default and its `--echo` and `--floors` rows.
 `--floors` adds rows for candidate sets (`Ranking.min_frequency`): only words of at least that Zipf frequency.
 """
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +56,8 @@ from dictembed.reverse_dictionary import EntryGroups, load_description_pairs, mo
 from dictembed.search_options import RERANK_DEPTH, Ranking
 
 DESCRIPTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
-COMPONENTS = ("dense", "defmax", "bm25", "freq", "base")
+COMPONENTS = ("dense", "defmax", "bm25", "freq", "base", "echo")
+WORD = re.compile(r"[^\W_]+")
 CHUNK = 128
 
 
@@ -80,6 +86,32 @@ def definition_vectors(path: Path | None, pairs: list[tuple[str, str]], entry_en
         np.save(path, vectors)
         path.with_suffix(".json").write_text(json.dumps(pairs))
     return np.asarray(vectors, dtype=np.float32)
+
+
+def word_sets(texts: list[str]) -> list[frozenset[str]]:
+    """Each text's lower-cased words (letters and digits)."""
+    return [frozenset(WORD.findall(t.lower())) for t in texts]
+
+
+class Echo:
+    """Which entries' words all occur in the query ("free time" for "something you do in your free time"):
+    people describing a word rarely use the word itself."""
+
+    def __init__(self, words: list[str]):
+        self.sizes = np.array([len(w) for w in word_sets(words)])
+        self.holders: dict[str, list[int]] = {}
+        for i, ws in enumerate(word_sets(words)):
+            for w in ws:
+                self.holders.setdefault(w, []).append(i)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), len(self.sizes)), dtype=np.float32)
+        for row, ws in enumerate(word_sets(texts)):
+            hits = np.zeros(len(self.sizes), dtype=np.int64)
+            for w in ws:
+                hits[self.holders.get(w, [])] += 1
+            out[row] = (hits == self.sizes) & (self.sizes > 0)
+        return out
 
 
 def zipf(words: list[str]) -> np.ndarray:
@@ -115,6 +147,7 @@ class Scorer:
         corpus = bm25s.tokenize([d for _, d in pairs], stopwords="en", stemmer=self.stemmer, show_progress=False)
         self.bm25.index(corpus, show_progress=False)
         self.freq = zipf(space.words) / 8.0
+        self.echo = Echo(space.words)
         groups = EntryGroups.of(space.matrix.numpy())
         self.group_of = np.empty(len(space), dtype=np.int64)
         for g in range(len(groups.first)):
@@ -152,6 +185,7 @@ class Scorer:
             "defmax": self._per_entry_max(per_def),
             "bm25": self._per_entry_max(lexical),
             "base": self._per_entry_max(per_def_base),
+            "echo": self.echo(texts),
         }
         if queries.left_out is not None:  # the gold's group mates share its definitions: leave it out of them too
             for row, gold in enumerate(queries.gold[start:stop]):
@@ -236,6 +270,12 @@ def query_sets(space: DefinitionSpace, dictionary, pairs, split_seed: int, limit
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a DefSent+ model folder (definition entry space)")
+    parser.add_argument(
+        "--entries-from",
+        default=None,
+        help="take the entry space, its dictionary and entry encoder from this DefSent+ model folder, and only the "
+        "query encoder from MODEL: a model trained on other data, ranked over the same entries (default: MODEL)",
+    )
     parser.add_argument("--vectors", type=Path, default=None, help="cache of the definition vectors (.npy)")
     parser.add_argument("--limit", type=int, default=1000, help="queries per cross-dictionary / leave-one-out set")
     parser.add_argument("--json", type=Path, default=None, help="write every component score summary here")
@@ -248,15 +288,26 @@ def main() -> None:
         help="candidate sets measured with the product default: words of at least these Zipf frequencies",
     )
     parser.add_argument(
+        "--echo",
+        type=lambda text: [float(x) for x in text.split(",") if x],
+        default=[0.05, 0.1, 0.2, 1.0],
+        help="rows of the product default minus these weights x `echo` (the entry's words all occur in the query)",
+    )
+    parser.add_argument(
         "--depth",
         type=int,
         default=RERANK_DEPTH,
         help="in the reported rows, rerank only this many groups by `defmax` and `base` (0: all of them); the "
         "weights are tuned without it",
     )
+    parser.add_argument(
+        "--no-tuning",
+        action="store_true",
+        help="report only dense and the product default rows (no weight grid, no BM25): to compare models",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
-    folder = resolve_model(args.model)
+    folder = resolve_model(args.entries_from or args.model)
     record = RunRecord.load(folder, required=True)
     source = model_dictionary(folder)
     dictionary = source.load()
@@ -274,7 +325,7 @@ def main() -> None:
         vectors = space.definitions.float().numpy()
     else:
         vectors = definition_vectors(args.vectors, pairs, pooled)
-    encoder = Encoder.load(str(folder), device="cpu")
+    encoder = Encoder.load(str(resolve_model(args.model)), device="cpu")
     scorer = Scorer(encoder, space, pairs, vectors, None if args.no_base else pooled)
     print(f"ready in {time.perf_counter() - start:.0f} s", flush=True)
 
@@ -310,6 +361,8 @@ def main() -> None:
     }
     if args.no_definitions:
         grid["defmax"] = (0,)
+    if args.no_tuning:
+        grid = {component: (0,) for component in grid}
     tuned = []
     for a, b, c, d in itertools.product(*grid.values()):
         weights = {"dense": 1.0, "defmax": a, "bm25": b, "freq": c, "base": d}
@@ -320,18 +373,21 @@ def main() -> None:
     tuned.sort(key=lambda t: -t[0])
     print(f"tuned on desc-dev ({time.perf_counter() - start:.0f} s): {tuned[:5]}", flush=True)
     rows = {"dense (today)": {"dense": 1.0}}
-    for component in grid:  # each candidate alone, at its best non-zero weight on desc-dev
+    for component in () if args.no_tuning else grid:  # each candidate alone, at its best non-zero weight on desc-dev
         alone = [w for _, w in tuned if w[component] and all(w[c] == 0 for c in grid if c != component)]
         if alone:
             rows[f"+{component}"] = alone[0]
-    for label, without in (("defmax+freq", ("bm25", "base")), ("defmax+freq+base", ("bm25",))):
-        best = [w for _, w in tuned if all(w[c] == 0 for c in without)]
-        rows[f"{label}, tuned"] = best[0]
-    rows["all, tuned"] = tuned[0][1]
+    if not args.no_tuning:
+        for label, without in (("defmax+freq", ("bm25", "base")), ("defmax+freq+base", ("bm25",))):
+            best = [w for _, w in tuned if all(w[c] == 0 for c in without)]
+            rows[f"{label}, tuned"] = best[0]
+        rows["all, tuned"] = tuned[0][1]
     default = Ranking()  # the product's default, in this script's weights
     a = default.definition_weight
     rows["product default"] = {"dense": 1.0, "defmax": a, "freq": 8 * (1 + a) * default.frequency_weight}
     rows["product default, every group reranked"] = {**rows["product default"], "depth": 0}
+    for penalty in args.echo:
+        rows[f"product default, echo -{penalty:g}"] = {**rows["product default"], "echo": -penalty}
     for floor in args.floors:
         rows[f"product default, Zipf >= {floor:g}"] = {**rows["product default"], "floor": floor}
     results = []

@@ -1,0 +1,61 @@
+"""Training data from two dictionaries without leaking WordNet's held-out headwords.
+
+    python experiments/cross_dictionary_data.py gcide outputs/data/wordnet-train+gcide.tsv
+    dictembed train --dictionary outputs/data/wordnet-train+gcide.tsv --limit 20000 --output outputs/minilm-gcide
+
+Writes a `word<TAB>definition<TAB>pos` table: WordNet's training split (the 8:1:1 split by headword of
+`--split-seed`, the one `dictembed train --dictionary wordnet` uses) and every entry of the other dictionaries
+whose headword is not in WordNet's dev or test split. A model trained on it has seen no definition of a
+headword that the leave-one-out and dev metrics of the WordNet models hold out, so its reverse-dictionary rows
+compare with theirs (`experiments/reverse_dictionary_ranking.py --entries-from`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.load import load_dictionary
+from dictembed.dictionary.merge import merge_dictionaries, normalize_key
+from dictembed.dictionary.split import split_by_headword
+from dictembed.io import atomic_write
+
+
+def training_table(wordnet: Dictionary, others: Dictionary, seed: int = 0) -> tuple[Dictionary, int]:
+    """WordNet's training split merged with the entries of `others` whose headword WordNet's dev and test
+    splits do not hold (case- and space-blind), and how many entries of `others` were held out."""
+    splits = split_by_headword(wordnet, seed=seed)
+    held_out = {normalize_key(h) for split in ("dev", "test") for h in splits[split].headwords}
+    kept = others.subset([h for h in others.headwords if normalize_key(h) not in held_out])
+    merged, _ = merge_dictionaries([splits["train"], kept], name=f"{wordnet.name}-train+{others.name}")
+    return merged, len(others) - len(kept)
+
+
+def table_text(dictionary: Dictionary) -> str:
+    """The `word<TAB>definition<TAB>pos` table of a dictionary, whitespace in fields collapsed."""
+    lines = ["word\tdefinition\tpos"]
+    for entry in dictionary:
+        for sense in entry.senses:
+            fields = (entry.headword, sense.definition, sense.pos or "")
+            lines.append("\t".join(" ".join(f.split()) for f in fields))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("others", help="comma list of the other dictionaries (gcide, a table file, ...)")
+    parser.add_argument("output", type=Path, help="the .tsv to write")
+    parser.add_argument("--split-seed", type=int, default=0, help="seed of WordNet's split (default: 0)")
+    args = parser.parse_args()
+    others = load_dictionary(args.others)
+    merged, held_out = training_table(load_dictionary("wordnet"), others, args.split_seed)
+    atomic_write(args.output, table_text(merged))
+    print(
+        f"{args.output}: {merged.num_definitions()} definitions of {len(merged)} headwords "
+        f"({held_out} of {len(others)} {others.name} headwords held out with WordNet's dev/test)"
+    )
+
+
+if __name__ == "__main__":
+    main()

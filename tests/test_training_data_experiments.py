@@ -1,0 +1,40 @@
+"""The reverse-dictionary experiments' helpers: the leak-free two-dictionary training table and the echo term."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import load_script
+
+from dictembed.dictionary import Dictionary, split_by_headword
+from dictembed.dictionary.load import load_user_table
+
+
+def toy(name: str, words: list[str]) -> Dictionary:
+    dictionary = Dictionary(name=name)
+    for i, word in enumerate(words):
+        dictionary.add(word, f"{name} definition {i} of {word}", pos="n")
+    return dictionary
+
+
+def test_training_table_holds_out_wordnet_dev_and_test_headwords(tmp_path) -> None:
+    script = load_script("experiments/cross_dictionary_data.py")
+    wordnet = toy("wordnet", [f"w{i}" for i in range(40)])
+    splits = split_by_headword(wordnet, seed=3)
+    held = splits["dev"].headwords + splits["test"].headwords
+    # the other dictionary: two held-out headwords (one in other case), two training ones, one new word
+    others = toy("gcide", [held[0], held[1].upper(), splits["train"].headwords[0], splits["train"].headwords[1], "new"])
+    merged, held_out = script.training_table(wordnet, others, seed=3)
+    assert held_out == 2
+    assert set(merged.headwords) == set(splits["train"].headwords) | {"new"}
+    assert merged.num_definitions() == splits["train"].num_definitions() + 3  # the two shared words gain one each
+    path = tmp_path / "t.tsv"
+    path.write_text(script.table_text(merged))
+    assert load_user_table(path).pairs() == merged.pairs()  # the table reads back as the same dictionary
+
+
+def test_echo_marks_entries_whose_words_all_occur_in_the_query() -> None:
+    script = load_script("experiments/reverse_dictionary_ranking.py")
+    echo = script.Echo(["free time", "hobby", "time", "Free-Time", "time off"])
+    marks = echo(["something fun you do in your free time", "hobby"])
+    assert marks.tolist() == [[1, 0, 1, 1, 0], [0, 1, 0, 0, 0]]
+    assert marks.dtype == np.float32
