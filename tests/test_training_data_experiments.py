@@ -38,3 +38,20 @@ def test_echo_marks_entries_whose_words_all_occur_in_the_query() -> None:
     marks = echo(["something fun you do in your free time", "hobby"])
     assert marks.tolist() == [[1, 0, 1, 1, 0], [0, 1, 0, 0, 0]]
     assert marks.dtype == np.float32
+
+
+def test_masked_examples_hide_the_headword_and_its_forms() -> None:
+    script = load_script("experiments/cross_dictionary_data.py")
+    dictionary = Dictionary(name="wn")
+    dictionary.add("physical exercise", "exertion", ["he did some exercising", "regular exercise"], pos="n")
+    dictionary.add("happy", "glad", ["a happy ending", "happiness is here", "by happenstance"], pos="a")
+    dictionary.add("go", "move", ["go home"], pos="v")  # too short to mask: kept as it is
+    masked = script.masked_examples(dictionary)
+    assert masked.pairs() == [
+        ("physical exercise", "he did some ___"),
+        ("physical exercise", "regular ___"),
+        ("happy", "a ___ ending"),
+        ("happy", "___ is here"),
+        ("happy", "by ___"),  # a word that starts like the headword is masked too: the rule is by prefix
+        ("go", "go home"),
+    ]
