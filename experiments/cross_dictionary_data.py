@@ -25,7 +25,6 @@ from dictembed.dictionary.merge import merge_dictionaries, normalize_key
 from dictembed.dictionary.split import split_by_headword
 from dictembed.io import atomic_write
 
-
 MASK = "___"
 
 
@@ -67,7 +66,10 @@ def table_text(dictionary: Dictionary) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("others", help="comma list of the other dictionaries (gcide, a table file, ...), or examples (WordNet's, masked)")
+    parser.add_argument(
+        "others",
+        help="comma list of the other dictionaries (gcide, a table file, ...), or examples (WordNet's, masked)",
+    )
     parser.add_argument("output", type=Path, help="the .tsv to write")
     parser.add_argument("--split-seed", type=int, default=0, help="seed of WordNet's split (default: 0)")
     args = parser.parse_args()
