@@ -1,16 +1,16 @@
 """Training data from two dictionaries without leaking WordNet's held-out headwords.
 
-    python experiments/cross_dictionary_data.py gcide outputs/data/wordnet-train+gcide.tsv
-    python experiments/cross_dictionary_data.py examples outputs/data/wordnet-train+examples.tsv
-    dictembed train --dictionary outputs/data/wordnet-train+gcide.tsv --limit 20000 --output outputs/minilm-gcide
+    python experiments/cross_dictionary_data.py gcide outputs/data/wordnet-train+gcide.jsonl
+    python experiments/cross_dictionary_data.py examples outputs/data/wordnet-train+examples.jsonl
+    dictembed train --dictionary outputs/data/wordnet-train+gcide.jsonl --limit 20000 --output outputs/minilm-gcide
 
-Writes a `word<TAB>definition<TAB>pos` table: WordNet's training split (the 8:1:1 split by headword of
-`--split-seed`, the one `dictembed train --dictionary wordnet` uses) and every entry of the other dictionaries
-whose headword is not in WordNet's dev or test split. A model trained on it has seen no definition of a
-headword that the leave-one-out and dev metrics of the WordNet models hold out, so its reverse-dictionary rows
-compare with theirs (`experiments/reverse_dictionary_ranking.py --entries-from`). `examples` stands for
-WordNet's own example sentences as further definitions of their headword, the headword's words masked as `___`
-(`masked_examples`).
+Writes a JSONL table (`word`, `definition`, `pos`; `dictembed.dictionary.sources.table.jsonl_text`): WordNet's
+training split (the 8:1:1 split by headword of `--split-seed`, the one `dictembed train --dictionary wordnet`
+uses) and every entry of the other dictionaries whose headword is not in WordNet's dev or test split. A model
+trained on it has seen no definition of a headword that the leave-one-out and dev metrics of the WordNet models
+hold out, so its reverse-dictionary rows compare with theirs (`experiments/reverse_dictionary_ranking.py
+--entries-from`). `examples` stands for WordNet's own example sentences as further definitions of their
+headword, the headword's words masked as `___` (`masked_examples`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.load import load_dictionary
 from dictembed.dictionary.merge import merge_dictionaries, normalize_key
+from dictembed.dictionary.sources.table import jsonl_text
 from dictembed.dictionary.split import split_by_headword
 from dictembed.io import atomic_write
 
@@ -54,29 +55,19 @@ def training_table(wordnet: Dictionary, others: Dictionary, seed: int = 0) -> tu
     return merged, len(others) - len(kept)
 
 
-def table_text(dictionary: Dictionary) -> str:
-    """The `word<TAB>definition<TAB>pos` table of a dictionary, whitespace in fields collapsed."""
-    lines = ["word\tdefinition\tpos"]
-    for entry in dictionary:
-        for sense in entry.senses:
-            fields = (entry.headword, sense.definition, sense.pos or "")
-            lines.append("\t".join(" ".join(f.split()) for f in fields))
-    return "\n".join(lines) + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "others",
         help="comma list of the other dictionaries (gcide, a table file, ...), or examples (WordNet's, masked)",
     )
-    parser.add_argument("output", type=Path, help="the .tsv to write")
+    parser.add_argument("output", type=Path, help="the .jsonl table to write")
     parser.add_argument("--split-seed", type=int, default=0, help="seed of WordNet's split (default: 0)")
     args = parser.parse_args()
     wordnet = load_dictionary("wordnet")
     others = masked_examples(wordnet) if args.others == "examples" else load_dictionary(args.others)
     merged, held_out = training_table(wordnet, others, args.split_seed)
-    atomic_write(args.output, table_text(merged))
+    atomic_write(args.output, jsonl_text(merged))
     print(
         f"{args.output}: {merged.num_definitions()} definitions of {len(merged)} headwords "
         f"({held_out} of {len(others)} {others.name} headwords held out with WordNet's dev/test)"

@@ -98,9 +98,10 @@ class Echo:
     people describing a word rarely use the word itself."""
 
     def __init__(self, words: list[str]):
-        self.sizes = np.array([len(w) for w in word_sets(words)])
+        sets = word_sets(words)
+        self.sizes = np.array([len(ws) for ws in sets])
         self.holders: dict[str, list[int]] = {}
-        for i, ws in enumerate(word_sets(words)):
+        for i, ws in enumerate(sets):
             for w in ws:
                 self.holders.setdefault(w, []).append(i)
 
@@ -303,7 +304,7 @@ def main() -> None:
     parser.add_argument(
         "--no-tuning",
         action="store_true",
-        help="report only dense and the product default rows (no weight grid, no BM25): to compare models",
+        help="report only dense and the product default rows (no weight grid): to compare models",
     )
     args = parser.parse_args()
     start = time.perf_counter()
@@ -373,11 +374,11 @@ def main() -> None:
     tuned.sort(key=lambda t: -t[0])
     print(f"tuned on desc-dev ({time.perf_counter() - start:.0f} s): {tuned[:5]}", flush=True)
     rows = {"dense (today)": {"dense": 1.0}}
-    for component in () if args.no_tuning else grid:  # each candidate alone, at its best non-zero weight on desc-dev
-        alone = [w for _, w in tuned if w[component] and all(w[c] == 0 for c in grid if c != component)]
-        if alone:
-            rows[f"+{component}"] = alone[0]
     if not args.no_tuning:
+        for component in grid:  # each candidate alone, at its best non-zero weight on desc-dev
+            alone = [w for _, w in tuned if w[component] and all(w[c] == 0 for c in grid if c != component)]
+            if alone:
+                rows[f"+{component}"] = alone[0]
         for label, without in (("defmax+freq", ("bm25", "base")), ("defmax+freq+base", ("bm25",))):
             best = [w for _, w in tuned if all(w[c] == 0 for c in without)]
             rows[f"{label}, tuned"] = best[0]

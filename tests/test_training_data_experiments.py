@@ -7,6 +7,7 @@ from conftest import load_script
 
 from dictembed.dictionary import Dictionary, split_by_headword
 from dictembed.dictionary.load import load_user_table
+from dictembed.dictionary.sources.table import jsonl_text
 
 
 def toy(name: str, words: list[str]) -> Dictionary:
@@ -27,8 +28,8 @@ def test_training_table_holds_out_wordnet_dev_and_test_headwords(tmp_path) -> No
     assert held_out == 2
     assert set(merged.headwords) == set(splits["train"].headwords) | {"new"}
     assert merged.num_definitions() == splits["train"].num_definitions() + 3  # the two shared words gain one each
-    path = tmp_path / "t.tsv"
-    path.write_text(script.table_text(merged))
+    path = tmp_path / "t.jsonl"
+    path.write_text(jsonl_text(merged))
     assert load_user_table(path).pairs() == merged.pairs()  # the table reads back as the same dictionary
 
 

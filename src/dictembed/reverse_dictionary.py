@@ -22,7 +22,6 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -40,6 +39,7 @@ from dictembed.cjk import pinyin_matcher
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary
 from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.sources.table import jsonl_text
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace, MatrixSpace
@@ -84,12 +84,7 @@ DEFINITIONS_FILE = "definitions.jsonl"  # what serving needs of a model's dictio
 def save_definitions(dictionary: Dictionary, folder: Path) -> Path:
     """Write the definitions and parts of speech of `dictionary` into a model folder (`DEFINITIONS_FILE`, a
     table `load_dictionary` reads), so that the folder serves them from anywhere, needing no file outside it."""
-    rows = (
-        json.dumps({"word": e.headword, "definition": s.definition, "pos": s.pos or ""}, ensure_ascii=False)
-        for e in dictionary
-        for s in e.senses
-    )
-    return atomic_write(folder / DEFINITIONS_FILE, "".join(row + "\n" for row in rows))
+    return atomic_write(folder / DEFINITIONS_FILE, jsonl_text(dictionary))
 
 
 log = logging.getLogger(__name__)

@@ -72,6 +72,17 @@ def table_format(path: Path, fmt: str | None = None) -> str:
     return fmt
 
 
+def jsonl_text(dictionary: Dictionary) -> str:
+    """`dictionary` as a JSONL table (`word`, `definition`, `pos`: one line a definition) that `load_table` reads
+    back as the same headwords, definitions and parts of speech."""
+    rows = (
+        json.dumps({"word": e.headword, "definition": s.definition, "pos": s.pos or ""}, ensure_ascii=False)
+        for e in dictionary
+        for s in e.senses
+    )
+    return "".join(row + "\n" for row in rows)
+
+
 def _tsv_records(lines: list[str]) -> Iterator[Record]:
     """(line number, fields) of every line, split on tabs."""
     for number, line in enumerate(lines, start=1):
