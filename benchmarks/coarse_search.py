@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from dictembed.dictionary import load_dictionary
-from dictembed.reverse_dictionary import ReverseDictionary, load_description_pairs
+from dictembed.evaluation.descriptions import load_description_pairs
+from dictembed.reverse_dictionary import ReverseDictionary
 
 DESCRIPTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
 

@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import errno
 import fcntl
+import gzip
 import hashlib
 import http.client
 import io
@@ -1042,6 +1043,8 @@ class Http(Case):
     results: int | None = None  # len(body["results"]) of a 200
     empty: bool = False  # no body (HEAD)
     within: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # sent with the request
+    answer_headers: tuple[tuple[str, str], ...] = ()  # (lower-case name, value) the answer must carry
 
     def execute(self, scratch: Scratch) -> Outcome:
         server = scratch.workspace.servers.get(self.server)
@@ -1050,7 +1053,7 @@ class Http(Case):
             problem = f"the {self.server} server did not start" + (f": {server.problem}" if server else "")
             return self.verdict(command, 0.0, [problem], [], executed=False)
         logged = server.tracebacks()
-        answer = request(server.port, self.method, self.path, self.body, self.chunked, self.timeout)
+        answer = request(server.port, self.method, self.path, self.body, self.chunked, self.timeout, self.headers)
         time.sleep(0.05)  # the access log and any error log of the request are written
         logged = server.tracebacks() > logged
         if answer.status is None:
@@ -1064,6 +1067,11 @@ class Http(Case):
         problems += [f"body holds {t!r}" for t in map(scratch.fill, self.lacks) if t in text]
         if self.empty and answer.body:
             problems.append(f"a body of {len(answer.body)} bytes")
+        problems += [
+            f"header {name}: {answer.headers.get(name)!r}, expected {value!r}"
+            for name, value in self.answer_headers
+            if answer.headers.get(name) != value
+        ]
         if self.within is not None and answer.seconds > self.within:
             problems.append(f"answered in {answer.seconds:.2f} s, more than {self.within:g} s")
         if self.results is not None and answer.status == 200:
@@ -1083,13 +1091,24 @@ class Answer:
     body: bytes
     seconds: float
     problem: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
 
 
-def request(port: int, method: str, path: str, body: bytes | None, chunked: bool, timeout: float) -> Answer:
-    """One HTTP request on a new connection; a server that answers before the whole body was sent is read."""
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None,
+    chunked: bool,
+    timeout: float,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> Answer:
+    """One HTTP request on a new connection (with the `extra` headers); a server that answers before the whole
+    body was sent is read."""
     start = time.monotonic()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     headers = {"Content-Type": "application/json"} if body is not None else {}
+    headers.update(extra)
     try:
         try:
             if chunked and body is not None:
@@ -1100,7 +1119,8 @@ def request(port: int, method: str, path: str, body: bytes | None, chunked: bool
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused mid-body: its answer is already there to read
         response = connection.getresponse()
-        return Answer(response.status, response.read(), time.monotonic() - start)
+        answer_headers = {name.lower(): value for name, value in response.getheaders()}
+        return Answer(response.status, response.read(), time.monotonic() - start, headers=answer_headers)
     except TimeoutError:
         return Answer(None, b"", time.monotonic() - start, "timeout")
     except (OSError, http.client.HTTPException) as err:
@@ -1117,19 +1137,21 @@ class Race(Case):
     attacks: tuple[str, ...] = ()
     normal: str = "/api/reverse?q=a+small+pet+that+purrs&k=3"
     limit: float = 1.0
+    body: bytes | None = None  # the attacks POST this body (a bulk encode) instead of a GET
 
     def execute(self, scratch: Scratch) -> Outcome:
         server = scratch.workspace.servers.get("main")
-        command = "GET " + " & ".join(self.attacks) + f" & {self.normal} & /health"
+        method = "GET" if self.body is None else "POST"
+        command = f"{method} " + " & ".join(self.attacks) + f" & {self.normal} & /health"
         if server is None or not server.ready:
             return self.verdict(command, 0.0, ["the main server did not start"], [], executed=False)
         answers: dict[str, Answer] = {}
         logged = server.tracebacks()
 
-        def ask(path: str) -> None:
-            answers[path] = request(server.port, "GET", path, None, False, self.timeout)
+        def ask(path: str, method: str = "GET", body: bytes | None = None) -> None:
+            answers[path] = request(server.port, method, path, body, False, self.timeout)
 
-        threads = [threading.Thread(target=ask, args=(path,)) for path in self.attacks]
+        threads = [threading.Thread(target=ask, args=(path, method, self.body)) for path in self.attacks]
         for thread in threads:
             thread.start()
         time.sleep(0.05)  # the attacks are in
@@ -1412,7 +1434,10 @@ def server_cases() -> list[Case]:
         "sentences that are numbers": (b'{"sentences": [1, 2]}', "sentences"),
         "257 sentences": (json.dumps({"sentences": ["a"] * 257}).encode(), "256"),
         "a body of invalid UTF-8": (b"\xff\xfe", ""),
+        "a JSON body nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "recursion limit"),
+        "a 5,000-digit integer": (b'{"sentences": ["a"], "normalize": ' + b"7" * 5000 + b"}", "number out of range"),
     }
+    bulk = json.dumps({"sentences": [("a pet that barks " * 125)[:2000]] * 256}).encode()
     big = b'{"sentences": ["' + b"a" * (20 << 20) + b'"]}'
     lacks = ("{root}", "Traceback")
     cases: list[Case] = [
@@ -1424,6 +1449,7 @@ def server_cases() -> list[Case]:
             s, "every catastrophic pattern at once, three times each", attacks=tuple(map(attack, attacks.values())) * 3
         ),
         Race(s, "twenty 2,000-character queries next to a normal one", attacks=(reverse + "q=" + "a+" * 1000,) * 20),
+        Race(s, "a bulk encode of 256 x 2,000 characters next to a normal query", attacks=("/api/encode",), body=bulk),
         Http(
             s,
             "a normal query answers with its results",
@@ -1483,7 +1509,26 @@ def server_cases() -> list[Case]:
         Http(s, "an unknown page: 404", path="/no/such/page", status=404, lacks=lacks),
         Http(s, "a path that climbs out: 404", path="/../../../etc/passwd", status=404, lacks=("root:",)),
         Http(s, "an encoded path that climbs out: 404", path="/%2e%2e/%2e%2e/etc/passwd", status=404, lacks=("root:",)),
-        Http(s, "POST to the GET-only API: 405", method="POST", path=reverse + "q=dog", status=405),
+        Http(
+            s,
+            "POST to the GET-only API: 405 with Allow",
+            method="POST",
+            path=reverse + "q=dog",
+            status=405,
+            answer_headers=(("allow", "GET, HEAD"),),
+        ),
+        Http(
+            s,
+            "POST /api/encode with a gzip body: 415 asking for identity",
+            method="POST",
+            path="/api/encode",
+            body=gzip.compress(b'{"sentences": ["a dog"]}'),
+            headers=(("Content-Encoding", "gzip"),),
+            status=415,
+            has=("Content-Encoding",),
+            lacks=lacks,
+            answer_headers=(("accept-encoding", "identity"), ("content-type", "application/json")),
+        ),
         Http(s, "the page loads nothing from outside", path="/", lacks=("http://", "https://")),
         Http(
             "model folders",
@@ -1602,6 +1647,53 @@ def model_cases() -> list[Case]:
             ),
             argv=PREDICT,
             never=("ran",),
+        ),
+        fails(
+            c,
+            "dictembed.json naming a dictionary file outside the folder (definitions.jsonl removed)",
+            PREDICT,
+            "dictembed.json",
+            "--dictionary",
+            setup=(
+                copy_model(),
+                write("secret.tsv", "word\tdefinition\ndog\tSECRET-LINE\n"),
+                damage("m/definitions.jsonl", "rm"),
+                edit_json(record, ("config", "dictionary"), "{w}/secret.tsv"),
+            ),
+            err_lacks=("SECRET-LINE",),
+        ),
+        *(
+            fails(
+                c,
+                f"{name} a link to a file outside the folder",
+                PREDICT,
+                name,
+                "links outside the folder",
+                setup=(
+                    copy_model(),
+                    write(f"outside-{i}", "x"),
+                    damage(f"m/{name}", "rm"),
+                    link(f"m/{name}", f"{{w}}/outside-{i}"),
+                ),
+            )
+            for i, name in enumerate(("definitions.jsonl", "model.safetensors", "tokenizer.json"))
+        ),
+        fails(
+            c,
+            "config.json with num_hidden_layers lowered under the weights",
+            PREDICT,
+            "config.json",
+            "no place",
+            setup=(copy_model(), edit_json("m/config.json", ("num_hidden_layers",), 1)),
+        ),
+        fails(
+            c,
+            "only a pickled pytorch_model.bin for weights",
+            PREDICT,
+            "pytorch_model.bin",
+            setup=(copy_model(), damage(weights, "rm"), planted_pickle("m/pytorch_model.bin", "ran")),
+            never=("ran",),
+            err_lacks=("UserWarning", "Warning:"),
         ),
         fails(c, "a file given as the model", PREDICT, "{w}/m", setup=(write("m", "a file"),)),
         fails(c, "an empty folder given as the model", PREDICT, "{w}/m", setup=(mkdir("m"),)),
@@ -1991,8 +2083,42 @@ def push_cases() -> list[Case]:
         "a stale model.safetensors.partial": (write("m/model.safetensors.partial", "x"), "model.safetensors.partial"),
         "a stale staging folder": (write("m/entry_space.partial/space.json", "{}"), "entry_space.partial/space.json"),
     }
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n-----END OPENSSH PRIVATE KEY-----\n"
+    refused = {  # left out and named, one line each, in the table (on stderr with --json)
+        "an OpenSSH private key id_rsa": (write("m/id_rsa", key), "id_rsa"),
+        "secrets/credentials.json": (
+            write("m/secrets/credentials.json", '{"password": "x"}'),
+            "secrets/credentials.json",
+        ),
+        "a dangling link": (link("m/gone.json", "{w}/nowhere"), "gone.json"),
+    }
+    weights_outside = (
+        write("weights.safetensors", "x"),
+        damage("m/model.safetensors", "rm"),
+        link("m/model.safetensors", "{w}/weights.safetensors"),
+    )
     not_found = ("predict", "--model", "models/tinyy", "a pet")
     return [
+        *(
+            Cli(
+                c,
+                f"push --dry-run refuses and names {n}",
+                setup=(m, step),
+                argv=dry,
+                files_lack=(name,),
+                files_have=MODEL_FILES,
+                err_has=(f"  {name}: ",),
+            )
+            for n, (step, name) in refused.items()
+        ),
+        fails(
+            c,
+            "push --dry-run of a folder whose model.safetensors links outside: one line",
+            dry,
+            "/m has no weights to push",
+            "model.safetensors is a link leading outside",
+            setup=(m, *weights_outside),
+        ),
         *(
             Cli(
                 c,

@@ -1,15 +1,21 @@
-"""Latency of `dictembed serve`: GET /api/reverse?q=...&k=10 from one client, then from N concurrent ones.
+"""Latency of `dictembed serve`: GET /api/reverse?q=...&k=10 from one client, then from N concurrent ones, and
+(`--bulk`) from one client while another encodes 256 sentences of 2,000 characters again and again.
 
     python benchmarks/serve_latency.py                                   # outputs/minilm-defsent-plus
     python benchmarks/serve_latency.py outputs/OTHER --clients 8 --seconds 60 --queries 200
     python benchmarks/serve_latency.py --url http://127.0.0.1:8000       # a server already running
+    python benchmarks/serve_latency.py --bulk                            # and searches beside a bulk encode
 
 Starts `dictembed serve MODEL` in a subprocess on a free localhost port (so the clients do not share its
 interpreter), waits for /health, sends a few unmeasured warm-up requests, then, per mode, cycles over a
 fixed seeded list of definitions (default: 200 from the Oxford dictionary, a dictionary the model was not
 trained on) until every query was sent once or `--seconds` ran out. Each client is a thread with its own
-keep-alive `http.client` connection. Prints one JSON document: per mode the requests, errors, latency
-p50/p90/p99/mean/max in ms and queries/s, with `os.getloadavg()` before and after (the figures mean
+keep-alive `http.client` connection. With `--bulk`, a third mode repeats the single client's queries while
+one more client POSTs /api/encode in a loop: `--bulk-sentences` sentences of `--bulk-chars` characters
+(definitions of the same dictionary run together), sent as one request, or in halves until the server's
+token budget takes them (its 413 says so). Prints one JSON document: per mode the requests, errors, latency
+p50/p90/p99/mean/max in ms and queries/s (and the bulk client's requests, sentences per request and
+seconds per request), with the CPU's model name and `os.getloadavg()` before and after (the figures mean
 little on a busy machine).
 """
 
@@ -58,6 +64,92 @@ def get(connection: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
 
 def reverse_path(query: str, k: int) -> str:
     return "/api/reverse?" + urllib.parse.urlencode({"q": query, "k": k})
+
+
+def bulk_sentences(texts: list[str], n: int, chars: int) -> list[str]:
+    """`n` sentences of `chars` characters, each `texts` run together from its own starting point."""
+    out = []
+    for i in range(n):
+        parts, length, j = [], 0, i
+        while length < chars:
+            parts.append(texts[j % len(texts)])
+            length += len(parts[-1]) + 1
+            j += 1
+        out.append(" ".join(parts)[:chars])
+    return out
+
+
+def post_json(connection: http.client.HTTPConnection, path: str, body: Any) -> tuple[int, bytes]:
+    """One POST of a JSON body on a keep-alive connection: (status, body)."""
+    connection.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    return response.status, response.read()
+
+
+def bulk_loop(host: str, port: int, sentences: list[str], stop: threading.Event, started: threading.Event) -> dict:
+    """POST /api/encode of all `sentences` until `stop` is set, in as few requests as the server takes: a 413
+    (over its token budget) halves the request. `started` is set as the first request goes out."""
+    connection = http.client.HTTPConnection(host, port, timeout=600)
+    per_request, seconds, errors, done = len(sentences), [], [], 0
+    while not stop.is_set():
+        for start in range(0, len(sentences), per_request):
+            started.set()
+            begin = time.perf_counter()
+            try:
+                status, _ = post_json(connection, "/api/encode", {"sentences": sentences[start : start + per_request]})
+            except (OSError, http.client.HTTPException) as error:
+                errors.append(type(error).__name__)
+                connection = http.client.HTTPConnection(host, port, timeout=600)
+                break
+            if status == 413 and per_request > 1:
+                per_request //= 2
+                break
+            if status != 200:
+                errors.append(str(status))
+                time.sleep(0.1)  # no hot loop of refusals
+                break
+            seconds.append(time.perf_counter() - begin)
+            done += per_request
+            if stop.is_set():
+                break
+    summary: dict[str, Any] = {"requests": len(seconds), "errors": len(errors), "sentences_per_request": per_request}
+    if seconds:
+        summary.update(
+            p50_s=float(np.percentile(seconds, 50)),
+            max_s=float(max(seconds)),
+            sentences_per_s=done / sum(seconds),
+        )
+    if errors:
+        summary["error_kinds"] = sorted(set(errors))
+    return summary
+
+
+def beside_bulk(
+    host: str, port: int, queries: list[str], seconds: float, k: int, sentences: list[str]
+) -> dict[str, Any]:
+    """The single client's figures (`run_mode`) while `bulk_loop` encodes `sentences` over and over."""
+    stop, started, bulk = threading.Event(), threading.Event(), {}
+    thread = threading.Thread(target=lambda: bulk.update(bulk_loop(host, port, sentences, stop, started)))
+    thread.start()
+    started.wait(60)
+    time.sleep(0.5)  # the encode is on the model
+    try:
+        single = run_mode(host, port, queries, 1, seconds, k)
+    finally:
+        stop.set()
+        thread.join()
+    return {**single, "bulk": bulk}
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux's /proc/cpuinfo, as `lscpu` shows it), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def wait_ready(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
@@ -144,6 +236,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured requests first (default: 5)")
     parser.add_argument("--device", default="cpu", help="the server's --device (default: cpu)")
     parser.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for the server")
+    parser.add_argument("--bulk", action="store_true", help="a third mode: one client beside a bulk encode loop")
+    parser.add_argument("--bulk-sentences", type=int, default=256, help="sentences of the bulk encode (default: 256)")
+    parser.add_argument("--bulk-chars", type=int, default=2000, help="characters of each (default: 2000)")
     args = parser.parse_args()
 
     queries = load_queries(args.dictionary, args.queries, args.seed)
@@ -168,6 +263,10 @@ def main() -> None:
         load_before = os.getloadavg()
         single = run_mode(host, port, queries, 1, args.seconds, args.k)
         concurrent = run_mode(host, port, queries, args.clients, args.seconds, args.k)
+        bulk = None
+        if args.bulk:
+            sentences = bulk_sentences(queries, args.bulk_sentences, args.bulk_chars)
+            bulk = beside_bulk(host, port, queries, args.seconds, args.k, sentences)
         load_after = os.getloadavg()
     finally:
         if process is not None:
@@ -183,9 +282,11 @@ def main() -> None:
         "startup_s": None if args.url else startup,
         "single": single,
         "concurrent": concurrent,
+        **({"single_beside_bulk": bulk} if bulk is not None else {}),
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_model(),
     }
     print(json.dumps(result, indent=1))
 

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from dictembed.entry_space import SPACE_DIR, EntrySpace
-from dictembed.reverse_dictionary import ReverseDictionary, model_dictionary
+from dictembed.model_folder import ModelFolder
+from dictembed.reverse_dictionary import ReverseDictionary
 
 
 def sample_pairs(dictionary, n: int, seed: int) -> list[tuple[str, str]]:
@@ -69,7 +70,7 @@ def main() -> None:
 
     load_before = os.getloadavg()
     rd = ReverseDictionary.load(args.model, device="cpu")
-    dictionary = model_dictionary(args.model).load()
+    dictionary = ModelFolder.open(args.model).dictionary().load()
     pairs = sample_pairs(dictionary, args.queries, args.seed)
     start = time.perf_counter()
     h = torch.cat(list(rd._pooled([d for _, d in pairs], batch_size=64)))  # encoded once for both spaces

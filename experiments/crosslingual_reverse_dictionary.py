@@ -49,9 +49,9 @@ from dictembed.dictionary.merge import normalize_key
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.paths import default_model
-from dictembed.reverse_dictionary import load_description_pairs
 from dictembed.word_frequency import zipf_frequencies
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from dictembed.reverse_dictionary import DESCRIPTION_SPLITS, ReverseDictionary, load_description_pairs
+from dictembed.evaluation.descriptions import DESCRIPTION_SPLITS, hit_ranks, load_description_pairs
+from dictembed.reverse_dictionary import ReverseDictionary
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync"]
@@ -66,7 +67,7 @@ def main() -> None:
 
     rd = ReverseDictionary.load(args.model).prepare()
     pairs = load_description_pairs(args.data, split=args.split)
-    ranks = rd.hit_ranks(pairs, k=args.k)
+    ranks = hit_ranks(rd, pairs, k=args.k)
     top = rd.search_many([d for d, _ in pairs], k=3, max_definitions=0)
     hits = sum(rank is not None for rank in ranks)
     rows = [

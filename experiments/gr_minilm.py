@@ -19,11 +19,11 @@ from pathlib import Path
 from dictembed.encoder import Encoder
 from dictembed.evaluation.lexsub import evaluate_lexsub
 from dictembed.evaluation.sts import evaluate_sts
+from dictembed.model_folder import read_record
 from dictembed.paths import default_model
 from dictembed.recipes.config import RunConfig
 from dictembed.recipes.gr_bert import GR_DICTIONARY, heldout_gloss_accuracy
 from dictembed.recipes.run import train
-from dictembed.record import RunRecord
 
 LEXSUB_KEYS = ("best", "best_mode", "oot", "oot_mode", "p_at_1", "p_at_3")
 
@@ -79,7 +79,7 @@ def main() -> None:
     started = time.time()
     path = train(config)
     trained_s = time.time() - started
-    saved = RunRecord.load(path)
+    saved = read_record(path)
     store = Path(args.out) / "gr_minilm.json"
     stored = json.loads(store.read_text()) if store.exists() else {}
     settings = {"lexsub_limit": args.lexsub_limit, "sts_tasks": args.sts_tasks}

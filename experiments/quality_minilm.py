@@ -21,10 +21,10 @@ from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.encoder import Encoder
 from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.evaluation.sts import evaluate_sts
+from dictembed.model_folder import read_record
 from dictembed.paths import default_model
 from dictembed.recipes.config import RunConfig
 from dictembed.recipes.run import train
-from dictembed.record import RunRecord
 from dictembed.reverse_dictionary import ReverseDictionary
 
 STS_KEYS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
@@ -84,10 +84,10 @@ def model_path(kind: str, config: RunConfig | None) -> str:
     assert config is not None
     if kind == "defsent":
         return str(train(config))
-    saved = RunRecord.load(config.output)
+    saved = read_record(config.output)
     if saved.config is None or saved.config.to_dict() != config.to_dict():
         train(config)  # finished (lr, seed, step) runs inside are reused; only what changed trains
-    history = RunRecord.load(config.output, required=True).selection.get("pst")
+    history = read_record(config.output, required=True).selection.get("pst")
     if kind.startswith("step"):
         return next(h["path"] for h in history if h["step"] == int(kind[4:]))
     return next(h["path"] for h in history if h["step"] == 1) if history else config.output
@@ -103,7 +103,7 @@ def evaluate(path: str, args: argparse.Namespace, test_split) -> dict[str, float
     if path != default_model():
         ranks = ReverseDictionary.load(path).ranks(test_split, limit=args.rd_limit)
         result.update({f"rd_{k}": v for k, v in reverse_dictionary_metrics(ranks).items()})
-    info = RunRecord.load(path)
+    info = read_record(path)
     if info.exists:
         result["examples_per_s"] = info.throughput or 0.0
         result["lr"] = info.lr

@@ -24,8 +24,8 @@ from dictembed.dictionary import load_dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.evaluation import leak_free
-from dictembed.loading import resolve_model
-from dictembed.reverse_dictionary import load_description_pairs, model_dictionary
+from dictembed.evaluation.descriptions import load_description_pairs
+from dictembed.model_folder import ModelFolder, resolve_model
 from dictembed.search_options import RERANK_DEPTH
 
 DEFINITION_WEIGHTS = (0, 0.25, 0.5, 0.75, 1.0)
@@ -60,7 +60,7 @@ def main() -> None:
     space = EntrySpace.load(folder)
     if not isinstance(space, DefinitionSpace) or space.definitions is None:
         raise SystemExit(f"{args.model}: the entry space keeps no definition vectors")
-    pairs = list(model_dictionary(folder).load().pairs())
+    pairs = list(ModelFolder.open(folder).dictionary().load().pairs())
     scorer = Scorer(Encoder.load(str(folder), device="cpu"), space, pairs, space.definitions.float().numpy())
     sets = tuning_sets(space)
     parts = {q.name: [scorer.components(q, s, s + CHUNK) for s in range(0, len(q.texts), CHUNK)] for q in sets}

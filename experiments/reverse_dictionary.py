@@ -43,10 +43,9 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation import leak_free
-from dictembed.loading import resolve_model
+from dictembed.model_folder import ModelFolder, read_record, resolve_model
 from dictembed.paths import default_model
 from dictembed.record import RunRecord
-from dictembed.reverse_dictionary import model_dictionary
 
 COLUMNS = ("kept", "dropped", "single", "n", "mrr", "median_rank", "acc1", "acc10", "acc100")
 
@@ -113,8 +112,8 @@ def main() -> None:
 
     start = time.perf_counter()
     folder = resolve_model(args.models[0])
-    record = RunRecord.load(folder, required=True)
-    source = model_dictionary(folder)
+    record = read_record(folder, required=True)
+    source = ModelFolder.open(folder).dictionary()
     common = EntrySpace.load(folder)
     if not isinstance(common, DefinitionSpace):
         raise DictEmbedError(
@@ -126,7 +125,7 @@ def main() -> None:
     scorers: list[dict[str, Any]] = []
     for path in args.models:
         model_folder = resolve_model(path)
-        model_record = RunRecord.load(model_folder, required=True)
+        model_record = read_record(model_folder, required=True)
         own = EntrySpace.load(model_folder)
         scorer = {
             "model": model_label(model_folder, model_record),

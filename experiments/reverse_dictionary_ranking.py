@@ -49,10 +49,10 @@ from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.evaluation import leak_free
+from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.extras import require
-from dictembed.loading import resolve_model
-from dictembed.record import RunRecord
-from dictembed.reverse_dictionary import EntryGroups, load_description_pairs, model_dictionary
+from dictembed.model_folder import ModelFolder, read_record, resolve_model
+from dictembed.search_index import EntryGroups
 from dictembed.search_options import RERANK_DEPTH, Ranking
 
 DESCRIPTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
@@ -309,8 +309,8 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     folder = resolve_model(args.entries_from or args.model)
-    record = RunRecord.load(folder, required=True)
-    source = model_dictionary(folder)
+    record = read_record(folder, required=True)
+    source = ModelFolder.open(folder).dictionary()
     dictionary = source.load()
     space = EntrySpace.load(folder)
     assert isinstance(space, DefinitionSpace)

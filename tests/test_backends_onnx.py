@@ -289,6 +289,15 @@ def _one_line_error(capsys) -> str:
     return lines[0]
 
 
+def test_cli_export_never_replaces_a_folder_that_holds_no_model(st_model: Path, tmp_path: Path, capsys) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("years of work")
+    assert main(["export", "--model", str(st_model), "--output", str(mine), "--overwrite"]) == 1
+    assert f"--output {mine} is a non-empty folder that holds no model" in _one_line_error(capsys)
+    assert [p.name for p in mine.iterdir()] == ["thesis.txt"] and (mine / "thesis.txt").read_text() == "years of work"
+
+
 def test_cli_export_and_encode(st_model: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "exported"
     assert (
@@ -311,7 +320,7 @@ def test_cli_export_and_encode(st_model: Path, tmp_path: Path, capsys) -> None:
     report = json.loads(capsys.readouterr().out)
     assert report["file"] == f"onnx/{INT8_FILE}" and report["quantize"] == "int8"
     assert main(["export", "--model", str(st_model), "--output", str(out)]) == 1
-    assert "already exists" in _one_line_error(capsys)
+    assert "already holds a model; pass --overwrite" in _one_line_error(capsys)
 
     text = tmp_path / "in.txt"
     text.write_text("\n".join(SENTENCES) + "\n")

@@ -53,6 +53,27 @@ def test_is_cjk_share_and_chinese_word_lists() -> None:
     assert cjk.cjk_share([]) == 0.0 and cjk.cjk_share(["，。"]) == 0.0
 
 
+@pytest.mark.parametrize(
+    "char,cjk_char,han",
+    [
+        ("カ", True, False),  # katakana: written without spaces, not a Han ideograph
+        ("の", True, False),  # hiragana
+        ("，", True, False),  # fullwidth comma
+        ("。", True, False),  # ideographic full stop
+        ("使", True, True),  # the unified block
+        ("㐀", True, True),  # Extension A, its first ideograph
+        ("\U00020000", True, True),  # Extension B, its first ideograph
+        ("\uf900", True, True),  # a compatibility ideograph
+        ("䷀", False, False),  # a Yijing hexagram, between Extension A and the unified block
+        ("a", False, False),
+        ("é", False, False),
+        ("한", False, False),  # Hangul: Korean puts spaces between words
+    ],
+)
+def test_the_cjk_and_han_predicates_at_their_boundaries(char: str, cjk_char: bool, han: bool) -> None:
+    assert (cjk.is_cjk(char), cjk.is_han(char)) == (cjk_char, han)
+
+
 def test_pinyin_initials_and_matcher() -> None:
     pytest.importorskip("pypinyin")
     assert cjk.pinyin_initials("使出") == [{"s"}, {"c"}]
@@ -101,20 +122,22 @@ def _words(results) -> list[str]:
     ],
 )
 def test_patterns_match_chinese_characters(rd, pattern, expected) -> None:
-    assert _words(rd.search("使用能力", k=10, pattern=pattern)) == expected
+    assert _words(rd.search("使用能力", k=10, filters=Filters(pattern=pattern))) == expected
 
 
 def test_pinyin_filter_in_search_and_neighbours(rd) -> None:
     pytest.importorskip("pypinyin")
-    assert _words(rd.search("使用能力", k=10, pinyin="sc")) == ["使出", "使出来"]
-    assert _words(rd.search("使用能力", k=10, pinyin="sc", max_length=2)) == ["使出"]  # 使出来 has 3 characters
-    assert _words(rd.search("金融机构", k=10, pinyin="yh")) == ["银行"]
-    assert _words(rd.search("金融机构", k=10, pinyin="yx")) == []
-    assert _words(rd.neighbours("使出", k=10, pinyin="s")) == ["使出来", "使用"]
-    assert _words(rd.search("a river", k=10, pinyin="s", pattern="*来")) == ["使出来"]
+    assert _words(rd.search("使用能力", k=10, filters=Filters(pinyin="sc"))) == ["使出", "使出来"]
+    assert _words(rd.search("使用能力", k=10, filters=Filters(pinyin="sc", max_length=2))) == [
+        "使出"
+    ]  # 使出来 has 3 characters
+    assert _words(rd.search("金融机构", k=10, filters=Filters(pinyin="yh"))) == ["银行"]
+    assert _words(rd.search("金融机构", k=10, filters=Filters(pinyin="yx"))) == []
+    assert _words(rd.neighbours("使出", k=10, filters=Filters(pinyin="s"))) == ["使出来", "使用"]
+    assert _words(rd.search("a river", k=10, filters=Filters(pinyin="s", pattern="*来"))) == ["使出来"]
     assert Filters(pinyin=" SC ").pinyin == "sc" and not Filters(pinyin=" ").active
     with pytest.raises(DictEmbedError, match="pinyin"):
-        rd.search("使用能力", pinyin="s-c")
+        rd.search("使用能力", filters=Filters(pinyin="s-c"))
 
 
 def test_predict_table_aligns_chinese_words(rd) -> None:
@@ -169,12 +192,12 @@ def test_script_filter_keeps_one_language_of_a_merged_dictionary(rd) -> None:
         "other",
         "other",
     ]
-    assert _words(rd.search("a river", k=10, script="latin")) == ["bank"]
-    assert _words(rd.search("a river", k=10, script="cjk")) == sorted(w for w in WORDS if w != "bank")
-    assert _words(rd.neighbours("使出", k=10, script="latin")) == ["bank"]
+    assert _words(rd.search("a river", k=10, filters=Filters(script="latin"))) == ["bank"]
+    assert _words(rd.search("a river", k=10, filters=Filters(script="cjk"))) == sorted(w for w in WORDS if w != "bank")
+    assert _words(rd.neighbours("使出", k=10, filters=Filters(script="latin"))) == ["bank"]
     assert Filters(script="cjk").active and not Filters().active
     with pytest.raises(DictEmbedError, match="unknown script 'greek'"):
-        rd.search("a river", script="greek")
+        rd.search("a river", filters=Filters(script="greek"))
 
 
 def test_api_script_parameter_and_counts(rd) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import io
 import json
 import logging
@@ -374,18 +375,21 @@ def test_evaluate_mteb_calls_evaluate_mteb(monkeypatch, bert_path, tmp_path, cap
 
 
 def test_push_calls_push_model_and_keeps_stdout_json(monkeypatch, tmp_path, capsys) -> None:
+    from dictembed.hub import UploadPlan
+
     calls = []
 
-    def push_model(model_dir, repo_id, private=False, dry_run=False, token=None):
+    def push_model(model_dir, repo_id, private=False, dry_run=False, token=None, include_secrets=False):
         print("noise a library printed")  # must not reach stdout under --json
         calls.append((model_dir, repo_id, private, dry_run))
-        return ["README.md", "model.safetensors"]
+        return UploadPlan(tmp_path, ["README.md", "model.safetensors"], [])
 
     _fake_module(monkeypatch, "dictembed.hub", push_model=push_model)
     argv = ["push", "--model", str(tmp_path), "--repo", "user/name", "--dry-run"]
     assert main([*argv, "--json"]) == 0
     report, err = _json_stdout(capsys)
     assert report["files"] == ["README.md", "model.safetensors"] and report["dry_run"] is True
+    assert report["left_out"] == []
     assert "noise a library printed" in err and "would upload 2 file(s) to user/name" in err
     assert calls == [(str(tmp_path), "user/name", False, True)]
     assert main(argv) == 0
@@ -495,21 +499,38 @@ def test_search_filters_take_exactly_the_offered_choices() -> None:
 
 
 def test_quiet_turns_every_progress_bar_off(bert_path) -> None:
-    """`-q`: warnings and errors only on stderr, no progress bar from dictembed or the libraries under it."""
+    """`-q`: warnings and errors only on stderr, no progress bar from dictembed or the libraries under it, even
+    when stderr is a terminal (where bars are drawn)."""
+    from test_progress import stderr_on_terminal
+
     argv = [sys.executable, "-m", "dictembed", "-q", "evaluate", "sts", "--model", str(bert_path), "--tasks", "STSB"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env={**os.environ, "TQDM_DISABLE": ""})
-    assert done.returncode == 0, done.stderr
-    assert "it/s" not in done.stderr and "%|" not in done.stderr, done.stderr[-2000:]
-    loud = subprocess.run([a for a in argv if a != "-q"], capture_output=True, text=True, timeout=600)
-    assert "STS" in loud.stderr and "%|" in loud.stderr  # without -q the task bar is there
+    code, err = stderr_on_terminal(argv, {**os.environ, "TQDM_DISABLE": ""})
+    assert code == 0, err
+    assert "it/s" not in err and "%|" not in err, err[-2000:]
+    code, loud = stderr_on_terminal([a for a in argv if a != "-q"], {**os.environ, "TQDM_DISABLE": ""})
+    assert code == 0 and "STS" in loud and "%|" in loud  # without -q the task bar is there
 
 
-def test_bars_turned_off_obeys_and_restores() -> None:
+def test_bars_turned_off_obeys_and_restores(monkeypatch) -> None:
+    from dictembed import progress
     from dictembed.progress import DISABLE_ENV, bars_turned_off, disable
 
+    monkeypatch.setattr(progress, "terminal", lambda: True)  # stderr on a terminal, where bars are drawn
     before = os.environ.get(DISABLE_ENV)
     with bars_turned_off():
         assert disable(True) is True and disable(None) is True
     assert os.environ.get(DISABLE_ENV) == before
     if before is None:
-        assert disable(True) is False and disable(False) is True and disable(None) is None
+        assert disable(True) is False and disable(False) is True and disable(None) is False
+
+
+def test_version_json_is_one_document_of_versions(capsys) -> None:
+    """`--version --json` (either order): one JSON document, read from package metadata without importing torch."""
+    for argv in (["--version", "--json"], ["--json", "--version"]):
+        assert main(argv) == 0
+        versions = json.loads(capsys.readouterr().out)
+        assert versions["dictembed"] == __version__ and versions["python"] == sys.version.split()[0]
+        assert versions["torch"] == importlib.metadata.version("torch")
+    code = "import sys; from dictembed.cli import main; main(['--version', '--json']); print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "False", done.stdout + done.stderr

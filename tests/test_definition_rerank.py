@@ -17,8 +17,9 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.errors import DictEmbedError
-from dictembed.reverse_dictionary import CoarseIndex, ReverseDictionary
-from dictembed.search_options import Ranking
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_index import CoarseIndex
+from dictembed.search_options import Filters, Ranking
 
 # Entries with one to three definitions; "bank" has two far-apart senses, so its mean matches neither well.
 SENSES = {
@@ -122,7 +123,7 @@ def test_a_shallow_rerank_reorders_only_the_best_by_the_rest_of_the_score(space,
 
 def test_filters_apply_before_the_rerank(space, encoder, dictionary) -> None:
     rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0))
-    results = rd.search("a financial institution that accepts deposits", k=5, initial="l")
+    results = rd.search("a financial institution that accepts deposits", k=5, filters=Filters(initial="l"))
     assert [r.words for r in results] == [["lender"]]
 
 

@@ -13,6 +13,7 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import Filters
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
 FAKE = {
@@ -102,8 +103,10 @@ def test_a_pos_filter_lists_metrics_adjective_senses_first(wordnet, bert_path):
     rd = ReverseDictionary(encoder, space, dictionary=wordnet.subset(words))
     adjective = "based on the meter as a standard of measurement"
 
-    def metric(**options) -> tuple[list[str], list[str | None]]:
-        found = next(r for r in rd.search("using the metric system", k=3, **options) if "metric" in r.words)
+    def metric(pos: str | None = None, max_definitions: int = 10) -> tuple[list[str], list[str | None]]:
+        found = next(
+            r for r in rd.search("using the metric system", 3, Filters(pos=pos), max_definitions) if "metric" in r.words
+        )
         return found.definitions["metric"], found.pos["metric"]
 
     assert metric()[1] == ["n", "n", "n", "a", "a"]

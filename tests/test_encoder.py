@@ -10,8 +10,8 @@ import torch
 
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.model_folder import LEGACY_RECORD_NAME, RECORD_NAME
 from dictembed.pooling import pool
-from dictembed.record import LEGACY_RECORD_NAME, RECORD_NAME
 
 SENTENCES = ["a man plays the guitar .", "", "the cat sat on the mat", "rain " * 400, "short"]
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from dictembed import cache, entry_space
+from dictembed import cache, entry_vectors
 from dictembed.cache import cache_key
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, encode_in_parts, part_sizes
@@ -31,7 +31,7 @@ def encoder(bert_path) -> Encoder:
 @pytest.fixture()
 def small_parts(monkeypatch) -> int:
     """Parts of 5 definitions (rounded down to 4, two batches of 2): the 16 toy definitions make 4 parts."""
-    monkeypatch.setattr(entry_space, "PART_SIZE", 5)
+    monkeypatch.setattr(entry_vectors, "PART_SIZE", 5)
     return 4
 
 
@@ -106,7 +106,7 @@ def test_an_interrupted_build_resumes_from_its_last_part_and_equals_an_uninterru
     assert not path.exists() and sorted(p.name for p in parts.glob("part-*")) == ["part-00000.npy", "part-00001.npy"]
 
     calls = _interrupt_after(monkeypatch, 99)
-    with caplog.at_level(logging.INFO, logger="dictembed.entry_space"):
+    with caplog.at_level(logging.INFO, logger="dictembed.entry_vectors"):
         resumed = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=folder, batch_size=BATCH)
     assert calls == [small_parts, small_parts]  # only the two parts that were not kept
     assert "resuming at definition 8 (2 of 4 parts kept" in caplog.text
@@ -118,7 +118,7 @@ def test_an_interrupted_build_resumes_from_its_last_part_and_equals_an_uninterru
 def test_the_size_and_an_estimate_are_logged_after_the_first_part(
     encoder, toy_dictionary, small_parts, tmp_path, caplog
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="dictembed.entry_space"):
+    with caplog.at_level(logging.INFO, logger="dictembed.entry_vectors"):
         DefinitionSpace.build(encoder, toy_dictionary, "ac", cache_dir=tmp_path, batch_size=BATCH)
     lines = [r.getMessage() for r in caplog.records if "about" in r.getMessage()]
     assert len(lines) == 1, caplog.text

@@ -197,6 +197,7 @@ def saved_model(bert_path, tmp_path_factory):
 
     from dictembed.dictionary import load_dictionary
     from dictembed.encoder import Encoder
+    from dictembed.model_folder import write_definitions
     from dictembed.recipes.config import RunConfig
     from dictembed.record import RunRecord
 
@@ -207,10 +208,11 @@ def saved_model(bert_path, tmp_path_factory):
     space = DefinitionSpace.build(encoder, load_dictionary(str(tsv)), "amp", similarity="cosine")
     settings = {"model": str(bert_path), "pooling": "mean", "pooler": "none", "dictionary": str(tsv), "split_seed": 0}
     config = RunConfig.create("defsent-plus", **settings)
-    record = RunRecord(method="defsent-plus", config=config, pst_step=1, entry_encoder=str(bert_path))
+    record = RunRecord(method="defsent-plus", config=config.to_dict(), pst_step=1, entry_encoder=str(bert_path))
     folder = root / "model"
     encoder.save(folder, record=record)
     space.save(folder)
+    write_definitions(folder, load_dictionary(str(tsv)))  # as a trained model's folder holds them
     other = _write_tsv(root / "other.tsv", {"dog": ["it barks"], "sun": ["a hot star"], "zebra": ["a striped horse"]})
     return folder, other
 

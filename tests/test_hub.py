@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
-from dictembed.hub import push_model
+from dictembed.hub import LeftOut, push_model, upload_plan
 from dictembed.model_card import hub_base_model, render_model_card, write_model_card
 
 
@@ -39,8 +41,9 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # ----------------------------------------------------------------- push
 def test_dry_run_lists_the_whole_folder_and_sends_nothing(model_dir: Path, no_network: None) -> None:
-    files = push_model(model_dir, "someone/tiny-defsent-plus", dry_run=True)
-    assert files == sorted(files)
+    plan = push_model(model_dir, "someone/tiny-defsent-plus", dry_run=True)
+    files = plan.files
+    assert files == sorted(files) and plan.left_out == []
     expected = {
         "dictembed.json",
         "modules.json",
@@ -62,18 +65,22 @@ def test_push_creates_the_repo_and_uploads_the_folder(model_dir: Path, monkeypat
     calls: list[tuple[str, tuple, dict]] = []
     monkeypatch.setattr(HfApi, "create_repo", lambda self, *a, **k: calls.append(("create_repo", a, k)))
     monkeypatch.setattr(HfApi, "upload_folder", lambda self, *a, **k: calls.append(("upload_folder", a, k)))
-    files = push_model(model_dir, "someone/tiny", private=True, token="hf_dummy")
-    assert "dictembed.json" in files
+    (model_dir / "notes [draft].txt").write_text("a name that is also a pattern")
+    files = push_model(model_dir, "someone/tiny", private=True, token="hf_dummy").files
+    assert "dictembed.json" in files and "notes [draft].txt" in files
     (_, args, kwargs), (name, _, upload) = calls
     assert args == ("someone/tiny",) and kwargs["private"] is True and kwargs["exist_ok"] is True
     assert name == "upload_folder" and upload["repo_id"] == "someone/tiny"
     assert Path(upload["folder_path"]) == model_dir.resolve()
-    assert upload["allow_patterns"] == files  # exactly what a dry run lists
+    from huggingface_hub.utils import filter_repo_objects
+
+    on_disk = [p.relative_to(model_dir).as_posix() for p in model_dir.rglob("*") if p.is_file()]
+    assert (
+        sorted(filter_repo_objects(on_disk, allow_patterns=upload["allow_patterns"])) == files
+    )  # what a dry run lists
 
 
-def test_push_leaves_out_what_is_not_the_model(
-    model_dir: Path, tmp_path: Path, no_network: None, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_push_leaves_out_what_is_not_the_model(model_dir: Path, tmp_path: Path, no_network: None) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("outside the model folder")
     (model_dir / "notes.link").symlink_to(secret)  # its target would be uploaded
@@ -81,10 +88,15 @@ def test_push_leaves_out_what_is_not_the_model(
     (model_dir / "model.safetensors.1234.partial").write_bytes(b"half a file")
     (model_dir / ".cache").mkdir(exist_ok=True)
     (model_dir / ".cache" / "x").write_text("cache")
-    files = push_model(model_dir, "someone/tiny", dry_run=True)
-    assert not {"notes.link", ".env", "model.safetensors.1234.partial", ".cache/x"} & set(files)
-    assert "dictembed.json" in files and "model.safetensors" in files
-    assert "notes.link" in caplog.text and ".env" in caplog.text
+    plan = push_model(model_dir, "someone/tiny", dry_run=True)
+    assert not {"notes.link", ".env", "model.safetensors.1234.partial", ".cache/x"} & set(plan.files)
+    assert "dictembed.json" in plan.files and "model.safetensors" in plan.files
+    assert plan.left_out == [
+        LeftOut(".cache", "a hidden folder (1 file)"),
+        LeftOut(".env", "a hidden file"),
+        LeftOut("model.safetensors.1234.partial", "a staging leftover of an interrupted save"),
+        LeftOut("notes.link", f"a link leading outside the folder (to {secret})"),
+    ]
 
 
 def test_push_network_failure_of_any_kind_is_one_line(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,6 +135,108 @@ def test_refuses_a_folder_that_is_not_a_model(model_dir: Path, missing: str, no_
 def test_refuses_a_missing_folder(tmp_path: Path, no_network: None) -> None:
     with pytest.raises(DictEmbedError, match="nowhere is not a folder"):
         push_model(tmp_path / "nowhere", "someone/tiny", dry_run=True)
+
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def test_files_that_look_like_credentials_are_refused_by_name_and_by_content(model_dir: Path, no_network: None) -> None:
+    (model_dir / "id_rsa").write_text(KEY)
+    (model_dir / "id_rsa.pub").write_text("ssh-ed25519 AAAA someone@host\n")  # a public key is no secret
+    (model_dir / "secrets").mkdir()
+    (model_dir / "secrets" / "credentials.json").write_text('{"password": "x"}')
+    (model_dir / "deploy.pem").write_text("certificate")
+    (model_dir / "hf_token").write_text("hf_abc")
+    (model_dir / "notes.txt").write_text("\n" + KEY)  # a key under another name
+    plan = upload_plan(model_dir)
+    refused = {item.path: item.reason for item in plan.left_out}
+    assert refused == {
+        "deploy.pem": "looks like a credential: a PEM key or certificate (named deploy.pem)",
+        "hf_token": "looks like a credential: a token file (named hf_token)",
+        "id_rsa": "looks like a credential: an SSH private key (named id_rsa)",
+        "notes.txt": "looks like a credential: a private key (its first line)",
+        "secrets/credentials.json": "looks like a credential: a credentials file (named credentials.json)",
+    }
+    assert all(item.credential for item in plan.left_out)
+    assert {"id_rsa.pub", "tokenizer.json", "tokenizer_config.json", "model.safetensors"} <= set(plan.files)
+    sent = upload_plan(model_dir, include_secrets=True)
+    assert set(refused) <= set(sent.files) and sent.left_out == []
+
+
+def test_links_that_lead_out_or_nowhere_are_named(model_dir: Path, tmp_path: Path, no_network: None) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "data.bin").write_bytes(b"not the model")
+    (model_dir / "data").symlink_to(outside)
+    (model_dir / "gone.json").symlink_to(tmp_path / "no-such-file")
+    (model_dir / "entry_space" / "same.json").symlink_to(model_dir / "dictembed.json")  # inside: sent
+    (model_dir / ".env").write_text("HF_TOKEN=hf_secret")
+    (model_dir / "notes.txt").symlink_to(".env")  # inside, to a file left out
+    plan = upload_plan(model_dir)
+    assert plan.left_out == [
+        LeftOut(".env", "a hidden file"),
+        LeftOut("data", f"a link leading outside the folder (to {outside})"),
+        LeftOut("gone.json", f"a dangling link (to {tmp_path / 'no-such-file'})"),
+        LeftOut("notes.txt", "a link to .env, a hidden file"),
+    ]
+    assert "entry_space/same.json" in plan.files
+
+
+def test_a_pipe_in_the_folder_is_named_not_read(model_dir: Path, no_network: None) -> None:
+    os.mkfifo(model_dir / "feed")
+    assert upload_plan(model_dir).left_out == [LeftOut("feed", "not a plain file (a pipe, socket or device)")]
+
+
+def test_weights_outside_the_folder_are_an_error(model_dir: Path, tmp_path: Path, no_network: None) -> None:
+    weights = (model_dir / "model.safetensors").rename(tmp_path / "weights.safetensors")
+    (model_dir / "model.safetensors").symlink_to(weights)
+    with pytest.raises(DictEmbedError) as info:
+        push_model(model_dir, "someone/tiny", dry_run=True)
+    expected = (
+        f"{model_dir} has no weights to push: model.safetensors is a link leading outside the folder (to {weights})"
+    )
+    assert str(info.value) == expected
+    (model_dir / "model.safetensors").unlink()
+    with pytest.raises(DictEmbedError, match=f"^{model_dir} has no weights to push: model.safetensors is missing$"):
+        push_model(model_dir, "someone/tiny", dry_run=True)
+
+
+def test_sharded_weights_need_every_shard(model_dir: Path, no_network: None) -> None:
+    (model_dir / "model.safetensors").rename(model_dir / "model-00001-of-00002.safetensors")
+    (model_dir / "model-00002-of-00002.safetensors").write_bytes(b"shard")
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (model_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert "model-00002-of-00002.safetensors" in upload_plan(model_dir).files
+    (model_dir / "model-00002-of-00002.safetensors").rename(model_dir / "model-00002-of-00002.safetensors.partial")
+    with pytest.raises(DictEmbedError, match="model-00002-of-00002.safetensors is missing$"):
+        upload_plan(model_dir)
+
+
+def test_push_command_names_and_counts_what_it_leaves_out(
+    model_dir: Path, tmp_path: Path, no_network: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from conftest import cli_refuses, cli_succeeds
+
+    (model_dir / "id_rsa").write_text(KEY)
+    (model_dir / "gone").symlink_to(tmp_path / "nothing")
+    argv = ["push", "--model", str(model_dir), "--repo", "user/name", "--dry-run"]
+    out, _ = cli_succeeds(capsys, argv)
+    files = upload_plan(model_dir, include_secrets=True).files
+    assert out.splitlines()[0] == f"would upload {len(files) - 1} file(s) to user/name, left out 2"
+    assert "  id_rsa: looks like a credential: an SSH private key (named id_rsa)" in out.splitlines()
+    assert f"  gone: a dangling link (to {tmp_path / 'nothing'})" in out.splitlines()
+    assert out.rstrip().endswith("(--include-secrets uploads the files that look like credentials)")
+    out, _ = cli_succeeds(capsys, [*argv, "--json"])
+    report = json.loads(out)
+    assert report["files"] == [f for f in files if f != "id_rsa"]
+    assert report["left_out"] == [
+        {"path": "gone", "reason": f"a dangling link (to {tmp_path / 'nothing'})"},
+        {"path": "id_rsa", "reason": "looks like a credential: an SSH private key (named id_rsa)"},
+    ]
+    out, _ = cli_succeeds(capsys, [*argv, "--json", "--include-secrets"])
+    assert "id_rsa" in json.loads(out)["files"]
+    (model_dir / "model.safetensors").unlink()
+    cli_refuses(capsys, argv, str(model_dir), "model.safetensors is missing")
 
 
 # ----------------------------------------------------------------- model card

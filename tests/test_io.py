@@ -10,7 +10,7 @@ import pytest
 
 from dictembed.cli import main
 from dictembed.errors import DataFormatError
-from dictembed.io import read_lines, text_encoding
+from dictembed.io import read_lines, text_encoding, undecodable
 
 pytestmark = pytest.mark.usefixtures("restore_log_level")
 
@@ -24,7 +24,8 @@ def test_read_lines_splits_on_newline_only(tmp_path: Path) -> None:
 def test_read_lines_names_line_and_byte_with_the_encoding_hint(tmp_path: Path) -> None:
     path = tmp_path / "x.tsv"
     path.write_bytes(b"word\tdefinition\ncat\ta feline\ncaf\xe9\ta shop\n")
-    message = r"x\.tsv:3: not valid utf-8 \(invalid continuation byte at byte 4 of the line, file offset 32\); "
+    message = r"x\.tsv:3: not valid utf-8 \(invalid continuation byte: 0xe9 0x09 at byte 4 of the line, "
+    message += r"file offset 32\); "
     with pytest.raises(DataFormatError, match=message + "pass --encoding latin-1 if the file is Latin-1$"):
         read_lines(path)
     assert read_lines(path, "latin-1")[2] == "café\ta shop"
@@ -45,3 +46,47 @@ def test_unknown_encoding_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
         text_encoding("base64")
     assert main(["data", "stats", "--encoding", "klingon"]) == 2
     assert "--encoding" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "raw,bytes_named,line,column,offset",
+    [
+        (b"fine\nab\xffcd\n", "invalid start byte: 0xff", 2, 3, 7),
+        (b"fine\nok\nabc\xe2\x82", "unexpected end of data: 0xe2 0x82", 3, 4, 11),
+    ],
+)
+def test_a_bad_byte_is_named_by_value_line_and_offsets(
+    raw: bytes,
+    bytes_named: str,
+    line: int,
+    column: int,
+    offset: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The byte's value, its place in the line (from 1) and its file offset (from 0), as docs/cli.md says."""
+    from conftest import cli_refuses
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(raw)
+    where = f"{bytes_named} at byte {column} of the line, file offset {offset}"
+    assert raw[offset] == int(bytes_named.split("0x")[1][:2], 16)
+    with pytest.raises(DataFormatError, match=rf"in\.txt:{line}: not valid utf-8 \({where}\); pass --encoding"):
+        read_lines(path)
+    argv = ["encode", "--model", str(tmp_path / "unused"), "--input", str(path), "--output", str(tmp_path / "o.npz")]
+    cli_refuses(capsys, argv, f"{path}:{line}: not valid utf-8 ({where})")
+
+
+@pytest.mark.parametrize(
+    "raw", [b"fine\nab\xffcd\n", b"a\r\nb\r\ncaf\xe9\tshop\n", b"ok\nabc\xe2\x82", b"\xff\xfeh\x00i\x00\n\x00"]
+)
+def test_a_file_read_a_line_at_a_time_gets_the_same_error(raw: bytes, tmp_path: Path) -> None:
+    """`undecodable`, for files too large to hold, names the same line, bytes and offsets as `read_lines`."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(raw)
+    with pytest.raises(DataFormatError) as whole:
+        read_lines(path)
+    found = undecodable(path)
+    assert found is not None and str(found) == str(whole.value) and found.line == whole.value.line
+    path.write_bytes(b"fine\ncaf\xc3\xa9\n")
+    assert undecodable(path) is None and undecodable(path, "utf-16") is None

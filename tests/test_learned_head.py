@@ -82,6 +82,15 @@ def test_the_command_learns_and_reports(headless: Path, toy_tsv: Path, tmp_path:
     assert report["after"]["mlm_loss"] < report["before"]["mlm_loss"]
     assert load_masked_lm_info(str(out))[1] == []
     cli_refuses(capsys, argv, str(out), "--overwrite")
+    (out / "model.safetensors").write_bytes(b"stale")  # a model folder: --overwrite replaces it
+    cli_succeeds(capsys, [*argv, "--overwrite", "--epochs", "1"])
+    assert load_masked_lm_info(str(out))[1] == []
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("years of work")
+    theirs = ["head", "learn", "--model", str(headless), "--dictionary", str(toy_tsv), "--output", str(mine)]
+    cli_refuses(capsys, [*theirs, "--overwrite"], f"--output {mine} is a non-empty folder that holds no model")
+    assert [p.name for p in mine.iterdir()] == ["thesis.txt"] and (mine / "thesis.txt").read_text() == "years of work"
 
 
 def test_bad_models_are_one_line_errors(toy_tsv: Path, tmp_path: Path, capsys, restore_log_level) -> None:

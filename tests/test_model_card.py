@@ -1,19 +1,26 @@
 """Model cards of real runs: a tiny DefSent+ trained and exported through the command line, its cards read back.
 
 A card must name the folder the user got (never the staging folder it was written in) and show every resolved
-setting of the run, including the method's own options nested in the record.
+setting of the run, including the method's own options nested in the record. Its YAML front matter carries the Hub
+metadata: the weights' licence, the dictionary's languages, datasets and licences, and the figures in `model-index`.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from conftest import TOY_WORDS
 
+from dictembed.card_metadata import DICTIONARIES
 from dictembed.cli import main
-from dictembed.record import RunRecord
+from dictembed.dictionary.load import SOURCES
+from dictembed.model_card import render_model_card
+from dictembed.model_folder import read_record
+from dictembed.paths import EMBEDDED_MODEL
 
 
 def _settings_table(card: str) -> dict[str, str]:
@@ -42,11 +49,11 @@ def test_card_of_a_trained_model_names_its_folder_and_every_setting(trained: Pat
     assert 'SentenceTransformer("path/to/my-defsent-plus")' in card
     assert 'dictembed predict --model path/to/my-defsent-plus "a long-necked African animal"' in card
     table = _settings_table(card)
-    options = RunRecord.load(trained, required=True).config.options
-    assert table["pooling"] == options.pooling == "mean"  # the `best` preset's, resolved
-    assert table["entries"] == options.entries == "amp"
-    assert table["similarity"] == options.similarity == "cosine"
-    assert table["temperature"] == "0.1" and options.entry_temperature == 0.1
+    options = read_record(trained, required=True).settings
+    assert table["pooling"] == options["pooling"] == "mean"  # the `best` preset's, resolved
+    assert table["entries"] == options["entries"] == "amp"
+    assert table["similarity"] == options["similarity"] == "cosine"
+    assert table["temperature"] == "0.1" and options["entry_temperature"] == 0.1
     assert table["preset"] == "best" and table["lr"] == "0.001"
 
 
@@ -59,3 +66,94 @@ def test_card_of_an_export_names_the_export_folder(trained: Path, tmp_path: Path
     assert 'Encoder.load("path/to/my-int8")' in card
     table = _settings_table(card)
     assert (table["entries"], table["similarity"], table["temperature"]) == ("amp", "cosine", "0.1")
+
+
+# ----------------------------------------------------------------- Hub metadata
+def _front_matter(card: str) -> dict[str, Any]:
+    """The card's front matter, parsed as YAML."""
+    empty, front, _ = card.split("---\n", 2)
+    assert empty == ""
+    return yaml.safe_load(front)
+
+
+def _as_trained_on(folder: Path, dictionary: str, model: str) -> dict[str, Any]:
+    """The folder's record as a run on `dictionary` from the Hub model `model` writes it (the dev figures kept)."""
+    record = read_record(folder, required=True).to_dict()
+    record["config"] |= {"dictionary": dictionary, "model": model}
+    return record | {"data": dictionary, "base_model": model, "entry_encoder": model, "sources": {}}
+
+
+def test_card_of_a_wordnet_run_carries_licences_languages_datasets_and_dev_figures(trained: Path) -> None:
+    record = _as_trained_on(trained, "wordnet", EMBEDDED_MODEL)
+    card = render_model_card(record, name="minilm-wordnet")
+    meta = _front_matter(card)
+    assert meta["base_model"] == EMBEDDED_MODEL and meta["license"] == "apache-2.0"
+    assert meta["language"] == ["en"] and meta["datasets"] == ["wordnet"]
+    assert meta["dictionary_licenses"] == {"wordnet": "wordnet"}
+    (index,) = meta["model-index"]
+    (result,) = index["results"]  # the run measured no test figure: STS-B dev alone, labelled dev
+    assert index["name"] == "minilm-wordnet" and result["task"]["type"] == "sentence-similarity"
+    assert result["dataset"] == {
+        "name": "STS Benchmark (dev)",
+        "type": "sentence-transformers/stsb",
+        "split": "validation",
+    }
+    (metric,) = result["metrics"]
+    assert metric["name"].endswith("(dev)") and metric["value"] == round(record["dev"]["stsb_dev"], 4)
+    link = "[WordNet 3.0 license (BSD-like)](https://wordnet.princeton.edu/license-and-commercial-use)"
+    assert f"| dictionary `wordnet` | {link} |" in card
+    assert "| weights (base model `sentence-transformers/all-MiniLM-L6-v2`) | [Apache 2.0](" in card
+
+
+def test_card_of_a_local_base_and_table_claims_no_licence(trained: Path) -> None:
+    card = (trained / "README.md").read_text(encoding="utf-8")
+    meta = _front_matter(card)
+    assert not {"license", "language", "datasets"} & set(meta)
+    assert meta["dictionary_licenses"] == {"toy.tsv": "unknown"}
+    assert "| dictionary `toy.tsv` | not known: see the source's own terms |" in card
+    assert "not known: see the base model's own terms |" in card
+
+
+@pytest.mark.parametrize(
+    "model,dictionary,licence,languages,licences",
+    [
+        ("multilingual-e5-small", "cwn", "mit", ["zh"], {"cwn": "unknown"}),  # the offline name of the e5 model
+        (
+            "intfloat/multilingual-e5-small",
+            "wordnet,cwn",
+            "mit",
+            ["en", "zh"],
+            {"wordnet": "wordnet", "cwn": "unknown"},
+        ),
+        (
+            "sentence-transformers/all-mpnet-base-v2",
+            "wordnet,gcide",
+            "apache-2.0",
+            ["en"],
+            {"wordnet": "wordnet", "gcide": "gpl-3.0"},
+        ),
+        ("roberta-base", "gcide", None, ["en"], {"gcide": "gpl-3.0"}),  # a base model whose licence is not known
+    ],
+)
+def test_card_metadata_follows_the_base_model_and_dictionary(
+    model: str, dictionary: str, licence: str | None, languages: list[str], licences: dict[str, str]
+) -> None:
+    meta = _front_matter(render_model_card({"base_model": model, "config": {"dictionary": dictionary}}))
+    assert meta.get("license") == licence and meta["language"] == languages
+    assert meta["datasets"] == list(licences) and meta["dictionary_licenses"] == licences
+    assert "model-index" not in meta  # no figures, no model-index
+
+
+def test_every_named_dictionary_has_a_language_and_a_licence_entry() -> None:
+    assert set(DICTIONARIES) == set(SOURCES)
+
+
+def test_sts_test_figures_of_a_record_come_before_the_dev_figure() -> None:
+    record = {"dev": {"stsb_dev": 86.91}, "evaluation": {"sts": {"STSB": 83.44, "SICKR": 76.28, "avg": 80.92}}}
+    (index,) = _front_matter(render_model_card(record, name="m"))["model-index"]
+    rows = [(r["dataset"]["type"], r["dataset"]["split"], r["metrics"][0]["value"]) for r in index["results"]]
+    assert rows == [
+        ("sentence-transformers/stsb", "test", 83.44),
+        ("mteb/sickr-sts", "test", 76.28),
+        ("sentence-transformers/stsb", "validation", 86.91),
+    ]

@@ -314,7 +314,7 @@ def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, caps
 
 
 def test_a_prepared_name_resolves_to_its_folder_and_an_unprepared_one_says_how(fake_mpnet) -> None:
-    from dictembed.loading import resolve_model
+    from dictembed.model_folder import resolve_model
 
     with pytest.raises(ModelLoadError, match="dictembed models prepare all-mpnet-base-v2"):
         resolve_model("all-mpnet-base-v2")

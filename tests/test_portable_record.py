@@ -16,8 +16,9 @@ from conftest import TOY_WORDS
 
 from dictembed.cli import main
 from dictembed.model_card import render_model_card
+from dictembed.model_folder import RECORD_NAME, read_record
 from dictembed.paths import EMBEDDED_MODEL, default_model
-from dictembed.record import RECORD_NAME, RunRecord
+from dictembed.record import RunRecord
 
 pytestmark = pytest.mark.usefixtures("restore_log_level")
 
@@ -72,9 +73,9 @@ def test_no_saved_file_names_a_path_of_the_training_machine(trained, bert_path) 
     for machine_path in (str(tsv.parent), str(out.parent), str(Path(bert_path).parent), str(Path.home())):
         leaking = [p.name for p, text in texts.items() if machine_path in text]
         assert not leaking, f"{machine_path} in {leaking}"
-    record = RunRecord.load(out, required=True)
+    record = read_record(out, required=True)
     assert record.config is not None
-    assert (record.config.model, record.config.dictionary, record.config.output) == (
+    assert (record.config["model"], record.config["dictionary"], record.config["output"]) == (
         Path(bert_path).name,
         "toy.tsv",
         "toy-model",
@@ -131,7 +132,7 @@ def test_a_rerun_finds_a_dictionary_file_of_the_same_name_and_content(
     from dictembed.recipes.resolve import ConfigError, local_settings
 
     out, tsv, _ = trained
-    record = RunRecord.load(out, required=True)
+    record = read_record(out, required=True)
     settings = {"model": Path(bert_path).name, "dictionary": "toy.tsv"}
     given = {"model": str(bert_path)}
     monkeypatch.chdir(tmp_path)
@@ -152,13 +153,14 @@ def test_the_embedded_model_is_recorded_by_its_hub_name_and_read_back_as_this_ma
     tsv.write_text("word\tdefinition\ndog\ta pet\n")
     config = RunConfig.create("defsent-plus", dictionary=str(tsv), output=str(tmp_path / "m"))
     assert config.model == default_model()
-    record = RunRecord(method="defsent-plus", base_model=config.model, config=config).portable(tmp_path / "m")
-    assert record.base_model == record.config.model == EMBEDDED_MODEL
+    record = RunRecord(method="defsent-plus", base_model=config.model, config=config.to_dict())
+    record = record.portable(tmp_path / "m")
+    assert record.base_model == record.settings["model"] == EMBEDDED_MODEL
     assert record.local_source("model", EMBEDDED_MODEL) == "embedded"
     card = render_model_card(record)
     assert f'base_model: "{EMBEDDED_MODEL}"' in card and "(the copy embedded in dictembed)" in card
     given = {"dictionary": str(tsv)}
-    assert local_settings(record, record.config.flat(), given)["model"] == default_model()
+    assert local_settings(record, record.settings, given)["model"] == default_model()
 
 
 def test_run_folders_are_recorded_relative_to_the_outputs_folder(tmp_path) -> None:
@@ -179,4 +181,4 @@ def test_a_saved_encoder_names_no_path_of_this_machine(bert_path: Path, tmp_path
     folder = Encoder.load(str(source), device="cpu").save(tmp_path / "saved")
     texts = [p.read_text(encoding="utf-8") for p in folder.rglob("*") if p.is_file() and p.suffix in {".json", ".md"}]
     assert texts and not any(str(source) in text for text in texts)
-    assert RunRecord.load(folder).base_model == source.name
+    assert read_record(folder).base_model == source.name

@@ -4,7 +4,12 @@ rate, loss, time left), from one helper for training, the entry-space build and 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dictembed import progress
@@ -101,3 +106,53 @@ def test_encoding_logs_progress_lines_when_stderr_is_no_terminal(bert_path, monk
         encoder.encode([f"sentence number {i}" for i in range(12)], batch_size=2, show_progress_bar=True)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("encode: batch ")]
     assert len(lines) == 5 and lines[0].startswith("encode: batch 1/6 (17%), ") and " batches/s" in lines[0]
+
+
+def stderr_on_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run `argv` with stderr on a pseudo-terminal (stdout discarded); its exit status and what it wrote there."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # bars need a width
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower, env=env) as run:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 1 << 16)
+            except OSError:  # EIO: every end of the terminal's other side is closed
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        code = run.wait(timeout=600)
+    os.close(leader)
+    return code, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_no_bar_is_drawn_unless_stderr_is_a_terminal(monkeypatch) -> None:
+    monkeypatch.delenv(progress.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(progress, "terminal", lambda: False)
+    assert progress.disable(True) is True and progress.disable(None) is True
+    monkeypatch.setattr(progress, "terminal", lambda: True)
+    assert progress.disable(True) is False and progress.disable(None) is False and progress.disable(False) is True
+
+
+def test_encode_draws_no_bar_into_a_log_file(bert_path: Path, tmp_path: Path) -> None:
+    """`dictembed encode 2> log`: the log holds no bar (no `%|`, no carriage returns); a terminal gets the bar."""
+    sentences = tmp_path / "in.txt"
+    sentences.write_text("".join(f"sentence number {i}\n" for i in range(40)))
+    argv = [sys.executable, "-m", "dictembed", "encode", "--model", str(bert_path), "--input", str(sentences)]
+    env = {**os.environ, progress.DISABLE_ENV: ""}
+    with open(tmp_path / "encode.log", "w+b") as log_file:
+        done = subprocess.run([*argv, "--output", str(tmp_path / "a.npy")], stderr=log_file, env=env, timeout=600)
+        log_file.seek(0)
+        err = log_file.read().decode("utf-8", "replace")
+    assert done.returncode == 0, err[-2000:]
+    assert np.load(tmp_path / "a.npy").shape[0] == 40
+    assert "%|" not in err and "\r" not in err, err[-2000:]
+    code, on_terminal = stderr_on_terminal([*argv, "--output", str(tmp_path / "b.npy")], env)
+    assert code == 0 and "encode: 100%|" in on_terminal, on_terminal[-2000:]

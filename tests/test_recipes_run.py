@@ -15,11 +15,11 @@ from dictembed.cli import main
 from dictembed.encoder import Encoder
 from dictembed.entry_space import WordEmbeddingSpace
 from dictembed.errors import DictEmbedError
+from dictembed.model_folder import LEGACY_RECORD_NAME, RECORD_NAME, read_record
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
 from dictembed.recipes.config import RunConfig
 from dictembed.recipes.registry import RECIPES, get_recipe
 from dictembed.recipes.run import Recipe, train
-from dictembed.record import LEGACY_RECORD_NAME, RECORD_NAME, RunRecord
 from dictembed.training import Trainer, TrainSettings
 
 
@@ -66,14 +66,15 @@ def test_version_1_record_and_config_still_read(tmp_path) -> None:
         "config": {"method": "defsent-plus", "pooling": "mean", "entries": "amp", "temperature": 0.2, "lrs": [1e-4]},
     }
     (tmp_path / LEGACY_RECORD_NAME).write_text(json.dumps(legacy))
-    record = RunRecord.load(tmp_path, required=True)
+    record = read_record(tmp_path, required=True)
     assert record.version == 1 and record.dev == {"stsb_dev": 87.3} and "triplets" in record.details
-    config = record.config  # typed: the version-1 flat options are read into the method's options
+    config = RunConfig.of_record(record)  # typed: the version-1 flat options are read into the method's options
+    assert config is not None
     options = config.options
     assert (options.pooling, options.entries, options.entry_temperature, config.lrs) == ("mean", "amp", 0.2, [1e-4])
     (tmp_path / RECORD_NAME).write_text("{not json")
     with pytest.raises(DictEmbedError, match="corrupt run record"):
-        RunRecord.load(tmp_path)
+        read_record(tmp_path)
 
 
 def test_a_finished_run_is_reused_only_under_the_same_configuration(bert_path, toy_tsv, tmp_path, caplog) -> None:
@@ -86,7 +87,7 @@ def test_a_finished_run_is_reused_only_under_the_same_configuration(bert_path, t
     caplog.clear()
     out = train(_config(bert_path, toy_tsv, tmp_path / "out", overwrite=True, limit=5))
     assert "retraining" in caplog.text and "differs in limit" in caplog.text
-    assert RunRecord.load(out).train_examples == 5 and RunRecord.load(out).config.limit == 5
+    assert read_record(out).train_examples == 5 and read_record(out).settings["limit"] == 5
 
 
 def test_the_output_folder_is_never_lost(bert_path, toy_tsv, tmp_path) -> None:
@@ -108,9 +109,9 @@ def test_a_run_reruns_from_its_saved_configuration(bert_path, toy_tsv, tmp_path,
     # the published record names the local model folder and dictionary file by their names only: give them again
     assert main(rerun) == 2 and "--model" in capsys.readouterr().err
     assert main([*rerun, "--model", str(bert_path), "--dictionary", toy_tsv]) == 0
-    again = RunRecord.load(tmp_path / "again", required=True)
-    first = RunRecord.load(out)
-    assert again.run == first.run and again.config.options == first.config.options
+    again = read_record(tmp_path / "again", required=True)
+    first = read_record(out)
+    assert again.run == first.run and again.config["options"] == first.config["options"]
     # The same training, the same embeddings (the checkpoint's unused BERT pooler is drawn anew at each load).
     sentences = ["a pet that barks", "water from the sky"]
     expected = Encoder.load(str(out), device="cpu").encode(sentences)

@@ -17,8 +17,10 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, MLMHeadSpace
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.reverse_dictionary import EntryGroups, ReverseDictionary, load_description_pairs, top_indices
-from dictembed.search_options import Ranking
+from dictembed.evaluation.descriptions import hit_ranks, load_description_pairs
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_index import EntryGroups, top_indices
+from dictembed.search_options import Filters, Ranking
 
 EVERYDAY = Path(__file__).parent / "data" / "everyday_descriptions.tsv"
 SHORT = "lasting a very short time"
@@ -117,17 +119,17 @@ def test_synonyms_are_one_result_scored_by_cosine(rd, encoder, space) -> None:
     ],
 )
 def test_filters(rd, filters, expected) -> None:
-    assert sorted(_words(rd.search("a tall animal", k=10, **filters))) == sorted(expected)
+    assert sorted(_words(rd.search("a tall animal", k=10, filters=Filters(**filters)))) == sorted(expected)
 
 
 def test_k_limits_the_results_after_filtering(rd) -> None:
-    assert len(rd.search("a tall animal", k=2, pos="n")) == 2
+    assert len(rd.search("a tall animal", k=2, filters=Filters(pos="n"))) == 2
     assert len(rd.search("a tall animal", k=100)) == len(WORDS) - 2
 
 
 def test_a_pos_filter_lists_that_part_of_speech_first(rd) -> None:
-    def run(**options) -> tuple[list[str], list[str | None]]:
-        found = next(r for r in rd.search("a tall animal", k=10, **options) if "run" in r.words)
+    def run(pos: str | None = None, max_definitions: int = 10) -> tuple[list[str], list[str | None]]:
+        found = next(r for r in rd.search("a tall animal", 10, Filters(pos=pos), max_definitions) if "run" in r.words)
         return found.definitions["run"], found.pos["run"]
 
     verb, noun = (definition for definition, _ in SENSES["run"])
@@ -147,7 +149,7 @@ def test_a_pos_filter_lists_that_part_of_speech_first(rd) -> None:
 )
 def test_bad_filters_are_errors(rd, filters, message) -> None:
     with pytest.raises(DictEmbedError, match=message):
-        rd.search("a tall animal", **filters)
+        rd.search("a tall animal", filters=Filters(**filters))
 
 
 def test_without_a_dictionary_results_have_no_definitions(encoder, space) -> None:
@@ -155,7 +157,7 @@ def test_without_a_dictionary_results_have_no_definitions(encoder, space) -> Non
     results = bare.search(SHORT, k=3)
     assert len(results) == 3 and all(r.definitions == {} for r in results)
     with pytest.raises(DictEmbedError, match="part of speech"):
-        bare.search(SHORT, pos="n")
+        bare.search(SHORT, filters=Filters(pos="n"))
 
 
 def test_a_dictionary_that_cannot_be_loaded_is_logged_once(encoder, space, tmp_path, caplog) -> None:
@@ -169,8 +171,10 @@ def test_a_dictionary_that_cannot_be_loaded_is_logged_once(encoder, space, tmp_p
 
 def test_search_many_predict_and_top_indices(rd) -> None:
     queries = [SHORT, "a young woman", "with rapid movements"]
-    many = rd.search_many(queries, k=4, pos="n")
-    assert [[r.to_dict() for r in rs] for rs in many] == [[r.to_dict() for r in rd.search(q, 4, "n")] for q in queries]
+    many = rd.search_many(queries, k=4, filters=Filters(pos="n"))
+    assert [[r.to_dict() for r in rs] for rs in many] == [
+        [r.to_dict() for r in rd.search(q, 4, Filters(pos="n"))] for q in queries
+    ]
     ranked = rd.predict(SHORT, top_k=3)  # the model's softmax over single entries, ungrouped
     assert len(ranked) == 3 and all(w in WORDS and 0 < p < 1 for w, p in ranked)
     scores = np.array([0.5, 0.9, 0.9, 0.1, 0.7])
@@ -203,7 +207,7 @@ def test_a_space_without_a_matrix_scores_by_probability(bert_path, encoder) -> N
     ],
 )
 def test_length_and_initial_filters(rd, filters, expected) -> None:
-    assert sorted(_words(rd.search("a tall animal", k=10, **filters))) == sorted(expected)
+    assert sorted(_words(rd.search("a tall animal", k=10, filters=Filters(**filters)))) == sorted(expected)
 
 
 @pytest.mark.parametrize(
@@ -217,13 +221,13 @@ def test_length_and_initial_filters(rd, filters, expected) -> None:
 )
 def test_bad_length_and_initial_filters(rd, filters, message) -> None:
     with pytest.raises(DictEmbedError, match=message):
-        rd.search("a tall animal", **filters)
+        rd.search("a tall animal", filters=Filters(**filters))
     with pytest.raises(DictEmbedError, match=message):
-        rd.neighbours("girl", **filters)
+        rd.neighbours("girl", filters=Filters(**filters))
 
 
 def test_length_bounds_and_the_word_index() -> None:
-    from dictembed.reverse_dictionary import WordIndex
+    from dictembed.search_index import WordIndex
     from dictembed.search_options import length_bounds, word_length
 
     assert length_bounds(5) == (5, 5) and length_bounds(None, 2, None) == (2, None)
@@ -250,12 +254,16 @@ def test_neighbours_are_the_nearest_entry_vectors_without_the_word(rd, space) ->
     assert [r.score for r in results[1:]] == pytest.approx(sorted(cosine.tolist(), reverse=True), abs=1e-5)
     assert [r.words[0] for r in results[1:]] == [WORDS[3 + i] for i in np.argsort(-cosine, kind="stable")]
     assert results[0].definitions == {"fugacious": [SHORT], "short-lived": [SHORT]}
-    assert _words(rd.neighbours("Girl", k=5, pattern="gir*")) == ["giraffe"]  # an entry case-insensitively
-    assert _words(rd.neighbours("giraffe", k=1, min_length=9, max_length=9)) == ["fugacious"]
+    assert _words(rd.neighbours("Girl", k=5, filters=Filters(pattern="gir*"))) == [
+        "giraffe"
+    ]  # an entry case-insensitively
+    assert _words(rd.neighbours("giraffe", k=1, filters=Filters(min_length=9, max_length=9))) == ["fugacious"]
     assert rd.neighbours("girl", k=2) == rd.neighbours("girl", k=5)[:2]
     alone = rd.neighbours("girl", k=10)  # a word alone in its group: every other group, no empty result
     assert len(alone) == len(WORDS) - 3 and "girl" not in _words(alone) and all(r.words for r in alone)
-    assert alone == rd.neighbours("girl", k=10, words="any", max_length=100)  # the same through the masks
+    assert alone == rd.neighbours(
+        "girl", k=10, filters=Filters(words="any", max_length=100)
+    )  # the same through the masks
 
 
 def test_modes_choose_neighbours_for_an_entry(rd) -> None:
@@ -440,14 +448,14 @@ def test_everyday_descriptions_have_dev_and_test_splits() -> None:
 
 def test_hit_ranks_on_the_tiny_model(model_dir) -> None:
     pairs = [("a domesticated animal that barks", ["dog", "hound"]), ("a domesticated animal", ["no such word"])]
-    ranks = ReverseDictionary.load(model_dir).hit_ranks(pairs, k=5)
+    ranks = hit_ranks(ReverseDictionary.load(model_dir), pairs, k=5)
     assert ranks[0] in range(1, 6) and ranks[1] is None
 
 
 @pytest.mark.skipif(not os.environ.get("DICTEMBED_EVERYDAY_MODEL"), reason="set DICTEMBED_EVERYDAY_MODEL to a model")
 def test_everyday_descriptions_hit_the_top_10_of_a_real_model() -> None:
     pairs = load_description_pairs(EVERYDAY)
-    ranks = ReverseDictionary.load(os.environ["DICTEMBED_EVERYDAY_MODEL"]).hit_ranks(pairs, k=10)
+    ranks = hit_ranks(ReverseDictionary.load(os.environ["DICTEMBED_EVERYDAY_MODEL"]), pairs, k=10)
     hits = sum(rank is not None for rank in ranks)
     print(f"everyday descriptions: {hits}/{len(pairs)} in the top 10")
     misses = [d for (d, _), rank in zip(pairs, ranks, strict=True) if rank is None]
@@ -466,7 +474,7 @@ def test_a_model_folder_serves_its_definitions_from_anywhere(served_model, tmp_p
     and another file at the recorded relative path, it still serves its own definitions and pos filter."""
     import shutil
 
-    from dictembed.reverse_dictionary import DEFINITIONS_FILE
+    from dictembed.model_folder import DEFINITIONS_FILE
 
     assert (served_model / DEFINITIONS_FILE).is_file()
     moved = tmp_path / "elsewhere" / "model"
@@ -481,9 +489,9 @@ def test_a_model_folder_serves_its_definitions_from_anywhere(served_model, tmp_p
     assert rd.dictionary.pairs() == trained_on.pairs()
     assert [[s.pos for s in e.senses] for e in rd.dictionary] == [[s.pos for s in e.senses] for e in trained_on]
     original = ReverseDictionary.load(served_model)
-    results = rd.search("a domesticated animal that barks", k=3, pos="n")
+    results = rd.search("a domesticated animal that barks", k=3, filters=Filters(pos="n"))
     assert results and all("n" in r.pos[w] for r in results for w in r.words)  # definitions and parts of speech
-    same = original.search("a domesticated animal that barks", k=3, pos="n")
+    same = original.search("a domesticated animal that barks", k=3, filters=Filters(pos="n"))
     assert [r.to_dict() for r in results] == [r.to_dict() for r in same]
     assert str(served_model.parent) not in (moved / DEFINITIONS_FILE).read_text()
 
@@ -495,5 +503,5 @@ def test_a_pos_filter_on_a_dictionary_without_parts_of_speech_says_so(encoder, s
             plain.add(entry.headword, sense.definition)  # no part of speech anywhere
     rd = ReverseDictionary(encoder, space, dictionary=plain)
     with pytest.raises(DictEmbedError, match="records none"):
-        rd.search(SHORT, pos="n")
+        rd.search(SHORT, filters=Filters(pos="n"))
     assert rd.search(SHORT, k=2)  # without the filter it searches as ever

@@ -4,6 +4,7 @@ tiny DefSent+ model trained once on a toy dictionary with parts of speech and th
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 import socket
@@ -19,7 +20,7 @@ import pytest
 from conftest import CAR, HEADWORDS
 
 from dictembed.cli import main
-from dictembed.search_options import FREQUENCY_WEIGHT
+from dictembed.search_options import FREQUENCY_WEIGHT, Filters
 
 
 @pytest.fixture(scope="session")
@@ -197,7 +198,10 @@ def test_the_api_is_documented(client) -> None:
     assert names <= set(parameters) and all(p.get("description") for p in parameters.values())
     ref = reverse["get"]["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
     assert set(schema["components"]["schemas"][ref.split("/")[-1]]["properties"]) == {"error"}  # not FastAPI's
-    assert schema["paths"]["/api/encode"]["post"]["summary"]
+    encode = schema["paths"]["/api/encode"]["post"]
+    assert encode["summary"] and {"413", "415", "422"} <= set(encode["responses"])
+    body = encode["requestBody"]["content"]["application/json"]["schema"]
+    assert body["required"] == ["sentences"] and body["properties"]["sentences"]["maxItems"] == 256
     assert 'href="docs"' in client.get("/").text  # the page links the API
 
 
@@ -258,13 +262,20 @@ BAD_BODIES = {  # POST /api/encode with this body: (part of the message)
     json.dumps({"sentences": ["a" * 2001]}).encode(): "2000",
     json.dumps({"sentences": ["a"] * 257}).encode(): "256",
     b"{not json": "JSON",
-    b"\xff\xfe": "",
+    b"\xff\xfe": "JSON",
+    b"[" * 100_000 + b"]" * 100_000: "body: Invalid JSON: recursion limit exceeded",
+    b'{"sentences": ["a"], "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}": "recursion limit",
+    b'{"sentences": ["a"], "normalize": ' + b"7" * 5000 + b"}": "body: Invalid JSON: number out of range",
+    b'{"sentences": [' + b"1" * 5000 + b"]}": "number out of range",
+    '{"sentences": ["café"]}'.encode("utf-16"): "JSON",  # JSON is UTF-8
+    json.dumps({"sentences": list(range(200))}).encode(): "and 195 more",  # one line, however many errors
 }
 BAD_REQUESTS = [
     *[("GET", f"/api/reverse?{query}", status, message) for query, (status, message) in BAD_QUERIES.items()],
     *[("POST", "/api/encode", 422, message, body) for body, message in BAD_BODIES.items()],
     ("GET", "/no/such/page", 404, "not found"),
     ("POST", "/api/reverse?q=dog", 405, "Method Not Allowed"),
+    ("GET", "/api/reverse?q=dog&k=" + "9" * 5000, 422, "k:"),
 ]
 
 
@@ -278,6 +289,127 @@ def test_bad_input_is_a_4xx_json_error_and_the_server_keeps_serving(client, requ
     error = response.json()["error"]
     assert isinstance(error, str) and error and message in error and "\n" not in error
     assert "dog" in _words(_reverse(client, q="a domesticated animal that barks", k=5)["results"])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("POST", "/api/reverse?q=dog", "GET, HEAD"),
+        ("DELETE", "/health", "GET, HEAD"),
+        ("PUT", "/", "GET, HEAD"),
+        ("GET", "/api/encode", "POST"),
+        ("OPTIONS", "/api/encode", "POST"),
+        ("POST", "/openapi.json", "GET, HEAD"),
+    ],
+)
+def test_a_405_names_the_allowed_methods(client, method: str, path: str, allow: str) -> None:
+    response = client.request(method, path)
+    assert response.status_code == 405 and response.headers["allow"] == allow
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"error": f"Method Not Allowed: {path.split('?')[0]} takes {allow}"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({"content-type": "application/json", "content-encoding": "gzip"}, "Content-Encoding 'gzip' is not read"),
+        ({"content-encoding": "identity, br"}, "Content-Encoding 'identity, br'"),
+        ({"content-type": "text/plain"}, "Content-Type 'text/plain' is not read: send application/json"),
+        ({"content-type": "application/x-www-form-urlencoded"}, "send application/json"),
+    ],
+)
+def test_an_encoded_or_non_json_body_is_415(client, headers: dict[str, str], message: str) -> None:
+    import gzip
+
+    body = json.dumps({"sentences": ["a dog barks"]}).encode()
+    encoded = gzip.compress(body) if "gzip" in headers.get("content-encoding", "") else body
+    response = client.post("/api/encode", content=encoded, headers=headers)
+    assert response.status_code == 415 and response.headers["content-type"] == "application/json"
+    assert message in response.json()["error"] and "\n" not in response.json()["error"]
+    if "content-encoding" in headers:
+        assert response.headers["accept-encoding"] == "identity"
+    for media in ("application/json; charset=utf-8", "application/vnd.api+json", None):  # JSON, or none said
+        ok = client.post("/api/encode", content=body, headers={"content-type": media} if media else {})
+        assert ok.status_code == 200 and len(ok.json()["embeddings"]) == 1
+
+
+def test_an_encode_over_the_token_budget_is_413_naming_it(model_dir) -> None:
+    from fastapi.testclient import TestClient
+
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.serve import EncodeBudget, create_app
+
+    rd = ReverseDictionary.load(model_dir)
+    budgeted = TestClient(create_app(reverse_dictionary=rd, budget=EncodeBudget(request=32, chunk=8)))
+    assert rd.encoder.tokenizer("a dog")["input_ids"] == [101, 1037, 3899, 102]  # [CLS] a dog [SEP]
+    ok = budgeted.post("/api/encode", json={"sentences": ["a dog"] * 8})
+    assert ok.status_code == 200 and len(ok.json()["embeddings"]) == 8
+    response = budgeted.post("/api/encode", json={"sentences": ["a dog"] * 8 + ["a"]})
+    assert response.status_code == 413 and response.headers["content-type"] == "application/json"
+    assert response.json()["error"] == (
+        f"the sentences hold 35 tokens (each cut at the model's {rd.encoder.max_length}); one request encodes at "
+        "most 32"
+    )
+
+
+def test_an_encode_in_steps_equals_one_pass_and_counts_cut_sentences(model_dir, caplog) -> None:
+    """Steps of a few tokens (the sentences' order kept) give the vectors of one pass over all of them, and a
+    sentence longer than the model's window is counted in `truncated` and in one warning for the request."""
+    from fastapi.testclient import TestClient
+
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.serve import EncodeBudget, create_app
+
+    rd = ReverseDictionary.load(model_dir)
+    sentences = ["a dog barks", "rain", "water that falls from clouds " * 3, "bread", "pet " * 400, "a cat"]
+    app = create_app(reverse_dictionary=rd, budget=EncodeBudget(chunk=12))
+    steps: list[int] = []
+    encode = rd.encoder.encode
+
+    def counted(batch, **options):
+        steps.append(len(batch))
+        return encode(batch, **options)
+
+    rd.encoder.encode = counted
+    with caplog.at_level(logging.WARNING):
+        data = TestClient(app).post("/api/encode", json={"sentences": sentences, "normalize": True}).json()
+    rd.encoder.encode = encode
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 of 6 sentences to encode were longer than 128 tokens and were cut"
+    ]
+    whole = encode(sentences, normalize_embeddings=True)
+    assert np.allclose(np.asarray(data["embeddings"]), whole, atol=1e-5)
+    assert data["truncated"] == 1 and data["dim"] == 32 and data["model"] == rd.name
+    assert len(steps) > 2 and sum(steps) == len(sentences)
+
+
+def test_the_http_layer_answers_what_it_cannot_parse_with_json(app) -> None:
+    """uvicorn answers a request it cannot parse before the app sees it: a 400, in JSON, and the server goes on."""
+    from dictembed.serve import background_server
+    from dictembed.serve_limits import MAX_REQUEST_LINE
+
+    def raw(port: int, request: bytes) -> tuple[bytes, dict[str, str], bytes]:
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as connection:
+            connection.sendall(request)
+            answer = b""
+            while chunk := connection.recv(1 << 16):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        status, *lines = head.decode().split("\r\n")
+        return status.encode(), dict(line.lower().split(": ", 1) for line in lines), body
+
+    with background_server(app) as base:
+        port = int(base.rsplit(":", 1)[1])
+        for request in (
+            b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",  # two Host headers
+            b"GET /api/reverse?q=" + b"a" * (MAX_REQUEST_LINE + 1000),  # a request line over the buffer
+            b"NOT HTTP AT ALL\r\n\r\n",
+        ):
+            status, headers, body = raw(port, request)
+            assert status == b"HTTP/1.1 400 Bad Request" and headers["content-type"] == "application/json"
+            message = "invalid HTTP request: malformed, or a request line and headers over 1 MiB"
+            assert json.loads(body) == {"error": message}
+        assert raw(port, b"GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")[0].endswith(b"200 OK")
 
 
 def test_a_nul_in_the_query_is_answered(client) -> None:
@@ -359,9 +491,9 @@ def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model
     alone = {q: [r.to_dict() for r in rd.search(q, k=3)] for q in queries}
     answers: dict[str, object] = {}
 
-    def ask(query: str, **options) -> None:
+    def ask(query: str, filters: Filters | None = None) -> None:
         try:
-            answers[query] = [r.to_dict() for r in batcher.search(query, k=3, **options)]
+            answers[query] = [r.to_dict() for r in batcher.search(query, 3, filters)]
         except Exception as err:  # noqa: BLE001 - recorded for the assertion
             answers[query] = err
 
@@ -369,7 +501,7 @@ def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model
     busy.start()
     threads = [threading.Thread(target=ask, args=(q,)) for q in queries]
     threads.append(threading.Thread(target=ask, args=(" ",)))  # blank: an error, for this query alone
-    threads.append(threading.Thread(target=ask, args=("a feline",), kwargs={"words": "single"}))
+    threads.append(threading.Thread(target=ask, args=("a feline", Filters(words="single"))))
     for t in threads:
         t.start()
     while len(batcher.pending) < len(threads):
@@ -381,7 +513,7 @@ def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model
     assert isinstance(answers[" "], Exception) and "empty query" in str(answers[" "])
     assert isinstance(answers["a feline"], list)
     assert max(batcher.batches) == 5  # the five with the same options in one search_many (then retried)
-    assert batcher.search("a small pet that purrs", k=3) and batcher.batches[-1] == 1  # alone: at once
+    assert batcher.search("a small pet that purrs", 3) and batcher.batches[-1] == 1  # alone: at once
 
 
 # ------------------------------------------------------------------------------ one request never stalls the others
@@ -480,8 +612,7 @@ def test_a_dictionary_that_cannot_load_is_named_without_its_path(model_dir, tmp_
     from dictembed.reverse_dictionary import ReverseDictionary
     from dictembed.serve import create_app
 
-    rd = ReverseDictionary.load(model_dir)
-    rd.dictionary_spec = str(tmp_path / "gone.tsv")
+    rd = ReverseDictionary.load(model_dir, dictionary=str(tmp_path / "gone.tsv"))
     response = TestClient(create_app(reverse_dictionary=rd)).get("/api/reverse", params={"q": "a pet", "pos": "n"})
     assert response.status_code == 422 and "gone.tsv" in response.json()["error"]
     assert str(tmp_path) not in response.text

@@ -172,63 +172,20 @@ def test_cosine_entry_logits_match_hand_computed_values(tmp_path) -> None:
         DefinitionSpace(["a"], torch.zeros(1, 2), similarity="l2")
 
 
-def test_leave_one_out_targets_score_the_gold_entry_without_the_definition(bert_path, toy_dictionary) -> None:
-    from torch.nn import functional as F
-
-    from dictembed.objectives.entry_prediction import (
-        LeaveOneOutEntryPrediction,
-        leave_one_out_collate,
-        leave_one_out_examples,
-    )
-
-    encoder = Encoder.load(str(bert_path), pooling="mean").eval()
-    dictionary = toy_dictionary.subset(toy_dictionary.headwords)
-    dictionary.add("sun", "the star at the centre of our solar system")  # one definition: no target
-    space = DefinitionSpace.build(encoder, dictionary, "amp", similarity="cosine", temperature=0.05)
-    vectors = dict(zip(dictionary.pairs(), encoder.encode([d for _, d in dictionary.pairs()]), strict=True))
-    examples, targets = leave_one_out_examples(dictionary, space, vectors)
-    assert len(examples) == len(dictionary.pairs()) - 1 and all(label != space.index["sun"] for _, label, _ in examples)
-    text, label, row = examples[0]  # dog's first definition: its target is dog's second definition alone
-    np.testing.assert_allclose(targets[row].numpy(), vectors["dog", toy_dictionary["dog"].definitions[1]], atol=1e-5)
-    objective = LeaveOneOutEntryPrediction(encoder, space, targets)
-    batch = leave_one_out_collate(encoder)(examples[:3])
-    with torch.no_grad():
-        out = objective(batch)
-        h = encoder(batch[0])
-        logits = space(h)
-        for i, (_, gold, r) in enumerate(examples[:3]):
-            logits[i, gold] = F.cosine_similarity(h[i], targets[r], dim=0) / 0.05
-    torch.testing.assert_close(out["loss"], F.cross_entropy(logits, batch[1]))
-
-
-@pytest.mark.parametrize(
-    "targets,train_entries", [("leave-one-out", "all"), ("entry", "train"), ("leave-one-out", "train")]
-)
-def test_defsent_plus_trains_with_leave_one_out_targets_or_train_entries(
-    bert_path, toy_dictionary, tmp_path, targets, train_entries, caplog
-) -> None:
-    config = RunConfig.create(
-        "defsent-plus",
-        model=str(bert_path),
-        pooling="mean",
-        pooler="none",
-        entries="amp",
-        similarity="cosine",
-        targets=targets,
-        train_entries=train_entries,
-        dictionary=_toy_tsv(toy_dictionary, tmp_path / "toy.tsv"),
-        lrs=[1e-3],
-        epochs=2,
-        output=str(tmp_path / "out"),
-    )
-    with caplog.at_level(logging.INFO):
-        out = train(config)
-    saved = json.loads((out / "dictembed.json").read_text())
-    options = saved["config"]["options"]
-    assert (options["targets"], options["train_entries"]) == (targets, train_entries) and "mrr" in saved["dev"]
-    trained_on = len(toy_dictionary) if train_entries == "all" else 6  # 8:1:1 of 8 headwords
-    assert f"training against {trained_on} of the 8 entries" in caplog.text
-    assert len(EntrySpace.load(out)) == 8  # the saved space keeps every entry
+def test_a_saved_configuration_with_removed_options_still_loads(caplog) -> None:
+    """`targets` and `train_entries` (DefSent+ options of former versions) are dropped when a record is read,
+    each said in a log line: a warning when the model was trained with a value other than the paper's."""
+    saved = RunConfig.create("defsent-plus", entries="amp", similarity="cosine").to_dict()
+    saved["options"] |= {"targets": "leave-one-out", "train_entries": "all"}
+    with caplog.at_level(logging.INFO, logger="dictembed.recipes.config"):
+        config = RunConfig.from_dict(saved)
+    assert (config.options.entries, config.options.similarity) == ("amp", "cosine")
+    assert "targets" not in config.to_dict()["options"] and "train_entries" not in config.to_dict()["options"]
+    said = {r.levelname: r.getMessage() for r in caplog.records}
+    assert "trained with targets='leave-one-out', an option since removed" in said["WARNING"]
+    assert "train_entries='all' of a former version changed nothing; dropped" in said["INFO"]
+    with pytest.raises(DictEmbedError, match="does not take targets"):  # no longer an option to train with
+        RunConfig.create("defsent-plus", targets="entry")
 
 
 def _toy_tsv(toy_dictionary, path):

@@ -28,6 +28,19 @@ def is_cjk(char: str) -> bool:
     return unicodedata.east_asian_width(char) in ("W", "F")
 
 
+def is_han(char: str) -> bool:
+    """Whether `char` is a Han ideograph (CJK Unified Ideographs, their extensions and compatibility forms): the
+    characters of Chinese words. Narrower than `is_cjk`, which also holds kana and CJK punctuation. The ranges:
+    Extension A, the unified block (not the Yijing hexagrams between them), the compatibility forms, and the
+    supplementary and tertiary planes' Extensions B to I and compatibility supplement."""
+    return (
+        "\u3400" <= char <= "\u4dbf"
+        or "\u4e00" <= char <= "\u9fff"
+        or "\uf900" <= char <= "\ufaff"
+        or "\U00020000" <= char <= "\U000323af"
+    )
+
+
 def join_segmented(text: str) -> str:
     """Word-segmented Chinese (`化学 符号 为 Cu 。`) as it is written: a run of whitespace with a CJK character
     (`is_cjk`) on either side is removed, one between other characters (Latin words) becomes one space
@@ -52,11 +65,6 @@ def cjk_share(texts: Iterable[str]) -> float:
                 letters += 1
                 cjk += is_cjk(char)
     return cjk / letters if letters else 0.0
-
-
-def is_han(char: str) -> bool:
-    """Whether `char` is a Han character (CJK Unified Ideographs, their extensions and compatibility forms)."""
-    return "\u3400" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff" or "\U00020000" <= char <= "\U0003134f"
 
 
 def looks_chinese(words: Iterable[str]) -> bool:

@@ -25,12 +25,13 @@ from sentence_transformers.util import cos_sim
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from dictembed.backends.onnx.runtime import OnnxBackbone, attach, is_exported
+from dictembed.backends.onnx.runtime import OnnxBackbone, attach
 from dictembed.devices import autocast, best_device, resolve_precision
 from dictembed.errors import DictEmbedError
 from dictembed.io import staged_dir
-from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, resolve_model, save_parts
+from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, save_parts
 from dictembed.model_card import write_model_card
+from dictembed.model_folder import ModelFolder, write_record
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.quantization import QUANTIZATIONS
@@ -168,7 +169,7 @@ class Encoder(nn.Module):
     @classmethod
     def load(
         cls,
-        name_or_path: str | Path,
+        name_or_path: str | Path | ModelFolder,
         pooling: str | None = None,
         pooler: str | None = None,
         max_length: int | None = None,
@@ -184,8 +185,8 @@ class Encoder(nn.Module):
         "onnx" for a folder written by `dictembed export --format onnx`, else "torch"."""
         if backend is not None and backend not in BACKENDS:
             raise DictEmbedError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
-        folder = resolve_model(name_or_path)
-        record = RunRecord.load(folder)
+        model_folder = ModelFolder.open(name_or_path)
+        folder, record = model_folder.path, copy.deepcopy(model_folder.record)
         saved = record.encoder
         parts = load_parts(folder, saved.get("max_length"))
         modules = [model_pooler(parts.backbone, str(folder))] if pooler == "model" else []
@@ -204,7 +205,7 @@ class Encoder(nn.Module):
         if normalize is False:
             encoder.post = nn.ModuleList(m for m in encoder.post if not isinstance(m, st_modules.Normalize))
         record.base_model = record.base_model or str(name_or_path)
-        if backend == "onnx" or (backend is None and is_exported(folder)):
+        if backend == "onnx" or (backend is None and model_folder.is_exported):
             return attach(encoder.to("cpu"), folder)
         return encoder.to(device or best_device())
 
@@ -453,7 +454,7 @@ class Encoder(nn.Module):
             save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length))
             if full_model is not None:
                 full_model.save_pretrained(staging)
-            saved.save(staging)
+            write_record(staging, saved)
             write_model_card(staging, saved, name=name or path.name)
         self.record = record
         return path

@@ -4,8 +4,8 @@
 - `WordEmbeddingSpace`: the FALLBACK for a model without an MLM head (e.g. all-MiniLM-L6-v2): its frozen
   input word embeddings over single-token words. It is not the method of the DefSent paper.
 - `DefinitionSpace`: DefSent+'s space, one vector per headword (multi-word too) averaged over its
-  definitions' [CLS] (AC) or mean-pooled (AMP) embeddings, optionally ICA-transformed. A long build is
-  encoded in parts (`encode_in_parts`) kept beside its cache entry, so an interrupted build resumes.
+  definitions' [CLS] (AC) or mean-pooled (AMP) embeddings, optionally ICA-transformed (`entry_vectors`: a
+  long build is encoded in parts kept beside its cache entry, so an interrupted build resumes).
 
 Every space is frozen: it keeps copies of its tensors, never the encoder's, and takes no gradient.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, cast
@@ -26,27 +25,27 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedTokenizerBase
 
-from dictembed.cache import PartialBuild, cache_key, cached_tensors, space_path
+from dictembed.cache import cache_key, cached_tensors, space_path
 from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
-from dictembed.distributed import encode_across_processes, process_count
 from dictembed.encoder import Encoder
-from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
+from dictembed.entry_logits import ENTRY_TEMPERATURE, cosine_logits, cosine_query
+from dictembed.entry_vectors import definition_tensors, ica_transform
+from dictembed.entry_vectors import encode_in_parts as encode_in_parts  # where callers find it
+from dictembed.entry_vectors import part_sizes as part_sizes
+from dictembed.errors import DictEmbedError, MissingHeadError
 from dictembed.io import with_umask
 from dictembed.loading import load_masked_lm_info
-from dictembed.progress import duration
-from dictembed.record import SPACE_DIR
+from dictembed.model_folder import SPACE_DIR
+from dictembed.objectives.mlm import mlm_head_module
 from dictembed.vocab import single_token_words
 
 log = logging.getLogger(__name__)
 # How a saved matrix space stores its matrix (`EntrySpace.save`); loading always upcasts to float32.
 SAVE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 SAVE_DTYPE: Literal["fp32", "fp16"] = "fp16"
-# Definitions a part of a resumable build holds (rounded down to whole batches): a part is kept on disk as soon
-# as it is encoded, so an interrupted build loses at most one part (about 40 s of WordNet on 2 CPU cores).
-PART_SIZE = 10_000
 
 
 class EntrySpace(nn.Module):
@@ -147,7 +146,7 @@ class EntrySpace(nn.Module):
                 words,
                 tensors["matrix"],
                 meta.get("similarity", "dot"),
-                meta.get("temperature", 0.05),
+                meta.get("temperature", ENTRY_TEMPERATURE),
                 meta.get("kind"),
                 **extra,
             )
@@ -169,14 +168,6 @@ def saved_problem(meta: dict, words: list, tensors: dict[str, torch.Tensor]) -> 
             return f"tensors.safetensors holds a {matrix.dtype} matrix, space.json says {recorded or 'float'}"
     bad = sorted(name for name, t in tensors.items() if t.is_floating_point() and not torch.isfinite(t).all())
     return f"tensors.safetensors: {', '.join(bad)} holds NaN or infinite values" if bad else None
-
-
-def mlm_head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:
-    """The word-prediction head of a *ForMaskedLM model: its one child that is not the base model."""
-    heads = [(n, m) for n, m in mlm.named_children() if n != mlm.base_model_prefix]
-    if len(heads) != 1:
-        raise ModelLoadError(f"cannot find the MLM head of {type(mlm).__name__} (children: {[n for n, _ in heads]})")
-    return heads[0]
 
 
 class MLMHeadSpace(EntrySpace):
@@ -247,7 +238,7 @@ class MatrixSpace(EntrySpace):
         words: list[str],
         matrix: torch.Tensor | np.ndarray,
         similarity: Literal["dot", "cosine"] = "dot",
-        temperature: float = 0.05,
+        temperature: float = ENTRY_TEMPERATURE,
         kind: str | None = None,
     ) -> None:
         super().__init__(words)
@@ -277,11 +268,13 @@ class MatrixSpace(EntrySpace):
         return cached
 
     def _query(self, h: torch.Tensor) -> torch.Tensor:
-        return F.normalize(h, dim=-1) / self.temperature if self.similarity == "cosine" else h
+        return cosine_query(h, self.temperature) if self.similarity == "cosine" else h
 
     def scores(self, h: torch.Tensor) -> torch.Tensor:
         weights = self.weights(h)
-        return self._query(h).to(weights.dtype) @ weights.T
+        if self.similarity == "cosine":
+            return cosine_logits(h, weights, self.temperature, unit_entries=True)
+        return h.to(weights.dtype) @ weights.T
 
     def loss(self, h: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """As `EntrySpace.loss`; on the CPU in one pass over the entry matrix (`chunked_cross_entropy`: 82.7 ->
@@ -341,7 +334,7 @@ class DefinitionSpace(MatrixSpace):
         words: list[str],
         matrix: torch.Tensor | np.ndarray,
         similarity: Literal["dot", "cosine"] = "dot",
-        temperature: float = 0.05,
+        temperature: float = ENTRY_TEMPERATURE,
         kind: str | None = None,
         counts: torch.Tensor | np.ndarray | None = None,
         definitions: torch.Tensor | np.ndarray | None = None,
@@ -430,7 +423,7 @@ class DefinitionSpace(MatrixSpace):
         cache_dir: str | Path | None = None,
         batch_size: int = 128,
         similarity: Literal["dot", "cosine"] = "dot",
-        temperature: float = 0.05,
+        temperature: float = ENTRY_TEMPERATURE,
     ) -> DefinitionSpace:
         """Encode every definition (no grad, length-sorted batches) and average per headword; a plain (non-ICA)
         space keeps every definition's vector in float16 (`definitions`).
@@ -488,90 +481,4 @@ class DefinitionSpace(MatrixSpace):
             plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
             matrix = ica_transform(plain.matrix.double().numpy())
             return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
-        pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
-        with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
-            definitions = [d for _, d in dictionary.pairs()]
-            if process_count() > 1:  # each process encodes a share; all end with every vector, in order
-                vectors = encode_across_processes(pooled, definitions, batch_size, show_progress_bar=True)
-            else:
-                what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
-                vectors = encode_in_parts(pooled, definitions, batch_size, parts, what)
-        owner = np.repeat(np.arange(len(counts)), counts)
-        matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
-        np.add.at(matrix, owner, vectors)
-        matrix /= counts[:, None]
-        return {
-            "matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32)),
-            "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
-        }
-
-
-def part_sizes(count: int, batch_size: int) -> list[int]:
-    """The definitions of each part of a build of `count`: `PART_SIZE` rounded down to whole batches, the last
-    part shorter. A part starts at a batch boundary, so parts never change which texts share a batch."""
-    size = max(1, PART_SIZE // batch_size) * batch_size
-    return [min(size, count - start) for start in range(0, count, size)]
-
-
-def _cost(texts: list[str], max_length: int) -> np.ndarray:
-    """A rough encoding cost per text, for the time estimate: its characters, as many as fit `max_length` tokens
-    (about 4 characters a token), and a few for the special tokens."""
-    return np.minimum([len(t) for t in texts], 4 * max_length) + 8.0
-
-
-def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: Path | None, what: str) -> np.ndarray:
-    """The float32 vectors of `texts`, in order, bit for bit those of `encoder.encode(texts, batch_size)`, encoded
-    part by part (`part_sizes`) and each part kept in `parts` (`PartialBuild`) when given: a build interrupted
-    (Ctrl-C, a kill, a crash) resumes from its last kept part.
-
-    `Encoder.embed` sorts texts by length (longest first, stable) and cuts them into batches; here the whole list
-    is sorted once, the same way, and the parts are cut at batch boundaries, so every batch holds the texts it
-    holds in one `encode` call (within a part the sort keeps the order). After the first part encoded, the size
-    of the build (`what`) and its time left are logged."""
-    count = len(texts)
-    order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
-    ordered = [texts[i] for i in order]
-    sizes = part_sizes(count, batch_size)
-    store = None
-    if parts is not None and len(sizes) > 1:  # one part: nothing to resume from before it is done
-        store = PartialBuild(parts, {"definitions": count, "batch_size": batch_size, "part_sizes": sizes})
-    done = store.load(sizes) if store is not None else []
-    start = sum(sizes[: len(done)])
-    if done:
-        kept = f"{len(done)} of {len(sizes)} parts kept"
-        log.info("building the %s: resuming at definition %s (%s in %s)", what, f"{start:,}", kept, parts)
-    elif store is not None:
-        log.info("building the %s in %d parts, kept in %s until it is cached", what, len(sizes), parts)
-    prompt = encoder.default_prompt
-    first, began = len(done), time.monotonic()
-    rest = ordered[start:]
-    pieces = encoder.embed(rest, batch_size, prompt, show_progress=True, chunk=sizes[0]) if rest else iter([])
-    for index, vectors in enumerate(pieces, start=first):
-        part = vectors.numpy()
-        if store is not None:
-            store.save(index, part)
-        done.append(part)
-        if index == first and index + 1 < len(sizes):  # the rate of the first part, scaled by the cost left
-            cost = _cost(ordered, encoder.max_length)
-            end = start + sizes[index]
-            elapsed = time.monotonic() - began
-            total = elapsed * (1 + cost[end:].sum() / cost[start:end].sum())
-            left = f", {count - start:,} of them left" if start else ""
-            rate = (count - start) / total
-            log.info("building the %s%s, about %s at %.0f definitions/s", what, left, duration(total), rate)
-    result = np.empty((count, encoder.dim), dtype=np.float32)
-    if done:
-        result[order] = np.concatenate(done)
-    return result
-
-
-def ica_transform(matrix: np.ndarray, seed: int = 42, scale: float = 100.0) -> np.ndarray:
-    """DefSent+'s ICA entry space: FastICA(whiten='unit-variance', max_iter=1000, seed 42), then × 100."""
-    from sklearn.decomposition import FastICA
-
-    if matrix.shape[0] < matrix.shape[1]:
-        raise DictEmbedError(
-            f"ICA needs at least as many entries as dimensions ({matrix.shape[0]} < {matrix.shape[1]})"
-        )
-    ica = FastICA(n_components=matrix.shape[1], whiten="unit-variance", max_iter=1000, random_state=seed)
-    return ica.fit_transform(matrix) * scale
+        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts)

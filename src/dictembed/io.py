@@ -301,14 +301,40 @@ def read_bytes(path: str | Path, max_line: int | None = None) -> bytes:
     raise DataFormatError(path, f"cannot read file ({reason})")
 
 
-def _decode_error(path: Path, raw: bytes, error: UnicodeDecodeError, hint: str | None) -> DataFormatError:
-    """The error for bytes that do not decode: the line, the byte within it and the file offset."""
+def _decode_error(
+    path: Path, raw: bytes, error: UnicodeDecodeError, hint: str | None, line: int = 1, offset: int = 0
+) -> DataFormatError:
+    """The error for bytes that do not decode: the line, the bad byte's value (with the bytes before it in the
+    same sequence, and for a bad continuation the byte that breaks it), its place in the line (from 1) and its
+    file offset (from 0). `raw` starts the file, or is its line `line` starting at file offset `offset`."""
     line_start = raw.rfind(b"\n", 0, error.start) + 1
-    where = f"at byte {error.start - line_start + 1} of the line, file offset {error.start}"
+    end = error.end + (error.reason == "invalid continuation byte")  # the lead byte, then the one that breaks it
+    values = " ".join(f"0x{byte:02x}" for byte in raw[error.start : min(end, error.start + 4)])
+    where = f"{values} at byte {error.start - line_start + 1} of the line, file offset {offset + error.start}"
     if hint and (raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or raw[:200].count(0) * 4 > len(raw[:200])):
         hint = "the file looks like UTF-16 (byte order mark or NUL bytes); pass --encoding utf-16"
-    message = f"not valid {error.encoding} ({error.reason} {where})" + (f"; {hint}" if hint else "")
-    return DataFormatError(path, message, line=raw.count(b"\n", 0, error.start) + 1)
+    message = f"not valid {error.encoding} ({error.reason}: {where})" + (f"; {hint}" if hint else "")
+    return DataFormatError(path, message, line=line + raw.count(b"\n", 0, error.start))
+
+
+def undecodable(path: str | Path, encoding: str = "utf-8", hint: str | None = ENCODING_HINT) -> DataFormatError | None:
+    """The error `decode` gives for the first bytes of the file `path` that are not `encoding`, found a line at a
+    time (for a file too large to hold; a line longer than MAX_LINE_BYTES before them is that error instead); None
+    when it decodes, or when "\\n" is not the one byte 0x0A in `encoding` (UTF-16), so that lines cannot be told
+    apart by their bytes."""
+    if "\n".encode(encoding) != b"\n":
+        return None
+    offset = 0
+    with open(path, "rb") as f:
+        for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_LINE_BYTES:
+                return line_too_long(path, number, MAX_LINE_BYTES)
+            try:
+                raw.decode(encoding)
+            except UnicodeDecodeError as error:
+                return _decode_error(Path(path), raw, error, hint, line=number, offset=offset)
+            offset += len(raw)
+    return None
 
 
 def decode(path: str | Path, raw: bytes, encoding: str = "utf-8", hint: str | None = ENCODING_HINT) -> str:

@@ -27,11 +27,11 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, 
 
 from dictembed.dictionary import seeded_sample, split_by_headword
 from dictembed.dictionary.core import Dictionary
-from dictembed.entry_space import mlm_head_module
-from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.errors import ModelLoadError
 from dictembed.io import staged_dir, with_umask
-from dictembed.loading import load_pretrained, resolve_model
-from dictembed.objectives.mlm import Masker, load_masked_lm
+from dictembed.loading import load_pretrained
+from dictembed.model_folder import resolve_model
+from dictembed.objectives.mlm import Masker, load_masked_lm, mlm_head_module
 from dictembed.training import Trainer, TrainSettings
 
 log = logging.getLogger(__name__)
@@ -216,12 +216,3 @@ def write_masked_lm(model: str, mlm: PreTrainedModel, output: str | Path) -> Pat
         config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         with_umask(staging)
     return output
-
-
-def check_output(output: str | Path, overwrite: bool) -> None:
-    """Refuse a file, or a non-empty folder unless `overwrite`."""
-    path = Path(output)
-    if path.exists() and not path.is_dir():
-        raise DictEmbedError(f"--output {path} is a file; choose a folder")
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
-        raise DictEmbedError(f"--output {path} is a non-empty folder; pass --overwrite to replace it")

@@ -9,12 +9,13 @@ import json
 import logging
 import os
 import pickle
-import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-from huggingface_hub import snapshot_download
 from safetensors import safe_open
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer import modules as st_modules
@@ -23,15 +24,11 @@ from torch import nn
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.errors import ModelLoadError
+from dictembed.model_folder import record_path
 from dictembed.offline_models import local_folder
 from dictembed.pooling import ACTIVATIONS
-from dictembed.record import record_path
 
 log = logging.getLogger(__name__)
-
-HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
-# Files a hub snapshot never needs for loading (other frameworks' weights, exported backends).
-HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf_model*", "flax_model*", "rust_model*"]
 
 
 def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
@@ -52,35 +49,6 @@ def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
         cause = " ".join(str(err).split())
         cause = cause if len(cause) <= 300 else cause[:297] + "..."
         raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {cause}") from err
-
-
-def looks_local(name: str) -> bool:
-    """Whether a name that is no folder here still means one: its first part is a folder here (`models/tinyy`
-    where `models/` exists), so it is a typo of a local path, not a Hub repo id to ask the network for."""
-    first = name.split("/", 1)[0]
-    return "/" in name and Path(first).expanduser().is_dir()
-
-
-def resolve_model(name_or_path: str | Path) -> Path:
-    """The local folder of a model: the path itself, the prepared folder of an offline model's name
-    (`dictembed models prepare`), or the Hugging Face Hub snapshot of a hub name (read from the local cache when
-    offline), so a hub model loads exactly like a folder (dictembed.json, entry_space/)."""
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
-    if (prepared := local_folder(str(name_or_path))) is not None:
-        return prepared
-    if not HUB_ID.match(str(name_or_path)) or looks_local(str(name_or_path)):
-        raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
-    try:
-        return Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE))
-    except Exception as err:  # noqa: BLE001 - any hub failure (offline, unknown repo, auth) is one message
-        raise ModelLoadError(
-            f"model {str(name_or_path)!r}: no such folder, and the Hugging Face Hub could not provide it "
-            f"({type(err).__name__}; offline, pass a local folder)"
-        ) from None
 
 
 def missing_head_keys(model: PreTrainedModel, missing: list[str]) -> list[str]:
@@ -269,13 +237,16 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
     Pooling, Dense, Normalize and other standard modules are honoured), else a plain HF model. `saved_length`
     (the run record's encoder.max_length) takes precedence over the folder's own; both are checked against the
     model's positions (`fit_max_length`)."""
+    refuse_pickles(folder)
     if not (folder / "modules.json").is_file():
-        tokenizer, backbone = load_plain(folder)
+        with warnings_logged():
+            tokenizer, backbone = load_plain(folder)
         check_tokenizer(tokenizer, backbone, folder)
         length = default_max_length(tokenizer, backbone)
         pooling, rest, prompts, default_prompt = None, [], {}, None
     else:
-        model = load_sentence_transformer(folder)
+        with warnings_logged():
+            model = load_sentence_transformer(folder)
         first, *rest = list(model)
         pooling = None
         if rest and isinstance(rest[0], st_modules.Pooling):
@@ -288,9 +259,69 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
         else:
             length = fit_max_length(declared, position_limit(backbone), declared_length(folder, declared))
         prompts, default_prompt = dict(model.prompts or {}), model.default_prompt_name
+    check_weights(folder, backbone)
     if saved_length is not None:
         length = fit_max_length(saved_length, position_limit(backbone), f"{record_path(folder)}: encoder.max_length")
     return Parts(tokenizer, backbone, pooling, rest, prompts, default_prompt, length)
+
+
+def refuse_pickles(folder: Path) -> None:
+    """Refuse a folder whose weights are only pickles (`pytorch_model.bin`): dictembed never unpickles a file of a
+    model folder, so such weights are a one-line error naming them, before any loader sees them."""
+    if any(folder.glob("*.safetensors")):
+        return
+    if pickled := sorted(p.name for p in folder.glob("*.bin")):
+        raise ModelLoadError(
+            f"model folder {folder}: its weights {', '.join(pickled)} are a pickle, which dictembed never loads; "
+            "save them as safetensors (model.save_pretrained(folder) writes model.safetensors)"
+        )
+
+
+@contextmanager
+def warnings_logged() -> Iterator[None]:
+    """Python warnings raised inside (a loader's own, with its source line) go to the log at debug level: what the
+    user sees of a refused or damaged folder is the one-line error."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for warning in caught:
+                log.debug("%s: %s", warning.category.__name__, warning.message)
+
+
+def check_weights(folder: Path, backbone: PreTrainedModel) -> None:
+    """Refuse a model whose saved weights do not match its config, naming the tensors: saved ones the model has no
+    place for (a config with fewer layers than the weights) or places no saved tensor fills (more layers). The
+    weights of a head saved with the model (an MLM head) and a missing pooler (unused by mean pooling; it starts
+    from a fixed seed) are allowed."""
+    saved: set[str] = set()
+    for path in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(path), "pt") as weights:
+            saved |= set(weights.keys())
+    if not saved:
+        return
+    prefix = backbone.base_model_prefix + "."
+    if any(key.startswith(prefix) for key in saved):  # a model with a head: the base model's keys carry the prefix
+        saved = {key.removeprefix(prefix) for key in saved if key.startswith(prefix)}
+    places = set(backbone.state_dict()) | {name for name, _ in backbone.named_buffers()}
+    unused = sorted(saved - places)
+    missing = sorted(key for key in set(backbone.state_dict()) - saved if not key.startswith("pooler."))
+    if unused:
+        raise ModelLoadError(
+            f"model folder {folder}: {len(unused)} saved tensor(s) have no place in the model config.json describes "
+            f"({_listed(unused)}); the weights and config.json do not belong together"
+        )
+    if missing:
+        raise ModelLoadError(
+            f"model folder {folder}: config.json asks for {len(missing)} tensor(s) the saved weights lack "
+            f"({_listed(missing)}); the weights and config.json do not belong together"
+        )
+
+
+def _listed(names: list[str]) -> str:
+    """The first three of `names`, and how many more."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def load_plain(folder: Path) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:

@@ -12,9 +12,19 @@ import re
 from pathlib import Path
 from typing import Any
 
+from dictembed.card_metadata import (
+    base_licence,
+    dictionary_metadata,
+    dictionary_parts,
+    dictionary_source,
+    model_index,
+    sts_test_figures,
+    yaml_lines,
+)
+from dictembed.model_folder import space_summary
 from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
-from dictembed.recipes.registry import citation, find_recipe
-from dictembed.record import SPACE_DIR, RunRecord
+from dictembed.recipes.papers import card_keys, citation, paper
+from dictembed.record import RunRecord
 
 CARD_NAME = "README.md"
 ST_POOLINGS = ("cls", "mean", "max")  # the poolings SentenceTransformer(path) reproduces
@@ -73,8 +83,7 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _settings(record: dict[str, Any]) -> dict[str, Any]:
     """Every run setting by name: the shared options and the method's own (`RunConfig.flat`)."""
-    config = _dict(record.get("config"))
-    return {**{k: v for k, v in config.items() if k != "options"}, **_dict(config.get("options"))}
+    return RunRecord(config=_dict(record.get("config"))).settings
 
 
 def _label(key: str) -> str:
@@ -117,24 +126,20 @@ def _flatten(values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def _saved_space(folder: Path | None) -> dict[str, Any]:
     """Kind, entry count, similarity and temperature of the folder's saved entry space, if it has one."""
-    if folder is None:
-        return {}
-    meta_path = folder / SPACE_DIR / "space.json"
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(meta, dict):
-        return {}
-    info = {k: meta[k] for k in ("kind", "similarity", "temperature") if k in meta}
-    if isinstance(meta.get("words"), list):
-        info["entries"] = len(meta["words"])
-    return info
+    return space_summary(folder) if folder is not None else {}
 
 
 # ----------------------------------------------------------------- sections
-def front_matter(record: dict[str, Any]) -> str:
-    """YAML front matter for the Hub (written by hand: every scalar is a JSON string, which YAML reads as is)."""
+def _dictionary_spec(record: dict[str, Any]) -> str | None:
+    """The dictionary a model was trained on, as its record names it (`wordnet`, `wordnet,mine.tsv`), or None."""
+    spec = _settings(record).get("dictionary") or record.get("data")
+    return str(spec) if spec else None
+
+
+def front_matter(record: dict[str, Any], name: str = "dictembed model") -> str:
+    """YAML front matter for the Hub: library, tags, base model, the weights' `license` (omitted when the base
+    model's is not known), the dictionary's `language`, `datasets` and `dictionary_licenses`, and `model-index`
+    (`name` is the model's name there). Written by hand: every scalar is JSON, which YAML reads as is."""
     method = record.get("method")
     tags = ["dictembed", "sentence-transformers", "sentence-similarity", "feature-extraction"]
     if method and str(method) not in tags:
@@ -144,12 +149,20 @@ def front_matter(record: dict[str, Any]) -> str:
     hub_name = base_hub_name(record)
     if hub_name:
         lines.append(f"base_model: {json.dumps(hub_name)}")
+    licence = base_licence(hub_name)
+    meta: dict[str, Any] = {"license": licence.hub_id} if licence else {}
+    if licence and licence.hub_name:
+        meta |= {"license_name": licence.hub_name, "license_link": licence.link}
+    meta |= dictionary_metadata(_dictionary_spec(record))
+    if index := model_index(record, name):
+        meta["model-index"] = index
+    lines += [line for key, value in meta.items() for line in yaml_lines(key, value)]
     return "\n".join([*lines, "---"]) + "\n"
 
 
 def _title(record: dict[str, Any], name: str) -> list[str]:
-    recipe = find_recipe(record.get("method"))
-    what = f"trained with {recipe.paper.name} " if recipe else ""
+    found = paper(record.get("method"))
+    what = f"trained with {found.name} " if found else ""
     return [
         f"# {name}",
         "",
@@ -176,10 +189,10 @@ def _method_section(record: dict[str, Any]) -> list[str]:
     method = record.get("method")
     if not method:
         return []
-    recipe = find_recipe(method)
-    if recipe is None:
+    found = paper(method)
+    if found is None:
         return ["## Method", "", f"`{method}`", ""]
-    return ["## Method", "", f"{recipe.paper.name}: {recipe.paper.reference}", ""]
+    return ["## Method", "", f"{found.name}: {found.reference}", ""]
 
 
 def _space_section(record: dict[str, Any], folder: Path | None) -> list[str]:
@@ -224,8 +237,7 @@ COMMON_KEYS = ("pooling", "pooler", "batch_size", "epochs", "warmup_ratio", "max
 def _training_keys(record: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
     """The settings that matter for the record's method (its recipe's `card_keys`); the entry temperature only
     where the entry logits are cosine."""
-    recipe = find_recipe(record.get("method") or config.get("method"))
-    keys = COMMON_KEYS + (recipe.card_keys if recipe is not None else ())
+    keys = COMMON_KEYS + card_keys(record.get("method") or config.get("method"))
     if config.get("similarity") != "cosine":
         keys = tuple(k for k in keys if k != "entry_temperature")
     return keys + ("split_seed", "select_on")
@@ -261,7 +273,11 @@ def _results_section(record: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     dev = _dict(record.get("dev"))
     if dev:
-        lines += ["## Results", "", "Dev figures measured by the run (STS-B dev is Spearman x 100):", ""]
+        text = (
+            "Dev figures measured by the run, not test figures: STS-B dev (`stsb_dev`, Spearman x 100) and the "
+            "reverse dictionary on the dictionary's dev headwords (`mrr`, `top1`/`top3`/`top10` in %):"
+        )
+        lines += ["## Results", "", text, ""]
         lines += _table(_flatten(dev), ("metric", "value"))
     selection = _dict(record.get("selection"))
     key = selection.get("selected_on")
@@ -284,6 +300,8 @@ def _results_section(record: dict[str, Any]) -> list[str]:
             lines += [f"Test figures (`{name}`):", "", *_table(_flatten(figures), ("metric", "value"))]
     if lines and lines[0] != "## Results":
         lines = ["## Results", "", *lines]
+    if dev and not sts_test_figures(record):
+        lines += ["The run measures no test figures; `dictembed evaluate sts --model MODEL` measures STS.", ""]
     return lines
 
 
@@ -333,6 +351,23 @@ def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | 
     return lines
 
 
+def _licence_section(record: dict[str, Any]) -> list[str]:
+    """The licences of the weights (the base model's) and of each dictionary source; "not known" where the
+    tables of `card_metadata` hold none."""
+    rows: list[tuple[str, Any]] = []
+    base = base_hub_name(record) or _base_model(record)
+    if base:
+        licence = base_licence(base_hub_name(record))
+        text = f"[{licence.name}]({licence.link})" if licence else "not known: see the base model's own terms"
+        rows.append((f"weights (base model `{public_name(base)}`)", text))
+    for part in dictionary_parts(_dictionary_spec(record)):
+        source = dictionary_source(part)
+        licence = source.licence if source else None
+        text = f"[{licence.name}]({licence.link})" if licence else "not known: see the source's own terms"
+        rows.append((f"dictionary `{public_name(part)}`", text))
+    return ["## License", "", *_table(rows, ("part", "licence"))] if rows else []
+
+
 def _citation_section(record: dict[str, Any]) -> list[str]:
     bibtex = citation(record.get("method"))
     return ["## Citation", "", "```bibtex", bibtex, "```", ""] if bibtex else []
@@ -360,10 +395,11 @@ def render_model_card(
         _training_section(data),
         _results_section(data),
         _usage_section(data, path, model_id, name),
+        _licence_section(data),
         _citation_section(data),
     ]
     body = "\n".join(line for section in sections for line in section).rstrip("\n")
-    return front_matter(data) + "\n" + body + "\n"
+    return front_matter(data, model_id or name or "dictembed model") + "\n" + body + "\n"
 
 
 def write_model_card(

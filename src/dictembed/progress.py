@@ -1,6 +1,7 @@
 """Progress: one switch for every bar of the package, and `Progress`, a bar on a terminal and a log line at a steady
-interval elsewhere. tqdm's own `TQDM_DISABLE` turns them all off (`dictembed -q` sets it); a bar that a caller asks
-for explicitly still obeys it, which tqdm alone does not."""
+interval elsewhere. Bars are drawn only when stderr is a terminal: into a log file or a pipe they would write a line
+of control characters per update. tqdm's own `TQDM_DISABLE` turns them all off (`dictembed -q` sets it); a bar that
+a caller asks for explicitly still obeys both, which tqdm alone does not."""
 
 from __future__ import annotations
 
@@ -28,12 +29,10 @@ def bars_off() -> bool:
     return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def disable(show: bool | None) -> bool | None:
-    """tqdm's `disable=` for a bar a caller wants shown (`show`: True, False, or None for tqdm's own choice: off
-    when stderr is not a terminal), unless bars are off for the process."""
-    if bars_off():
-        return True
-    return None if show is None else not show
+def disable(show: bool | None) -> bool:
+    """tqdm's `disable=` for a bar a caller wants shown (`show`: True, or None for the default) or not (False): off
+    when stderr is not a terminal (a file, a pipe) or bars are off for the process."""
+    return show is False or bars_off() or not terminal()
 
 
 @contextlib.contextmanager

@@ -1,8 +1,10 @@
 """The run record saved beside every model (`dictembed.json`): a typed, versioned `RunRecord`.
 
-`config` is a typed `RunConfig`. Version 2 nests the method's own options under `config["options"]`;
-version 1 (models saved under the package's former name as `defsent.json`, and the earliest saves) kept
-every option flat in `config`. `RunRecord.load` reads both.
+`config` is the run configuration in its JSON form. Version 2 nests the method's own options under
+`config["options"]`; version 1 (models saved under the package's former name as `defsent.json`, and the earliest
+saves) kept every option flat in `config`. The record imports no recipe: `recipes.config.RunConfig.of_record`
+turns its config into a method's typed options. Where a record lives in a model folder is
+`dictembed.model_folder`'s business (`read_record`, `write_record`).
 
 A published model's record names no path of the machine it was trained on (`RunRecord.portable`): a local
 model folder or dictionary file is recorded by its public name (`paths.public_name`), listed in `sources` with
@@ -14,21 +16,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import logging
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from dictembed.errors import DictEmbedError
-from dictembed.io import atomic_write
 from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
-from dictembed.recipes.config import RunConfig
 
-log = logging.getLogger(__name__)
-
-RECORD_NAME = "dictembed.json"
-LEGACY_RECORD_NAME = "defsent.json"
-SPACE_DIR = "entry_space"  # the saved entry space inside a model folder (dictembed.entry_space)
 RECORD_VERSION = 2
 
 NUMBER = (int, float)
@@ -36,7 +30,7 @@ NUMBER = (int, float)
 # type is a damaged record, refused by name rather than failing later where the value is used.
 FIELD_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("method", "base_model", "entry_space", "entry_encoder", "data"), (str,)),
-    **dict.fromkeys(("run", "dev", "details", "selection", "encoder", "sources"), (dict,)),
+    **dict.fromkeys(("config", "run", "dev", "details", "selection", "encoder", "sources"), (dict,)),
     **dict.fromkeys(("lr", "throughput", "final_loss"), NUMBER),
     **dict.fromkeys(("seed", "pst_step", "train_examples"), (int,)),
 }
@@ -63,27 +57,29 @@ def check_types(data: dict[str, Any]) -> None:
             raise DictEmbedError(f"{key} is {type(value).__name__} {value!r:.60}, not {names}")
 
 
-def record_path(folder: str | Path) -> Path | None:
-    """The record file of a model folder (the legacy name as a fallback), or None if it has none."""
-    for name in (RECORD_NAME, LEGACY_RECORD_NAME):
-        path = Path(folder) / name
-        if path.is_file():
-            return path
-    return None
+def version_2(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a run configuration in version 2's names: version 1's one `temperature` becomes the two it was
+    (`entry_temperature` of the entry logits, `gloss_temperature` of GR-BERT's InfoNCE)."""
+    config = dict(config)
+    if "temperature" in config:
+        temperature = config.pop("temperature")
+        for name in ("entry_temperature", "gloss_temperature"):
+            config.setdefault(name, temperature)
+    return config
 
 
 @dataclass
 class RunRecord:
     """What a saved model is and how it was made.
 
-    `config` is the full resolved run configuration (None for a model that was not trained); `run` is the part that
-    determines this run's weights and dev figures (with lr, seed and the entry space's fingerprint): a rerun
-    reuses the saved model only when its `run` is equal. `encoder` holds the encoder's own settings.
+    `config` is the full resolved run configuration as JSON (None for a model that was not trained); `run` is the
+    part that determines this run's weights and dev figures (with lr, seed and the entry space's fingerprint): a
+    rerun reuses the saved model only when its `run` is equal. `encoder` holds the encoder's own settings.
     """
 
     method: str | None = None
     base_model: str | None = None
-    config: RunConfig | None = None
+    config: dict[str, Any] | None = None
     run: dict[str, Any] = field(default_factory=dict)
     lr: float | None = None
     seed: int | None = None
@@ -108,30 +104,20 @@ class RunRecord:
         check_types(data)
         known = {f.name for f in fields(cls)}
         record = cls(**{k: v for k, v in data.items() if k in known and k != "config"})
-        if data.get("config"):
-            try:
-                record.config = RunConfig.from_dict(data["config"])
-            except (DictEmbedError, TypeError, ValueError, AttributeError) as err:  # e.g. another version's method
-                log.warning("the run configuration is not one this version reads (%s); it is kept as read", err)
-                record.details["config"] = data["config"]
+        record.config = copy.deepcopy(data["config"]) if data.get("config") else None
         record.details.update({k: v for k, v in data.items() if k not in known})
         record.version = int(data.get("version", 1))
         return record
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the config's as `RunConfig.to_dict`)."""
+        """The JSON form."""
         data = asdict(self)
-        data["config"] = self.config.to_dict() if self.config is not None else data["details"].pop("config", {})
+        data["config"] = data["config"] or {}
         return data
 
     @classmethod
-    def load(cls, folder: str | Path, required: bool = False) -> RunRecord:
-        """The record of a model folder; an empty record when it has none (an error if `required`)."""
-        path = record_path(folder)
-        if path is None:
-            if required:
-                raise DictEmbedError(f"{folder} is not a dictembed model folder ({RECORD_NAME} missing)")
-            return cls(version=0)
+    def read(cls, path: Path) -> RunRecord:
+        """The record in the file `path`; a damaged one is a one-line error naming it."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: nested too deep
@@ -145,10 +131,18 @@ class RunRecord:
         except (TypeError, ValueError, AttributeError) as err:
             raise DictEmbedError(f"{path}: corrupt run record ({type(err).__name__}: {err})") from None
 
-    def save(self, folder: str | Path) -> Path:
-        """Write the record as the folder's `dictembed.json` (atomically)."""
+    def to_json(self) -> str:
+        """The record as the text of a record file (this version's)."""
         self.version = RECORD_VERSION
-        return atomic_write(Path(folder) / RECORD_NAME, json.dumps(self.to_dict(), indent=2, default=str))
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Every setting of the run configuration by name, the method's own options beside the shared ones (both
+        record versions); empty for a model that was not trained."""
+        config = version_2(self.config or {})
+        options = config.get("options")
+        return {**{k: v for k, v in config.items() if k != "options"}, **(options if isinstance(options, dict) else {})}
 
     @property
     def exists(self) -> bool:
@@ -186,9 +180,9 @@ class RunRecord:
                         sources[setting].append(entry)
             return ",".join(parts)
 
-        if record.config is not None:
-            for setting in ("model", "dictionary", "wordnet_dir", "cache_dir", "output"):
-                setattr(record.config, setting, name(setting, getattr(record.config, setting)))
+        for setting in ("model", "dictionary", "wordnet_dir", "cache_dir", "output"):
+            if record.config is not None and setting in record.config:
+                record.config[setting] = name(setting, record.config[setting])
         record.base_model = name("model", record.base_model)
         record.entry_encoder = name("model", record.entry_encoder)
         record.data = name("dictionary", record.data)
@@ -198,11 +192,6 @@ class RunRecord:
         for step in record.selection.get("pst", []) if isinstance(record.selection.get("pst"), list) else []:
             if isinstance(step, dict) and "path" in step:
                 step["path"] = name("model", step["path"])
-        if isinstance(record.details.get("config"), dict):  # a configuration of another version, kept as read
-            kept = record.details["config"]
-            for setting in ("model", "dictionary", "wordnet_dir", "cache_dir", "output"):
-                if setting in kept:
-                    kept[setting] = name(setting, kept[setting])
         for setting, entries in sources.items():  # what an earlier `portable` listed stays (with its SHA-256)
             listed = record.sources.get(setting)
             listed = record.sources[setting] = listed if isinstance(listed, list) else []

@@ -19,9 +19,7 @@ head) scores by the model's softmax probability instead.
 
 from __future__ import annotations
 
-import bisect
 import functools
-import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -34,32 +32,18 @@ import torch
 from threadpoolctl import ThreadpoolController
 from torch.nn import functional as F
 
-from dictembed.cache import cache_folder
-from dictembed.cjk import pinyin_matcher
 from dictembed.devices import loader_device
-from dictembed.dictionary import load_dictionary
 from dictembed.dictionary.core import Dictionary
-from dictembed.dictionary.sources.table import jsonl_text
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace, MatrixSpace
-from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores
-from dictembed.io import atomic_write
-from dictembed.loading import resolve_model
+from dictembed.frequency_prior import FrequencyPrior
+from dictembed.model_folder import ModelDictionary, ModelFolder
 from dictembed.paths import public_name
-from dictembed.recipes.config import RunConfig
-from dictembed.record import RunRecord
-from dictembed.search_options import (
-    SEARCH_MODES,
-    Filters,
-    Ranking,
-    normalize_pos,
-    pattern_matcher,
-    word_length,
-    word_script,
-)
-from dictembed.word_frequency import entry_frequencies
+from dictembed.search_index import CoarseIndex, EntryGroups, WordIndex, top_indices
+from dictembed.search_options import SEARCH_MODES, Filters, Ranking, normalize_pos, word_test
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 # A large matrix space is searched in two stages (`CoarseIndex`): every group by a projection of the unit entry
@@ -76,15 +60,6 @@ COARSE_CANDIDATES = 1000
 def _blas() -> ThreadpoolController:
     """The thread pools of the libraries loaded (found once: a scan takes about a millisecond)."""
     return ThreadpoolController()
-
-
-DEFINITIONS_FILE = "definitions.jsonl"  # what serving needs of a model's dictionary, inside the model folder
-
-
-def save_definitions(dictionary: Dictionary, folder: Path) -> Path:
-    """Write the definitions and parts of speech of `dictionary` into a model folder (`DEFINITIONS_FILE`, a
-    table `load_dictionary` reads), so that the folder serves them from anywhere, needing no file outside it."""
-    return atomic_write(folder / DEFINITIONS_FILE, jsonl_text(dictionary))
 
 
 log = logging.getLogger(__name__)
@@ -105,199 +80,24 @@ class Result:
         return {"words": self.words, "score": round(self.score, 6), "definitions": self.definitions, "pos": self.pos}
 
 
-@dataclass
-class EntryGroups:
-    """Entries grouped by identical vectors, once: group g holds `order[starts[g]:starts[g + 1]]`."""
-
-    order: np.ndarray
-    starts: np.ndarray
-
-    @classmethod
-    def of(cls, vectors: np.ndarray) -> EntryGroups:
-        """Group the rows of `vectors` by a hash of their bytes (groups ordered by first occurrence)."""
-        rows = np.ascontiguousarray(vectors)
-        keys: dict[bytes, int] = {}
-        group_of = np.fromiter(
-            (keys.setdefault(hashlib.blake2b(row.tobytes(), digest_size=16).digest(), len(keys)) for row in rows),
-            dtype=np.int64,
-            count=len(rows),
-        )
-        order = np.argsort(group_of, kind="stable")
-        return cls(order, np.searchsorted(group_of[order], np.arange(len(keys))))
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    @property
-    def first(self) -> np.ndarray:
-        """One entry index per group (its first)."""
-        return self.order[self.starts]
-
-    def members(self, group: int) -> np.ndarray:
-        end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.order)
-        return self.order[self.starts[group] : end]
-
-    def any(self, entry_mask: np.ndarray) -> np.ndarray:
-        """Per group: whether any of its entries is set in `entry_mask`."""
-        if not len(self.starts):
-            return np.zeros(0, dtype=bool)
-        return np.logical_or.reduceat(entry_mask[self.order], self.starts)
-
-
-DESCRIPTION_SPLITS = ("dev", "test")  # the optional third column of a description-pairs TSV
-
-
-def load_description_pairs(path: str | Path, split: str | None = None) -> list[tuple[str, list[str]]]:
-    """A TSV with a header and the columns `description`, `expected` (alternatives split by `|`) and, optionally,
-    `split` (`dev` or `test`), e.g. `a long-necked African animal<TAB>giraffe|camelopard<TAB>test`:
-    (description, expected words) pairs, in file order; only the rows of `split` when one is given (None: all).
-
-    Asking for a split of a file without the `split` column is an error, not every row."""
-    if split is not None and split not in DESCRIPTION_SPLITS:
-        raise DictEmbedError(f"split must be one of {', '.join(DESCRIPTION_SPLITS)} or None, not {split!r}")
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    header = lines[0].split("\t") if lines else []
-    if header not in (["description", "expected"], ["description", "expected", "split"]):
-        raise DataFormatError(
-            path, "the header must be `description<TAB>expected` or `description<TAB>expected<TAB>split`", 1
-        )
-    with_split = len(header) == 3
-    if split is not None and not with_split:
-        raise DataFormatError(path, f"no `split` column to select the {split!r} rows from", 1)
-    shape = (
-        "a description, a tab, word|word|..., a tab and dev or test"
-        if with_split
-        else "a description, a tab and word|word|..."
-    )
-    pairs = []
-    for number, line in enumerate(lines[1:], start=2):
-        fields = line.split("\t")
-        words = [w.strip() for w in fields[1].split("|") if w.strip()] if len(fields) == len(header) else []
-        if not fields[0].strip() or not words:
-            raise DataFormatError(path, f"expected {shape}", number)
-        if with_split:
-            row_split = fields[2].strip()
-            if row_split not in DESCRIPTION_SPLITS:
-                raise DataFormatError(
-                    path, f"split {row_split!r} is not one of {', '.join(DESCRIPTION_SPLITS)}", number
-                )
-            if split is not None and row_split != split:
-                continue
-        pairs.append((fields[0].strip(), words))
-    return pairs
-
-
-def top_indices(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
-    """The indices of the k highest `scores` among the `allowed`, best first (ties by index)."""
-    values = scores[allowed] if allowed is not None else scores  # no copy of every score when unfiltered
-    n = len(values)
-    k = min(k, n)
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    keep = np.argpartition(values, n - k)[n - k :] if k < n else np.arange(n)
-    candidates = np.flatnonzero(allowed)[keep] if allowed is not None else keep
-    return candidates[np.lexsort((candidates, -values[keep]))]
-
-
-@dataclass
-class CoarseIndex:
-    """A first stage for a large space: the unit entry vectors projected on their first principal directions
-    (of the uncentred second moment, which best keeps their dot products), so that scoring every group reads a
-    third of the matrix; the best candidates are then scored exactly. Kept in numpy on the CPU: its BLAS runs
-    this matrix-vector product about 3x faster than torch does (benchmarks/coarse_search.py)."""
-
-    projection: np.ndarray  # [dim, dims]
-    vectors: np.ndarray  # [groups, dims]
-
-    @classmethod
-    def of(cls, unit: torch.Tensor, dims: int) -> CoarseIndex:
-        """The index of the rows of `unit` in `dims` dimensions."""
-        moment = (unit.T.double() @ unit.double()).cpu()
-        _, directions = torch.linalg.eigh(moment)  # ascending eigenvalues
-        projection = directions[:, -dims:].flip(1).float().contiguous()
-        return cls(projection.numpy(), (unit.float().cpu() @ projection).contiguous().numpy())
-
-    def scores(self, queries: np.ndarray) -> np.ndarray:
-        """Approximate dot products [queries, groups] of unit query vectors with every group."""
-        projected = queries @ self.projection
-        if len(projected) == 1:  # a matrix-vector product: the common case of one query
-            return (self.vectors @ projected[0])[None]
-        return projected @ self.vectors.T
-
-
-@dataclass
-class WordIndex:
-    """What the length and initial filters and `neighbours` read of each entry, computed once: its length in
-    letters (`word_length`), its group, and the case-folded words in sorted order for prefix look-ups."""
-
-    lengths: np.ndarray  # int32, one per entry
-    group_of: np.ndarray  # int64, one per entry
-    folded: list[str]  # the case-folded words, sorted
-    folded_order: np.ndarray  # the entry of each of `folded`
-    by_folded: dict[str, int]  # a case-folded word -> its first entry
-
-    @classmethod
-    def of(cls, words: list[str], groups: EntryGroups) -> WordIndex:
-        """The index of `words`, grouped by `groups`."""
-        folded = [word.casefold() for word in words]
-        order = np.asarray(sorted(range(len(words)), key=folded.__getitem__), dtype=np.int64)
-        group_of = np.zeros(len(words), dtype=np.int64)
-        sizes = np.diff(np.append(groups.starts, len(groups.order)))
-        group_of[groups.order] = np.repeat(np.arange(len(groups)), sizes)
-        by_folded = dict(zip(reversed(folded), range(len(words) - 1, -1, -1), strict=True))  # the first one wins
-        counted = (len(word) if word.isalnum() else word_length(word) for word in words)
-        lengths = np.fromiter(counted, dtype=np.int32, count=len(words))
-        return cls(lengths, group_of, [folded[i] for i in order], order, by_folded)
-
-    def of_length(self, low: int | None, high: int | None) -> np.ndarray:
-        """Entry mask of the words with `low` to `high` letters (None: no bound)."""
-        mask = self.lengths >= (low or 0)
-        if high is not None:
-            mask &= self.lengths <= high
-        return mask
-
-    def starting_with(self, prefix: str) -> np.ndarray:
-        """Entry mask of the words that start with `prefix` (case-insensitive): two binary searches, no scan."""
-        low = prefix.casefold()
-        mask = np.zeros(len(self.lengths), dtype=bool)
-        if not low:
-            return ~mask
-        start = bisect.bisect_left(self.folded, low)  # the matches follow one another from here
-        if ord(low[-1]) < 0x10FFFF:
-            end = bisect.bisect_left(self.folded, low[:-1] + chr(ord(low[-1]) + 1), start)
-        else:  # no character sorts after the last one: walk the matches
-            end = start
-            while end < len(self.folded) and self.folded[end].startswith(low):
-                end += 1
-        mask[self.folded_order[start:end]] = True
-        return mask
-
-
 class ReverseDictionary:
     """An encoder and the entry space it was trained against, with the dictionary behind it for `search`.
 
-    `dictionary` is a loaded `Dictionary`, or a spec for `load_dictionary` (e.g. "wordnet", a .tsv path)
-    loaded once on first use; when it cannot be loaded, results come without definitions (logged once)."""
+    `dictionary` is a loaded `Dictionary`, or what `load_dictionary` takes (a `ModelDictionary`, or a spec such as
+    "wordnet" or a .tsv path), loaded once on first use; when it cannot be loaded, results come without
+    definitions (logged once)."""
 
     def __init__(
         self,
         encoder: Encoder,
         space: EntrySpace,
-        dictionary: Dictionary | str | None = None,
-        wordnet_dir: str | Path | None = None,
+        dictionary: Dictionary | ModelDictionary | str | None = None,
         name: str | None = None,
-        encoding: str = "utf-8",
-        columns: str | None = None,
         ranking: Ranking | None = None,
         language: str | None = "auto",
     ) -> None:
         self.encoder = encoder
         self.ranking, self.language = ranking or Ranking(), language
-        self._frequencies: np.ndarray | None = None
-        self._frequencies_done = False
-        self._prior: np.ndarray | None = None
-        self._prior_done = False
-        self._candidates: np.ndarray | None = None
         self.space = space.freeze()
         if isinstance(space, MatrixSpace) and space.matrix.shape[1] != encoder.dim:
             raise DictEmbedError(
@@ -305,11 +105,12 @@ class ReverseDictionary:
                 f"{encoder.dim}; the entry space does not belong to this encoder"
             )
         self.name = name or "model"
+        self.prior = FrequencyPrior(self.space.words, self.ranking, language, self.name)
         self._dictionary = dictionary if isinstance(dictionary, Dictionary) else None
-        self.dictionary_spec = dictionary.name if isinstance(dictionary, Dictionary) else dictionary
-        self._wordnet_dir = wordnet_dir
-        self._encoding = encoding
-        self._columns = columns
+        self.source = ModelDictionary(dictionary) if isinstance(dictionary, str) else None
+        if isinstance(dictionary, ModelDictionary):
+            self.source = dictionary
+        self.dictionary_spec = self._dictionary.name if self._dictionary else self.source.spec if self.source else None
         self.dictionary_error: str | None = None if dictionary is not None else "the model names no dictionary"
         self._dictionary_tried = dictionary is None or self._dictionary is not None
         self._lock = threading.RLock()
@@ -324,45 +125,24 @@ class ReverseDictionary:
     @classmethod
     def load(
         cls,
-        path: str | Path,
+        path: str | Path | ModelFolder,
         device: str | torch.device | None = None,
         precision: str | None = "fp32",
         ranking: Ranking | None = None,
         language: str | None = "auto",
+        dictionary: str | None = None,
     ) -> ReverseDictionary:
-        """A saved model folder (or hub name); its dictionary (the folder's own `definitions.jsonl`, else the
-        one named in its record) is loaded on first use. `device` ("auto"/None: CUDA, else MPS, else CPU) and
-        the compute `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`);
-        `ranking` weighs the score (`Ranking`, default: the tuned weights) and `language` names the
-        word-frequency prior's language (`dictembed.word_frequency`)."""
-        folder = resolve_model(path)
-        config = RunRecord.load(folder).config
-        name = folder.resolve().name if Path(path).is_dir() else str(path)
-        encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
-        if (folder / DEFINITIONS_FILE).is_file():  # self-contained: served from anywhere
-            definitions = str(folder / DEFINITIONS_FILE)
-            return cls(
-                encoder,
-                EntrySpace.load(folder),
-                dictionary=definitions,
-                name=name,
-                ranking=ranking,
-                language=language,
-            )
-        if config is None:  # a model saved without training names no dictionary
-            return cls(encoder, EntrySpace.load(folder), name=name, ranking=ranking, language=language)
-        source = ModelDictionary.of(config)
-        return cls(
-            encoder,
-            EntrySpace.load(folder),
-            dictionary=source.spec,
-            wordnet_dir=source.wordnet_dir,
-            encoding=source.encoding,
-            columns=source.columns,
-            name=name,
-            ranking=ranking,
-            language=language,
-        )
+        """A saved model folder (or hub name), its record read once (`ModelFolder`); its dictionary
+        (`ModelFolder.dictionary`: the given `dictionary`, else the folder's own definitions, else a public one its
+        record names) is loaded on first use. `device` ("auto"/None: CUDA, else MPS, else CPU) and the compute
+        `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`); `ranking` weighs the
+        score (`Ranking`, default: the tuned weights) and `language` names the word-frequency prior's language
+        (`dictembed.word_frequency`)."""
+        folder = ModelFolder.open(path)
+        source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
+        space = EntrySpace.load(folder.path)
+        encoder = Encoder.load(folder, device=loader_device(device)).set_precision(precision)
+        return cls(encoder, space, dictionary=source, name=folder.name, ranking=ranking, language=language)
 
     # ------------------------------------------------------------------ the model's own scores
     def _pooled(self, texts: list[str], batch_size: int) -> Iterator[torch.Tensor]:
@@ -436,12 +216,7 @@ class ReverseDictionary:
             if not self._dictionary_tried:
                 self._dictionary_tried = True
                 try:
-                    self._dictionary = load_dictionary(
-                        str(self.dictionary_spec),
-                        wordnet_dir=self._wordnet_dir,
-                        encoding=self._encoding,
-                        columns=self._columns,
-                    )
+                    self._dictionary = cast(ModelDictionary, self.source).load()
                 except Exception as err:  # best effort: results simply come without definitions
                     self.dictionary_error = f"cannot load dictionary {self.public_dictionary!r}"
                     spec = self.dictionary_spec
@@ -462,21 +237,10 @@ class ReverseDictionary:
                 self._word_index = WordIndex.of(self.space.words, groups)
             return self._word_index
 
-    def filter_mask(
-        self,
-        pos: str | None = None,
-        pattern: str | None = None,
-        words: str = "any",
-        *,
-        min_length: int | None = None,
-        max_length: int | None = None,
-        initial: str | None = None,
-        pinyin: str | None = None,
-        script: str = "any",
-    ) -> None:
-        """Compute (and cache) the entry masks of these filters now: a server does it before taking the model,
-        so that a pattern over every headword never holds up other queries."""
-        self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin, script))
+    def filter_mask(self, filters: Filters) -> None:
+        """Compute (and cache) the entry masks of `filters` now: a server does it before taking the model, so that
+        a pattern over every headword never holds up other queries."""
+        self._entry_mask(filters)
 
     def prepare(self) -> ReverseDictionary:
         """Group the entries and load the dictionary now rather than on the first search."""
@@ -484,49 +248,16 @@ class ReverseDictionary:
         return self
 
     @property
-    def frequencies(self) -> np.ndarray | None:
-        """Each entry's Zipf frequency (`word_frequency.entry_frequencies`, cached), or None when there are none."""
-        with self._lock:
-            if not self._frequencies_done:
-                self._frequencies_done = True
-                self._frequencies = entry_frequencies(self.space.words, self.language, cache_folder())
-            return self._frequencies
-
-    @property
     def group_prior(self) -> np.ndarray | None:
-        """Per group, the word-frequency prior of its most frequent word (`Ranking.frequency_weight` x its Zipf
-        frequency), or None: no prior (weight 0, no frequencies) or a space scored by probability."""
+        """Per group, the word-frequency prior (`FrequencyPrior.group_prior`), or None: none, or a space scored by
+        probability."""
         groups = self.groups
-        with self._lock:
-            if not self._prior_done:
-                self._prior_done = True
-                weight = self.ranking.frequency_weight
-                if self._unit is not None and weight > 0 and (frequencies := self.frequencies) is not None:
-                    best = np.maximum.reduceat(frequencies[groups.order], groups.starts)
-                    self._prior = (weight * best).astype(np.float32)
-            return self._prior
+        return self.prior.group_prior(groups) if self._unit is not None else None
 
     @property
     def candidates(self) -> np.ndarray | None:
-        """The entries a search may list (`Ranking.min_frequency`), or None: every entry. A floor without word
-        frequencies to apply it to is a one-line error, not every entry."""
-        floor = self.ranking.min_frequency
-        if floor is None:
-            return None
-        with self._lock:
-            if self._candidates is None:
-                frequencies = self.frequencies
-                if frequencies is None:
-                    raise DictEmbedError(
-                        f"{self.name}: a minimum word frequency needs word frequencies for its headwords "
-                        "(English or Chinese, and wordfreq installed)"
-                    )
-                self._candidates = frequencies >= floor
-                kept = int(self._candidates.sum())
-                log.info(
-                    "%s: %s of %s entries have a Zipf frequency of at least %g", self.name, kept, len(self.space), floor
-                )
-            return self._candidates
+        """The entries a search may list (`FrequencyPrior.candidates`), or None: every entry."""
+        return self.prior.candidates
 
     def _group_scores(self, h: torch.Tensor) -> np.ndarray:
         """Scores [batch, n_groups] of pooled vectors: cosine (plus the word-frequency prior, `group_prior`), or
@@ -610,14 +341,8 @@ class ReverseDictionary:
             return self._masks[kind, value]
 
     def _word_test(self, kind: str, value: str) -> Callable[[str], bool]:
-        if kind == "pattern":
-            return pattern_matcher(value)
-        if kind == "pinyin":
-            return pinyin_matcher(value)
-        if kind == "script":
-            return lambda word: word_script(word) == value
-        if kind == "words":
-            return lambda word: (len(word.split()) > 1) == (value == "phrase")
+        if kind != "pos":
+            return word_test(kind, value)
         dictionary = self.dictionary
         if dictionary is None:
             raise DictEmbedError(f"cannot filter by part of speech: {self.dictionary_error}")
@@ -653,22 +378,13 @@ class ReverseDictionary:
         self,
         queries: list[str],
         k: int = 10,
-        pos: str | None = None,
-        pattern: str | None = None,
-        words: str = "any",
+        filters: Filters | None = None,
         max_definitions: int | None = 10,
         batch_size: int = 64,
-        *,
-        min_length: int | None = None,
-        max_length: int | None = None,
-        initial: str | None = None,
-        pinyin: str | None = None,
-        script: str = "any",
     ) -> list[list[Result]]:
         """The k best results for each query (see `search`), encoding the queries in batches."""
         if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
             raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
-        filters = Filters(pos, pattern, words, min_length, max_length, initial, pinyin, script)
         out = []
         for h in self._pooled(list(queries), batch_size):
             out += self.search_vectors(h, k, filters, max_definitions)
@@ -696,54 +412,16 @@ class ReverseDictionary:
                 out.append([self._result(int(g), score, mask, max_definitions, filters.pos) for g, score in results])
         return out
 
-    def hit_ranks(self, pairs: list[tuple[str, list[str]]], k: int = 10) -> list[int | None]:
-        """For each (description, expected words) pair: the 1-based rank of the first of the top-k results
-        that holds an expected word, or None when none does."""
-        found = self.search_many([description for description, _ in pairs], k=k, max_definitions=0)
-        ranks: list[int | None] = []
-        for (_, expected), results in zip(pairs, found, strict=True):
-            hits = [rank for rank, r in enumerate(results, 1) if set(r.words) & set(expected)]
-            ranks.append(hits[0] if hits else None)
-        return ranks
-
     def search(
-        self,
-        query: str,
-        k: int = 10,
-        pos: str | None = None,
-        pattern: str | None = None,
-        words: str = "any",
-        max_definitions: int | None = 10,
-        *,
-        min_length: int | None = None,
-        max_length: int | None = None,
-        initial: str | None = None,
-        pinyin: str | None = None,
-        script: str = "any",
+        self, query: str, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
     ) -> list[Result]:
         """The k best results for a description, best first. Entries with identical vectors are one result.
 
-        Filters keep the words that pass all of them: `pos` (n, v, a, r or noun, verb, adjective, adverb,
-        from the dictionary's senses), `pattern` (`/regex/`, a glob like `gir*`, or a prefix), `words`
-        ("single": no space, "phrase": several words, "any"), `min_length`/`max_length` (letters and digits,
-        bounds included), `initial` (the first letters, case-insensitive) and `pinyin` (a Chinese word's
-        syllables start with these letters: `sc` for 使出; needs `dictembed[zh]`) and `script` ("cjk" or "latin":
-        the words of one language of a merged dictionary, `search_options.word_script`); a result lists only its
-        passing words, and a result with none is dropped. Each word carries up to `max_definitions` definitions, in
-        the dictionary's sense order, those of part of speech `pos` (when given) first."""
-        return self.search_many(
-            [query],
-            k,
-            pos,
-            pattern,
-            words,
-            max_definitions,
-            min_length=min_length,
-            max_length=max_length,
-            initial=initial,
-            pinyin=pinyin,
-            script=script,
-        )[0]
+        `filters` (`search_options.Filters`: part of speech, pattern, word count, length, initial letters, pinyin
+        initials, script) keep the words that pass all of them; a result lists only its passing words, and a
+        result with none is dropped. Each word carries up to `max_definitions` definitions, in the dictionary's
+        sense order, those of the filter's part of speech (when given) first."""
+        return self.search_many([query], k, filters, max_definitions)[0]
 
     # ------------------------------------------------------------------ near-synonyms of an entry
     @property
@@ -787,19 +465,7 @@ class ReverseDictionary:
 
     @torch.no_grad()
     def neighbours(
-        self,
-        word: str,
-        k: int = 10,
-        pos: str | None = None,
-        pattern: str | None = None,
-        words: str = "any",
-        max_definitions: int | None = 10,
-        *,
-        min_length: int | None = None,
-        max_length: int | None = None,
-        initial: str | None = None,
-        pinyin: str | None = None,
-        script: str = "any",
+        self, word: str, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
     ) -> list[Result]:
         """The k results nearest to the entry `word` (see `entry_of`) by the cosine of their entry vectors, best
         first: its near-synonyms, the word itself left out (the other words of its own group come first, at 1).
@@ -807,7 +473,8 @@ class ReverseDictionary:
         entry = self.entry_of(word)
         if entry is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        entry_mask = self._entry_mask(Filters(pos, pattern, words, min_length, max_length, initial, pinyin, script))
+        filters = filters or Filters()
+        entry_mask = self._entry_mask(filters)
         mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
         index = self.space.index[entry]
         mask[index] = False
@@ -819,56 +486,4 @@ class ReverseDictionary:
             top = [g for g in top_indices(row, None, k + 1) if not (alone and g == group)][:k]
         else:
             top = list(top_indices(row, self.groups.any(mask), k))
-        return [self._result(int(g), row[g], mask, max_definitions, pos) for g in top]
-
-
-@dataclass(frozen=True)
-class ModelDictionary:
-    """The dictionary a model was trained on, as its run record names it: what `load_dictionary` takes and the
-    seed of the model's split by headword."""
-
-    spec: str
-    wordnet_dir: str | None = None
-    encoding: str = "utf-8"
-    columns: str | None = None
-    split_seed: int = 0
-
-    @classmethod
-    def of(cls, config: RunConfig) -> ModelDictionary:
-        """The dictionary a run configuration names."""
-        return cls(
-            config.dictionary or "wordnet",
-            wordnet_dir=config.wordnet_dir,
-            encoding=config.encoding or "utf-8",
-            columns=config.columns,
-            split_seed=config.split_seed,
-        )
-
-    def load(self) -> Dictionary:
-        """The dictionary itself."""
-        return load_dictionary(self.spec, wordnet_dir=self.wordnet_dir, encoding=self.encoding, columns=self.columns)
-
-
-def model_dictionary(
-    model: str | Path, dictionary: str | None = None, wordnet_dir: str | None = None, encoding: str | None = None
-) -> ModelDictionary:
-    """The dictionary the model in folder `model` was trained on, from its run record (an error when it has
-    none). A given `dictionary` replaces the record's, table columns included; a given `wordnet_dir` or
-    `encoding` replaces the record's. When the record names a local file of the machine that trained the model
-    (`RunRecord.portable`: a dictionary file, a WordNet folder), the folder's own definitions are that dictionary."""
-    record = RunRecord.load(model, required=True)
-    config = record.config
-    if config is None:  # a model saved without training: WordNet, as a run defaults to
-        return ModelDictionary(dictionary or "wordnet", wordnet_dir=wordnet_dir, encoding=encoding or "utf-8")
-    recorded = ModelDictionary.of(config)
-    own = Path(model) / DEFINITIONS_FILE
-    elsewhere = record.sources.get("dictionary") or (record.sources.get("wordnet_dir") and not wordnet_dir)
-    if dictionary is None and elsewhere and own.is_file():  # the same headwords, so the same split
-        recorded = ModelDictionary(str(own), split_seed=recorded.split_seed)
-    return ModelDictionary(
-        dictionary or recorded.spec,
-        wordnet_dir=wordnet_dir or recorded.wordnet_dir,
-        encoding=encoding or recorded.encoding,
-        columns=None if dictionary else recorded.columns,
-        split_seed=recorded.split_seed,
-    )
+        return [self._result(int(g), row[g], mask, max_definitions, filters.pos) for g in top]

@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 import re2
 
-from dictembed.cjk import check_pinyin, is_cjk
+from dictembed.cjk import check_pinyin, is_cjk, pinyin_matcher
 from dictembed.errors import DictEmbedError
 
 WordCount = Literal["any", "single", "phrase"]  # `words`: any, single words only, phrases only
@@ -56,6 +56,20 @@ def word_script(word: str) -> str:
     if any(c.isalpha() and (c.isascii() or unicodedata.name(c, "").startswith("LATIN")) for c in word):
         return "latin"
     return "other"
+
+
+def word_test(kind: str, value: str) -> Callable[[str], bool]:
+    """The test of a word for one filter of `Filters` other than the part of speech (which needs the dictionary):
+    `pattern`, `pinyin`, `script` or `words` (the word count), with that filter's `value`."""
+    if kind == "pattern":
+        return pattern_matcher(value)
+    if kind == "pinyin":
+        return pinyin_matcher(value)
+    if kind == "script":
+        return lambda word: word_script(word) == value
+    if kind == "words":
+        return lambda word: (len(word.split()) > 1) == (value == "phrase")
+    raise DictEmbedError(f"unknown filter {kind!r}")
 
 
 def word_length(word: str) -> int:

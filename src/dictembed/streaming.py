@@ -47,6 +47,7 @@ from dictembed.io import (
     line_too_long,
     preallocate,
     read_lines,
+    undecodable,
     writing,
 )
 from dictembed.progress import disable
@@ -90,30 +91,12 @@ def iter_lines(path: Path, encoding: str = "utf-8", skip: int = 0) -> Iterator[s
                 line = line.removesuffix("\n")
                 yield line.removesuffix("\r")
     except UnicodeDecodeError as err:
-        bad_line = _undecodable_line(path, encoding) or number + 1
         message = f"not valid {err.encoding} ({err.reason}); {ENCODING_HINT}"
-        raise DataFormatError(path, message, line=bad_line) from None
+        raise undecodable(path, encoding) or DataFormatError(path, message, line=number + 1) from None
     except LookupError:
         raise DictEmbedError(f"{path}: unknown encoding {encoding!r}") from None
     except IsADirectoryError:
         raise DataFormatError(path, "cannot read file (it is a folder)") from None
-
-
-def _undecodable_line(path: Path, encoding: str) -> int | None:
-    """The number of the first line whose bytes are not `encoding` (None when lines cannot be told apart
-    by their bytes, as in UTF-16): text decoding reads ahead in blocks, so its error does not say."""
-    import codecs
-
-    if "\n".encode(encoding) != b"\n":
-        return None
-    decoder = codecs.getincrementaldecoder(encoding)()
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                decoder.decode(raw)
-            except UnicodeDecodeError:
-                return number
-    return None
 
 
 def count_lines(path: Path, encoding: str = "utf-8") -> int:

@@ -9,22 +9,18 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
-import unicodedata
 from pathlib import Path
 
 import numpy as np
 
+from dictembed.cjk import is_han
 from dictembed.io import atomic_file
 
 log = logging.getLogger(__name__)
 
 LANGUAGES = ("en", "zh")  # the languages whose frequencies the prior uses (wordfreq has more)
 SAMPLE = 2000  # headwords looked at to recognise the language of a dictionary
-MIXED_MIN = 100  # headwords of each script (CJK and other) that make a dictionary one of two languages
-
-
-def _is_cjk(word: str) -> bool:
-    return any(unicodedata.name(c, "").startswith("CJK UNIFIED IDEOGRAPH") for c in word)
+MIXED_MIN = 100  # headwords of each script (Han and other) that make a dictionary one of two languages
 
 
 def _wordfreq():  # noqa: ANN202 - the module, imported on first use (it loads its word lists lazily)
@@ -36,13 +32,13 @@ def _wordfreq():  # noqa: ANN202 - the module, imported on first use (it loads i
 
 
 def guess_language(words: list[str]) -> str | None:
-    """`zh` when most headwords hold CJK characters, `en` when most of them are English words wordfreq knows,
-    else None (no prior): judged on an evenly spaced sample of `SAMPLE` headwords."""
+    """`zh` when most headwords hold Han characters (`cjk.is_han`), `en` when most of them are English words
+    wordfreq knows, else None (no prior): judged on an evenly spaced sample of `SAMPLE` headwords."""
     wordfreq = _wordfreq()
     if wordfreq is None or not words:
         return None
     sample = words[:: max(1, len(words) // SAMPLE)][:SAMPLE]
-    if sum(map(_is_cjk, sample)) * 2 > len(sample):
+    if sum(any(map(is_han, w)) for w in sample) * 2 > len(sample):
         return "zh"
     known = sum(wordfreq.zipf_frequency(w, "en") > 0 for w in sample)
     return "en" if known * 2 > len(sample) else None
@@ -85,7 +81,7 @@ def entry_frequencies(
     if language is None or language == "none":
         return None
     if language == "auto":
-        cjk = np.fromiter(map(_is_cjk, words), dtype=bool, count=len(words))
+        cjk = np.fromiter((any(map(is_han, w)) for w in words), dtype=bool, count=len(words))
         if min(int(cjk.sum()), int((~cjk).sum())) >= MIXED_MIN:
             return two_script_frequencies(words, cjk, cache_dir)
         language = guess_language(words)
@@ -103,7 +99,7 @@ def entry_frequencies(
 
 def two_script_frequencies(words: list[str], cjk: np.ndarray, cache_dir: Path | None = None) -> np.ndarray:
     """The frequencies of a dictionary of two languages (WordNet and CWN merged): each headword in the language
-    of its script, Chinese for those with CJK characters (`cjk`) and the recognised language of the others
+    of its script, Chinese for those with Han characters (`cjk`) and the recognised language of the others
     (`guess_language`); 0 where none can be had."""
     out = np.zeros(len(words), dtype=np.float32)
     others = [w for w, c in zip(words, cjk, strict=True) if not c]

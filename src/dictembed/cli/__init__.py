@@ -18,7 +18,9 @@ functions and handlers, the one deliberate place for function-local imports in t
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import platform
 import sys
 from collections.abc import Iterable
 
@@ -63,6 +65,20 @@ def build_parser(full: Iterable[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def versions() -> dict[str, str | None]:
+    """The versions `dictembed --version --json` prints: dictembed's, Python's and those of the libraries under it
+    (None for one not installed), read from the installed packages' metadata, importing none of them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {"dictembed": __version__, "python": platform.python_version()}
+    for package in ("torch", "transformers", "sentence-transformers", "huggingface_hub"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
+
+
 def named_command(argv: list[str]) -> str | None:
     """The command the arguments name: the first that is not an option (the top level's take no value)."""
     return next((arg for arg in argv if not arg.startswith("-")), None)
@@ -95,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 1 runtime error, 2 usage error, 130 interrupted)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = named_command(argv)
+    top_level = argv[: argv.index(command)] if command else argv
+    if "--version" in top_level and "--json" in argv:  # argparse's own --version prints plain text
+        print(json.dumps(versions()))
+        return 0
     try:
         args = build_parser(full=[command] if command else []).parse_args(argv)
     except SystemExit as stop:  # argparse: --help, --version and usage errors

@@ -65,11 +65,11 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
     require("plot", "matplotlib.figure")  # before any work: a missing extra is a one-line hint
     from dictembed.entry_space import EntrySpace
     from dictembed.geometry import isotropy_metrics, plot_entry_spaces, plot_isotropy
-    from dictembed.record import RunRecord
+    from dictembed.model_folder import read_record
 
     paths: list[tuple[str, Path]] = []
     for model in args.model:
-        history = RunRecord.load(model, required=True).selection.get("pst", [])
+        history = read_record(model, required=True).selection.get("pst", [])
         if history and not args.final_only:
             paths += [(f"{Path(model).name} step {h['step']}", step_folder(model, h["path"])) for h in history]
         else:

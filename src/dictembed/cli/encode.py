@@ -19,8 +19,8 @@ from dictembed.cli.options import (
     positive_int,
 )
 from dictembed.cli.report import Report, UsageError
-from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_file, read_lines
+from dictembed.output_folder import check_output_file, check_output_folder
 from dictembed.quantization import QUANTIZATIONS
 
 COMMANDS = {
@@ -92,7 +92,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-optimize", action="store_true", help="skip onnxruntime's attention/LayerNorm fusions")
     add_model(shared)
     output.add_argument("--output", required=True, help="folder to write (the model's save plus onnx/)")
-    add_overwrite(output, "replace an existing --output folder")
+    add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")
 
 
 def encode_streamed(args: argparse.Namespace) -> Report:
@@ -129,12 +129,9 @@ def encode_streamed(args: argparse.Namespace) -> Report:
 def run_encode(args: argparse.Namespace) -> Report:
     from dictembed.streaming import STREAMABLE
 
-    if args.output.is_dir():
-        raise DictEmbedError(f"--output {args.output} is a folder; name a .npy or .npz file")
     if args.output.exists() and Path(args.input).exists() and args.output.samefile(args.input):
         raise UsageError(f"--output {args.output} is the --input file; name another file")
-    if args.output.exists() and not args.overwrite:
-        raise DictEmbedError(f"--output {args.output} already exists; pass --overwrite to replace it")
+    check_output_file(args.output, args.overwrite)
     if args.output.suffix == ".npy" and (args.quantize or "float32") in STREAMABLE:
         return encode_streamed(args)  # int8/uint8 calibrate over every row: encoded in memory below
     sentences = read_sentences(Path(args.input), args.encoding)
@@ -169,8 +166,7 @@ def run_export(args: argparse.Namespace) -> Report:
     from dictembed.paths import default_model
 
     output = Path(args.output)
-    if output.exists() and not args.overwrite:
-        raise DictEmbedError(f"--output {output} already exists; pass --overwrite to replace it")
+    check_output_folder(output, args.overwrite)  # an export is a model folder: no other folder is replaced
     path = export(args.model or default_model(), output, quantize=args.quantize, optimize=not args.no_optimize)
     file, manifest = exported_file(path)
     data = {"output": str(path), "format": args.format, **manifest, "file": file.relative_to(path).as_posix()}

@@ -124,10 +124,12 @@ def run_reverse_dictionary(args: argparse.Namespace) -> Report:
         return run_leak_free(args)
     from dictembed.dictionary import split_by_headword
     from dictembed.evaluation.ranking import reverse_dictionary_metrics
-    from dictembed.reverse_dictionary import ReverseDictionary, model_dictionary
+    from dictembed.model_folder import ModelFolder
+    from dictembed.reverse_dictionary import ReverseDictionary
 
-    source = model_dictionary(args.model, args.dictionary, args.wordnet_dir, args.encoding)
-    reverse_dictionary = ReverseDictionary.load(args.model, device=args.device, precision=args.precision)
+    folder = ModelFolder.open(args.model)
+    source = folder.dictionary(args.dictionary, args.wordnet_dir, args.encoding)
+    reverse_dictionary = ReverseDictionary.load(folder, args.device, args.precision, dictionary=args.dictionary)
     split = split_by_headword(source.load(), seed=source.split_seed)[args.split]
     ranks = reverse_dictionary.ranks(split, limit=args.limit)
     result = {**reverse_dictionary_metrics(ranks), "n": int(len(ranks))}

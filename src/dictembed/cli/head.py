@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
     p, (shared, _) = add_command(tasks, "learn", run_learn, help_text)
     add_model(shared)
     shared.add_argument("--output", required=True, help="the folder to write (a copy of the model's, with the head)")
-    add_overwrite(shared, "replace a non-empty --output")
+    add_overwrite(shared, "replace a model already in --output (a folder holding anything else is never replaced)")
     add_dictionary(shared, "wordnet", "dictionary whose definitions and examples train the head")
     add_wordnet_dir(shared)
     add_limit(shared, "training texts, a seeded sample of the train split's definitions and examples")
@@ -48,15 +48,15 @@ def run_learn(args: argparse.Namespace) -> Report:
     from dictembed.learned_head import (
         HeadSettings,
         check_backbone,
-        check_output,
         head_texts,
         learn_head,
         write_masked_lm,
     )
+    from dictembed.output_folder import check_output_folder
     from dictembed.paths import default_model
 
     model = args.model or str(default_model())
-    check_output(args.output, args.overwrite)
+    check_output_folder(args.output, args.overwrite)  # the head's folder is a model folder
     check_backbone(model)
     dictionary = load_dictionary(args.dictionary, wordnet_dir=args.wordnet_dir)
     train, heldout = head_texts(dictionary, args.limit, args.heldout, seed=args.seed)

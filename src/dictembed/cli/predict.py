@@ -11,6 +11,7 @@ from dictembed.cli.encode import read_sentences
 from dictembed.cli.options import (
     add_command,
     add_device,
+    add_dictionary,
     add_model,
     add_pos,
     add_ranking,
@@ -85,6 +86,7 @@ def register(subparsers: Any) -> None:
         "auto: similar when the query is an entry, else describe (default: describe)",
     )
     add_ranking(p)
+    add_served_dictionary(p)
     add_model(shared, required=True)
     add_device(shared)
 
@@ -92,8 +94,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=port, default=8000, help="port to listen on")
     add_ranking(p)
+    add_served_dictionary(p)
     add_model(shared, required=True)
     add_device(shared)
+
+
+def add_served_dictionary(p: argparse.ArgumentParser) -> None:
+    """`--dictionary`: the definitions a search shows, in place of the model folder's own."""
+    add_dictionary(
+        p,
+        None,
+        "the dictionary whose definitions results show (a name such as wordnet, or a file), in place of the model "
+        "folder's own definitions.jsonl; the only way to use a dictionary file outside the folder "
+        "(default: the folder's own)",
+    )
 
 
 def result_rows(results: list[Any]) -> list[dict[str, Any]]:
@@ -119,7 +133,8 @@ def results_table(results: list[Any], entry: str | None = None) -> str:
 
 
 def run_predict(args: argparse.Namespace) -> Report:
-    from dictembed.reverse_dictionary import Filters, ReverseDictionary
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.search_options import Filters
 
     if (args.definition is None) == (args.input is None):
         raise UsageError("give either one definition or --input FILE")
@@ -133,13 +148,11 @@ def run_predict(args: argparse.Namespace) -> Report:
     queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
     if not queries:
         raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
-    rd = ReverseDictionary.load(args.model, device=args.device, precision=args.precision, ranking=ranking_of(args))
-    options: dict[str, Any] = {key: getattr(filters, key) for key in ("pos", "pattern", "words", "script")}
-    options.update(min_length=low, max_length=high, initial=filters.initial, pinyin=filters.pinyin)
+    rd = ReverseDictionary.load(args.model, args.device, args.precision, ranking_of(args), dictionary=args.dictionary)
     entries = [rd.similar_entry(q, args.mode) for q in queries]
     descriptions = [q for q, e in zip(queries, entries, strict=True) if e is None]
-    described = iter(rd.search_many(descriptions, args.top_k, **options) if descriptions else [])
-    found = [next(described) if e is None else rd.neighbours(e, args.top_k, **options) for e in entries]
+    described = iter(rd.search_many(descriptions, args.top_k, filters) if descriptions else [])
+    found = [next(described) if e is None else rd.neighbours(e, args.top_k, filters) for e in entries]
     if args.input is None:
         return Report(result_rows(found[0]), results_table(found[0], entries[0]))
     rows = list(zip(queries, entries, found, strict=True))
@@ -157,5 +170,6 @@ def run_serve(args: argparse.Namespace) -> Report:
         device=args.device,
         precision=args.precision,
         ranking=ranking_of(args),
+        dictionary=args.dictionary,
     )
     return Report({"model": args.model, "host": args.host, "port": args.port}, "server stopped")

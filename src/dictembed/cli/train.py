@@ -122,10 +122,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from dictembed.model_folder import read_record
     from dictembed.recipes import presets
     from dictembed.recipes.resolve import ConfigError, record_config, resolve_train_config
     from dictembed.recipes.run import train
-    from dictembed.record import RunRecord
 
     given = {name: getattr(args, name) for name in train_options() if getattr(args, name) is not None}
     try:
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> Report:
         config.limit,
     )
     path = train(config)
-    saved = RunRecord.load(path, required=True)
+    saved = read_record(path, required=True)
     data: dict[str, Any] = {
         "output": str(path),
         "preset": config.preset,

@@ -27,7 +27,6 @@ from typing import Any, cast
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from dictembed.cjk import cjk_share
 from dictembed.devices import loader_device
@@ -36,13 +35,12 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import normalize_key
 from dictembed.dictionary.split import seeded_sample
 from dictembed.encoder import Encoder
+from dictembed.entry_logits import cosine_logits
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores, reverse_dictionary_metrics
-from dictembed.loading import resolve_model
+from dictembed.model_folder import ModelFolder
 from dictembed.paths import default_model
-from dictembed.record import RunRecord
-from dictembed.reverse_dictionary import model_dictionary
 
 log = logging.getLogger(__name__)
 CHUNK = 256  # queries scored against every entry at a time
@@ -170,8 +168,8 @@ def leave_one_out_ranks(
             v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
         loo = torch.from_numpy(space.leave_one_out(gold, v)).to(encoder.device)
         scores = space(h).float()
-        if space.similarity == "cosine":
-            own = (F.normalize(h, dim=-1) * F.normalize(loo, dim=-1)).sum(-1) / space.temperature
+        if space.similarity == "cosine":  # each query against its own gold vector: [B, 1, d] x [B, 1, d]
+            own = cosine_logits(h[:, None], loo[:, None], space.temperature)[:, 0, 0]
         else:
             own = (h * loo).sum(-1)
         scores[torch.arange(len(gold)), torch.from_numpy(gold).to(encoder.device)] = own
@@ -198,20 +196,19 @@ def entry_encoder_name(record: Any, folder: str | Path | None = None) -> str:
                 "leave-one-out needs it (evaluate the run folder it was published from, on that machine)"
             )
         return str(record.entry_encoder)
-    if record.pst_step in (None, 1) and record.config is not None and record.config.model:
-        return str(record.config.model)
+    if record.pst_step in (None, 1) and record.settings.get("model"):
+        return str(record.settings["model"])
     raise DictEmbedError("the model's record names no entry encoder (saved before it was kept, PST step > 1)")
 
 
 def load_entry_encoder(folder: str | Path, record: Any, device: Any = None, precision: str | None = "auto") -> Encoder:
     """The entry encoder as the recipe loaded it (the run's pooling, pooler and max length)."""
-    config = record.config
-    options = config.options if config is not None else None
+    settings = record.settings
     return Encoder.load(
         entry_encoder_name(record, folder),
-        pooling=getattr(options, "pooling", None),
-        pooler=getattr(options, "pooler", None),
-        max_length=config.max_length if config is not None else None,
+        pooling=settings.get("pooling"),
+        pooler=settings.get("pooler"),
+        max_length=settings.get("max_length"),
         device=loader_device(device),
     ).set_precision(precision)
 
@@ -316,8 +313,8 @@ def evaluate_leak_free(
         raise DictEmbedError("give either queries (oxford, chang or a file) or leave_one_out")
     if baseline not in (None, "tfidf"):
         raise DictEmbedError(f"unknown baseline {baseline!r}; choose from tfidf")
-    folder = resolve_model(model)
-    source = model_dictionary(folder, dictionary, wordnet_dir, encoding)
+    model_folder = ModelFolder.open(model)
+    folder, source = model_folder.path, model_folder.dictionary(dictionary, wordnet_dir, encoding)
     space = EntrySpace.load(folder)
     own = source.load() if leave_one_out or baseline else None  # loaded wherever it is used below
     if queries:
@@ -336,7 +333,7 @@ def evaluate_leak_free(
     else:
         encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
         if leave_one_out:
-            record = RunRecord.load(folder, required=True)
+            record = model_folder.record
             entry_encoder = load_entry_encoder(folder, record, device, precision)
             ranks = leave_one_out_ranks(encoder, space, entry_encoder, query_set)
         else:

@@ -23,9 +23,9 @@ from torch.utils.data import DataLoader
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.loading import HUB_ID
 from dictembed.model_card import base_hub_name, hub_base_model
-from dictembed.recipes.registry import citation
+from dictembed.model_folder import HUB_ID
+from dictembed.recipes.papers import citation
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
 from dictembed.evaluation._common import mean_sd, resolve_data_dir
 from dictembed.evaluation.sts import load_stsb
 from dictembed.extras import require
-from dictembed.loading import resolve_model
+from dictembed.model_folder import resolve_model
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 
 logger = logging.getLogger(__name__)

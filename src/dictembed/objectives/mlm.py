@@ -15,9 +15,11 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch import nn
 from transformers import DataCollatorForLanguageModeling, PreTrainedModel
 from transformers import PreTrainedTokenizerBase as Tokenizer
 
+from dictembed.errors import ModelLoadError
 from dictembed.loading import load_masked_lm_info
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,14 @@ def head_is_tied(model: PreTrainedModel) -> bool:
     """Whether the MLM decoder shares its weight tensor with the input word embeddings."""
     output = model.get_output_embeddings()
     return output is not None and output.weight is model.get_input_embeddings().weight
+
+
+def mlm_head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:
+    """The word-prediction head of a *ForMaskedLM model: its one child that is not the base model."""
+    heads = [(n, m) for n, m in mlm.named_children() if n != mlm.base_model_prefix]
+    if len(heads) != 1:
+        raise ModelLoadError(f"cannot find the MLM head of {type(mlm).__name__} (children: {[n for n, _ in heads]})")
+    return heads[0]
 
 
 def load_masked_lm(name_or_path: str) -> PreTrainedModel:

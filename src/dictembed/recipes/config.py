@@ -7,53 +7,20 @@ its recipe file and is registered with the recipe (`dictembed.recipes.registry`)
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, TypeVar
+import logging
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from dictembed.devices import resolve_precision
 from dictembed.dictionary.sources.table import table_columns
 from dictembed.errors import DictEmbedError
 from dictembed.io import text_encoding
 from dictembed.paths import default_model
+from dictembed.recipes.options import MethodOptions, Options, option
 from dictembed.recipes.registry import get_recipe
+from dictembed.record import RunRecord, version_2
 
-
-def option(
-    default: Any = MISSING,
-    help: str = "",  # noqa: A002 - the argparse word
-    *,
-    choices: tuple[str, ...] | None = None,
-    run: bool = True,
-    cli: bool = True,
-    positive: bool = True,
-    parse: Any = None,
-    default_factory: Any = MISSING,
-) -> Any:
-    """A dataclass field with its command-line help and choices. `run=False` marks options that do not change
-    a single (lr, seed) run's weights or dev figures (the grid, the output folder, ...): a finished run is
-    reused whatever they are. `cli=False` keeps an option off the command line. A number must be > 0, or
-    >= 0 with `positive=False`. `parse` converts and checks a command-line value (an argparse type)."""
-    metadata = {"help": help, "choices": choices, "run": run, "cli": cli, "positive": positive, "parse": parse}
-    if default_factory is not MISSING:
-        return field(default_factory=default_factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-@dataclass
-class MethodOptions:
-    """Base of every method's options dataclass."""
-
-    def validate(self, method: str) -> None:
-        """Check every option with choices against them."""
-        for f in fields(self):
-            choices = f.metadata.get("choices")
-            if choices and getattr(self, f.name) not in choices:
-                raise DictEmbedError(
-                    f"{method}: {f.name} must be one of {', '.join(choices)}, got {getattr(self, f.name)!r}"
-                )
-
-
-Options = TypeVar("Options", bound=MethodOptions)
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -154,23 +121,47 @@ class RunConfig:
         data["options"] = asdict(self.options)
         return data
 
+    @property
+    def recipe(self) -> Any:
+        """The recipe of the method (`registry.get_recipe`)."""
+        return get_recipe(self.method)
+
+    @classmethod
+    def of_record(cls, record: RunRecord) -> RunConfig | None:
+        """The typed configuration a run record holds; None for none, or for one this version does not read (another
+        version's method or options: logged, and the record keeps it as read)."""
+        if not record.config:
+            return None
+        try:
+            return cls.from_dict(record.config)
+        except (DictEmbedError, TypeError, ValueError, AttributeError) as err:
+            log.warning("the run configuration is not one this version reads (%s); it is kept as read", err)
+            return None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         """A config from its JSON form (a record's "config"), version 2 or version 1 (all options flat,
         one `temperature` for both the entry logits and GR-BERT's InfoNCE)."""
-        data = dict(data)
+        data = version_2(data)
         method = data.get("method") or "defsent-plus"
-        own = {f.name for f in fields(get_recipe(method).options)}
+        kind = get_recipe(method).options
+        own = {f.name for f in fields(kind)}
         options = dict(data.pop("options", None) or {})
-        if "temperature" in data:  # version 1
-            temperature = data.pop("temperature")
-            for name in ("entry_temperature", "gloss_temperature"):
-                if name in own:
-                    options.setdefault(name, temperature)
-        options.update({k: data.pop(k) for k in list(data) if k in own})
+        options.update({k: data.pop(k) for k in list(data) if k in own or k in kind.removed})
+        for name in sorted(set(options) & set(kind.removed)):
+            value = options.pop(name)
+            if value == kind.removed[name]:
+                log.info("%s: the saved option %s=%r of a former version changed nothing; dropped", method, name, value)
+            else:
+                log.warning(
+                    "%s: the model was trained with %s=%r, an option since removed; its configuration loads without it",
+                    method,
+                    name,
+                    value,
+                )
         shared = {f.name for f in fields(cls)}
         settings = {k: v for k, v in data.items() if k in shared and k != "method"}
-        return cls(method=method, options=get_recipe(method).options(**options), **settings)
+        return cls(method=method, options=kind(**options), **settings)
 
     def run_identity(self) -> dict[str, Any]:
         """The options that determine one (lr, seed) run's weights and dev figures."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from torch import nn
 from transformers import AutoTokenizer, PreTrainedModel
@@ -23,11 +23,14 @@ from dictembed.evaluation.sts import evaluate_stsb_dev
 from dictembed.loading import load_pretrained
 from dictembed.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy
 from dictembed.objectives.mlm import load_masked_lm
-from dictembed.recipes.config import MethodOptions, RunConfig, option
 from dictembed.recipes.defsent import load_splits
-from dictembed.recipes.registry import Paper
+from dictembed.recipes.options import MethodOptions, option
+from dictembed.recipes.papers import CARD_KEYS, PAPERS
 from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root
 from dictembed.record import RunRecord
+
+if TYPE_CHECKING:
+    from dictembed.recipes.config import RunConfig
 
 log = logging.getLogger(__name__)
 GR_DICTIONARY = "oxford,chang,wordnet-examples,wordnet"
@@ -97,20 +100,8 @@ class GRBert(Recipe):
 
     name = "gr-bert"
     options = GRBertOptions
-    paper = Paper(
-        "GR-BERT",
-        'Yu Lin, Zhecheng An, Peihao Wu and Zejun Ma. "Improving Contextual Representation with Gloss Regularized '
-        'Pre-training". Findings of NAACL 2022.',
-        """@inproceedings{lin2022grbert,
-  title = {Improving Contextual Representation with Gloss Regularized Pre-training},
-  author = {Lin, Yu and An, Zhecheng and Wu, Peihao and Ma, Zejun},
-  booktitle = {Findings of the Association for Computational Linguistics: NAACL 2022},
-  year = {2022},
-  pages = {907--920},
-  publisher = {Association for Computational Linguistics}
-}""",
-    )
-    card_keys = ("arch", "gloss_weight", "gloss_temperature")  # `best` is the paper's: GR-MT on MiniLM left
+    paper = PAPERS["gr-bert"]
+    card_keys = CARD_KEYS["gr-bert"]
     # STS and lexical substitution unchanged within noise
     defaults: ClassVar[dict[str, Any]] = {"dictionary": GR_DICTIONARY, "lrs": [2e-5], "select_on": "stsb_dev"}
     select_choices = ("stsb_dev", "gloss_acc")

@@ -8,9 +8,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from dictembed.errors import DictEmbedError
+from dictembed.model_folder import read_record
 from dictembed.paths import default_model, public_name
 from dictembed.recipes import presets
 from dictembed.recipes.config import RunConfig
@@ -41,19 +42,22 @@ class ResolvedConfig:
     overridden: list[str] = field(default_factory=list)
 
 
-def saved_record(path: str | Path) -> RunRecord:
-    """The run record of a model folder (`path`: the folder or its dictembed.json), which must hold a run
-    configuration."""
+def saved_record(path: str | Path) -> tuple[RunRecord, RunConfig]:
+    """The run record of a model folder (`path`: the folder or its dictembed.json) and its typed configuration,
+    which it must hold."""
     folder = Path(path).parent if Path(path).is_file() else Path(path)
-    record = RunRecord.load(folder, required=True)
+    record = read_record(folder, required=True)
     if record.config is None:
         raise DictEmbedError(f"{path}: the model's record holds no run configuration (it was not trained here)")
-    return record
+    config = RunConfig.of_record(record)
+    if config is None:
+        raise DictEmbedError(f"{path}: the model's run configuration is not one this version of dictembed reads")
+    return record, config
 
 
 def saved_config(path: str | Path) -> RunConfig:
     """The configuration saved in a model folder's run record (`path`: the folder or its dictembed.json)."""
-    return cast(RunConfig, saved_record(path).config)  # saved_record refuses a record without one
+    return saved_record(path)[1]
 
 
 def local_settings(
@@ -96,7 +100,8 @@ def local_settings(
 
 def record_config(record: RunRecord) -> dict[str, Any]:
     """The run configuration a record holds, in its JSON form (empty for a model that was not trained)."""
-    return record.config.to_dict() if record.config is not None else {}
+    config = RunConfig.of_record(record)
+    return config.to_dict() if config is not None else dict(record.config or {})
 
 
 def resolve_train_config(
@@ -118,8 +123,7 @@ def resolve_train_config(
     overridden: list[str] = []
     chosen_preset: str | None = preset  # a saved configuration's own, which may be None
     if saved:
-        record = saved_record(saved)
-        config = cast(RunConfig, record.config)  # saved_record refuses a record without one
+        record, config = saved_record(saved)
         if method not in (None, config.method):
             raise ConfigError(f"{name('method')} {method} differs from the saved configuration's {config.method}")
         reused = local_settings(record, {k: v for k, v in config.flat().items() if k not in NOT_REUSED}, given, name)

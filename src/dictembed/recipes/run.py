@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 from torch import nn
@@ -29,11 +29,15 @@ from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
 from dictembed.io import staged_dir, writing
 from dictembed.model_card import write_model_card
-from dictembed.recipes.config import MethodOptions, RunConfig
-from dictembed.recipes.registry import Paper, get_recipe
+from dictembed.model_folder import read_record, write_definitions, write_record
+from dictembed.output_folder import check_output_folder
+from dictembed.recipes.options import MethodOptions
+from dictembed.recipes.papers import Paper
 from dictembed.record import RunRecord
-from dictembed.reverse_dictionary import save_definitions
 from dictembed.training import Trainer, TrainSettings
+
+if TYPE_CHECKING:
+    from dictembed.recipes.config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +124,7 @@ class Recipe(ABC):
         if stage.space is not None:
             stage.space.save(folder)
             if isinstance(dictionary := stage.data.get("dictionary"), Dictionary):
-                save_definitions(dictionary, folder)
+                write_definitions(folder, dictionary)
 
 
 def save_run(recipe: Recipe, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
@@ -179,7 +183,7 @@ def _differences(saved: dict[str, Any], wanted: dict[str, Any], prefix: str = ""
 def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
     """The saved result of a run that finished with the same configuration; None (and the reason logged)
     when there is none or it was trained differently, so the run is trained again."""
-    record = RunRecord.load(run_dir / "model")
+    record = read_record(run_dir / "model")
     if not record.exists:
         return None
     if record.run != identity:
@@ -214,7 +218,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     record = RunRecord(
         method=config.method,
         base_model=config.model,
-        config=config,
+        config=config.to_dict(),
         run=identity,
         lr=lr,
         seed=seed,
@@ -252,26 +256,17 @@ def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Pat
     published record names no path of this machine (`RunRecord.portable`); the run folders keep the real ones."""
     with staged_dir(output) as staging:
         shutil.copytree(best.path, staging, dirs_exist_ok=True)
-        record = RunRecord.load(staging, required=True)
+        record = read_record(staging, required=True)
         record.selection = summary
         record = record.portable(output)
-        record.save(staging)
+        write_record(staging, record)
         write_model_card(staging, record, name=Path(output).name)
     return Path(output)
 
 
 def check_output(output: str | Path, overwrite: bool) -> None:
-    """Refuse, before any work, an output that would lose something: a file, a non-empty folder that is not a
-    model of ours, or one of our models unless `overwrite`."""
-    path = Path(output)
-    if path.is_file():
-        raise DictEmbedError(f"--output {path} is a file; name a folder")
-    if not path.is_dir() or not any(path.iterdir()):
-        return
-    if not RunRecord.load(path).exists:
-        raise DictEmbedError(f"--output {path} is a non-empty folder that holds no dictembed model; choose another")
-    if not overwrite:
-        raise DictEmbedError(f"--output {path} already holds a model; pass --overwrite to replace it")
+    """`check_output_folder` for `train`: what it replaces is a folder with a dictembed record."""
+    check_output_folder(output, overwrite, lambda path: read_record(path).exists, "dictembed model")
 
 
 @contextmanager
@@ -306,7 +301,7 @@ def train(config: RunConfig) -> Path:
 
 
 def _train(config: RunConfig) -> Path:
-    recipe = get_recipe(config.method)
+    recipe = config.recipe
     stage = best = None
     history: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}

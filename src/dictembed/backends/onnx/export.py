@@ -27,11 +27,11 @@ from dictembed.backends.onnx.graph import (
     optimize_graph,
     quantize_int8,
 )
-from dictembed.backends.onnx.runtime import MANIFEST, ONNX_DIR
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.io import replace_dir
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST
 from dictembed.record import RunRecord
 
 
@@ -93,7 +93,7 @@ def export(
             "onnxruntime": require("onnx", "onnxruntime").__version__,
             "torch": torch.__version__,
         }
-        (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         replace_dir(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

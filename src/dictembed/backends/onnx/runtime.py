@@ -25,15 +25,14 @@ import torch
 from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.extras import require
+from dictembed.model_folder import ONNX_DIR
+from dictembed.model_folder import ONNX_MANIFEST as MANIFEST
 
 log = logging.getLogger(__name__)
 
-ONNX_DIR = "onnx"
-MANIFEST = "export.json"
-
 
 def is_exported(folder: str | Path) -> bool:
-    """Whether `folder` holds an ONNX export (its `onnx/export.json` manifest)."""
+    """Whether `folder` holds an ONNX export (its manifest, `model_folder.ONNX_MANIFEST`)."""
     return (Path(folder) / ONNX_DIR / MANIFEST).is_file()
 
 

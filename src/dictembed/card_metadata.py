@@ -1,0 +1,176 @@
+"""The Hub metadata of a model card: the licences of the weights and of the dictionary, the languages and datasets
+(the dictionary's), and the `model-index` results. `model_card` writes them into the card's front matter.
+
+The licence data is the two tables below: base models by Hub name, dictionaries by the source names of
+`dictembed.dictionary.load.SOURCES`. A base model or dictionary not in them (a local folder, a table file) has no
+known licence: the card omits `license` and says so, and lists the file's dictionary licence as `unknown`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from dictembed.offline_models import MODELS as OFFLINE_MODELS
+from dictembed.paths import public_name
+
+
+@dataclass(frozen=True)
+class Licence:
+    """A licence as the Hub names it: `hub_id` from the Hub's list, else "other" with `hub_name`."""
+
+    hub_id: str
+    name: str
+    link: str
+    hub_name: str | None = None  # the Hub's `license_name` when `hub_id` is "other"
+
+    @property
+    def key(self) -> str:
+        """One word for the licence: the Hub id, or its `license_name` when the id is "other"."""
+        return self.hub_name or self.hub_id
+
+
+APACHE_2 = Licence("apache-2.0", "Apache 2.0", "https://www.apache.org/licenses/LICENSE-2.0")
+MIT = Licence("mit", "MIT", "https://opensource.org/license/mit")
+GPL_3 = Licence("gpl-3.0", "GPL-3.0", "https://www.gnu.org/licenses/gpl-3.0.html")
+WORDNET = Licence(
+    "other", "WordNet 3.0 license (BSD-like)", "https://wordnet.princeton.edu/license-and-commercial-use", "wordnet"
+)
+
+
+@dataclass(frozen=True)
+class DictionarySource:
+    """A named dictionary as the card lists it (its name is its `datasets` id): its language and its licence
+    (None: not known)."""
+
+    language: str
+    licence: Licence | None
+
+
+# The weights' licence of each base model whose licence is known, by Hub name.
+BASE_MODEL_LICENCES: dict[str, Licence] = {
+    "sentence-transformers/all-MiniLM-L6-v2": APACHE_2,
+    "sentence-transformers/all-mpnet-base-v2": APACHE_2,
+    "intfloat/multilingual-e5-small": MIT,
+}
+# The named dictionaries (`--dictionary NAME`). Oxford, Chang and CWN come from research repositories that state
+# no licence for the files (the shared data's README: Oxford content is for research use).
+DICTIONARIES: dict[str, DictionarySource] = {
+    "wordnet": DictionarySource("en", WORDNET),
+    "wordnet-examples": DictionarySource("en", WORDNET),
+    "gcide": DictionarySource("en", GPL_3),
+    "oxford": DictionarySource("en", None),
+    "oxford-autodict": DictionarySource("en", None),
+    "chang": DictionarySource("en", None),
+    "cwn": DictionarySource("zh", None),
+}
+UNKNOWN = "unknown"
+
+# The STS test tasks (`evaluation.sts.STS_TASKS`) as model-index datasets: (name, Hub dataset id).
+STS_DATASETS: dict[str, tuple[str, str]] = {
+    **{f"STS{year}": (f"STS{year}", f"mteb/sts{year}-sts") for year in range(12, 17)},
+    "STSB": ("STS Benchmark", "sentence-transformers/stsb"),
+    "SICKR": ("SICK-R", "mteb/sickr-sts"),
+}
+
+
+def base_licence(hub_name: str | None) -> Licence | None:
+    """The weights' licence of a base model by its Hub name or its offline name (`dictembed models prepare`)."""
+    if not hub_name:
+        return None
+    offline = OFFLINE_MODELS.get(hub_name)
+    return BASE_MODEL_LICENCES.get(offline.original if offline else hub_name)
+
+
+def dictionary_parts(spec: str | None) -> list[str]:
+    """The sources of a dictionary spec (`wordnet,mine.tsv`), as written, without blanks."""
+    return [part.strip() for part in (spec or "").split(",") if part.strip()]
+
+
+def dictionary_source(part: str) -> DictionarySource | None:
+    """The named dictionary `part`, or None (a table file)."""
+    return DICTIONARIES.get(part.lower())
+
+
+def dictionary_metadata(spec: str | None) -> dict[str, Any]:
+    """`language`, `datasets` and `dictionary_licenses` (source, a file by its file name -> licence key, `unknown`
+    when not known) of the dictionary a model was trained on; keys without a value are left out."""
+    parts = dictionary_parts(spec)
+    sources = [dictionary_source(part) for part in parts]
+    known = {part.lower(): source for part, source in zip(parts, sources, strict=True) if source is not None}
+    meta: dict[str, Any] = {}
+    if known:
+        meta["language"] = list(dict.fromkeys(source.language for source in known.values()))
+        meta["datasets"] = list(known)
+    if parts:
+        meta["dictionary_licenses"] = {
+            public_name(part): source.licence.key if source and source.licence else UNKNOWN
+            for part, source in zip(parts, sources, strict=True)
+        }
+    return meta
+
+
+def _result(task: tuple[str, str], dataset: tuple[str, str, str], metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """One model-index result: task (type, name), dataset (name, Hub id, split) and its metrics."""
+    return {
+        "task": {"type": task[0], "name": task[1]},
+        "dataset": {"name": dataset[0], "type": dataset[1], "split": dataset[2]},
+        "metrics": metrics,
+    }
+
+
+def _metric(kind: str, name: str, value: Any) -> dict[str, Any]:
+    return {"type": kind, "value": round(float(value), 4), "name": name}
+
+
+def sts_test_figures(record: dict[str, Any]) -> dict[str, float]:
+    """STS test figures a record holds (`evaluation` or `test`, flat or under `sts`), by task; {} when none."""
+    for key in ("evaluation", "test"):
+        figures = record.get(key)
+        figures = figures.get("sts", figures) if isinstance(figures, dict) else None
+        if isinstance(figures, dict):
+            found = {task: float(figures[task]) for task in STS_DATASETS if isinstance(figures.get(task), (int, float))}
+            if found:
+                return found
+    return {}
+
+
+def model_index(record: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The card's `model-index`: any STS test figures the record holds (split `test`), then the run's STS-B dev
+    figure (split `validation`); [] when it has neither. The reverse-dictionary dev figures stay in the card's
+    body: they rank the dictionary's own dev definitions, a figure no other model reports."""
+    similarity = ("sentence-similarity", "Semantic Textual Similarity")
+    results = [
+        _result(similarity, (*STS_DATASETS[task], "test"), [_metric("spearman_cosine", "Spearman x 100", value)])
+        for task, value in sts_test_figures(record).items()
+    ]
+    dev = record.get("dev")
+    if isinstance(dev, dict) and isinstance(dev.get("stsb_dev"), (int, float)):
+        metric = _metric("spearman_cosine", "Spearman x 100 (dev)", dev["stsb_dev"])
+        dataset = ("STS Benchmark (dev)", "sentence-transformers/stsb", "validation")
+        results.append(_result(similarity, dataset, [metric]))
+    return [{"name": name, "results": results}] if results else []
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][\w-]*$")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}  # plain keys YAML reads as non-strings
+
+
+def yaml_lines(key: str, value: Any, indent: str = "") -> list[str]:
+    """`key: value` as block-style YAML lines; every scalar is written as JSON, which YAML reads as is."""
+    plain = _PLAIN_KEY.match(key) and key.lower() not in _YAML_WORDS
+    head = f"{indent}{key if plain else json.dumps(key)}:"
+    if isinstance(value, dict):
+        return [head] + [line for k, v in value.items() for line in yaml_lines(str(k), v, indent + "  ")]
+    if isinstance(value, list):
+        lines = [head]
+        for item in value:
+            if isinstance(item, dict):
+                block = [line for k, v in item.items() for line in yaml_lines(str(k), v, indent + "  ")]
+                lines += [f"{indent}- {block[0][len(indent) + 2 :]}", *block[1:]]
+            else:
+                lines.append(f"{indent}- {json.dumps(item)}")
+        return lines
+    return [f"{head} {json.dumps(value)}"]

@@ -1,0 +1,257 @@
+"""The saved model folder as one concept: its layout, its run record (read once), the dictionary it uses, and what it
+may reference, which is nothing outside itself.
+
+A model folder is a sentence-transformers folder plus dictembed's own files:
+
+    dictembed.json          the run record (`dictembed.record.RunRecord`; `defsent.json` in old saves)
+    entry_space/            the entry space: space.json and tensors.safetensors (`dictembed.entry_space`)
+    definitions.jsonl       the definitions of the model's dictionary, so that it serves them from anywhere
+    onnx/                   an ONNX export (export.json lists it; `dictembed.backends.onnx`)
+    README.md               the model card (`dictembed.model_card`)
+
+Nothing in the folder is trusted to point elsewhere: a file that is a link leading outside the folder is refused
+when the folder is opened, and a record may name its dictionary only by a public name (`wordnet`, `cwn`, ...);
+a dictionary file of another machine is used only when the user names it (`--dictionary PATH`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.io import atomic_write
+from dictembed.paths import public_name
+from dictembed.record import RunRecord
+
+if TYPE_CHECKING:
+    from dictembed.dictionary.core import Dictionary
+
+RECORD_NAME = "dictembed.json"
+LEGACY_RECORD_NAME = "defsent.json"  # the record of models saved under the package's former name
+SPACE_DIR = "entry_space"
+SPACE_META = "space.json"
+SPACE_TENSORS = "tensors.safetensors"
+DEFINITIONS_FILE = "definitions.jsonl"
+ONNX_DIR = "onnx"
+ONNX_MANIFEST = "export.json"
+CARD_FILE = "README.md"
+WEIGHTS_FILE = "model.safetensors"
+DEFAULT_DICTIONARY = "wordnet"  # what a run trains on unless told otherwise, and what an untrained model uses
+
+HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+# Files a hub snapshot never needs for loading (other frameworks' weights, exported backends).
+HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf_model*", "flax_model*", "rust_model*"]
+
+
+def record_path(folder: str | Path) -> Path | None:
+    """The record file of a model folder (the legacy name as a fallback), or None if it has none."""
+    for name in (RECORD_NAME, LEGACY_RECORD_NAME):
+        path = Path(folder) / name
+        if path.is_file():
+            return path
+    return None
+
+
+def read_record(folder: str | Path, required: bool = False) -> RunRecord:
+    """The record of a model folder; an empty record when it has none (an error if `required`)."""
+    path = record_path(folder)
+    if path is None:
+        if required:
+            raise DictEmbedError(f"{folder} is not a dictembed model folder ({RECORD_NAME} missing)")
+        return RunRecord(version=0)
+    return RunRecord.read(path)
+
+
+def write_record(folder: str | Path, record: RunRecord) -> Path:
+    """Write `record` as the folder's record file (atomically)."""
+    return atomic_write(Path(folder) / RECORD_NAME, record.to_json())
+
+
+def space_summary(folder: str | Path) -> dict[str, Any]:
+    """Kind, entry count, similarity and temperature of a folder's saved entry space (its `space.json`), as far as
+    they can be read; {} when it has none."""
+    try:
+        meta = json.loads((Path(folder) / SPACE_DIR / SPACE_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    info = {k: meta[k] for k in ("kind", "similarity", "temperature") if k in meta}
+    if isinstance(meta.get("words"), list):
+        info["entries"] = len(meta["words"])
+    return info
+
+
+def write_definitions(folder: str | Path, dictionary: Dictionary) -> Path:
+    """Write the definitions and parts of speech of `dictionary` into a model folder (`DEFINITIONS_FILE`, a table
+    `load_dictionary` reads), so that the folder serves them from anywhere, needing no file outside it."""
+    from dictembed.dictionary.sources.table import jsonl_text
+
+    return atomic_write(Path(folder) / DEFINITIONS_FILE, jsonl_text(dictionary))
+
+
+def links_outside(top: Path, root: Path | None = None) -> list[Path]:
+    """Every link under `top` (files and folders, not followed) whose target lies outside `root` (default `top`),
+    dangling ones included: what a folder may not hold."""
+    root = (root or top).resolve()
+    found = []
+    for parent, folders, files in os.walk(top):
+        for name in [*folders, *files]:
+            path = Path(parent) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                found.append(path)
+    return sorted(found)
+
+
+def looks_local(name: str) -> bool:
+    """Whether a name that is no folder here still means one: its first part is a folder here (`models/tinyy`
+    where `models/` exists), so it is a typo of a local path, not a Hub repo id to ask the network for."""
+    first = name.split("/", 1)[0]
+    return "/" in name and Path(first).expanduser().is_dir()
+
+
+def hub_repo_root(snapshot: Path) -> Path:
+    """The cache folder of a Hub repo (`models--org--name`) holding `snapshot`: its files link into the repo's
+    `blobs/`, which belong to the same model."""
+    parent = snapshot.parent
+    return parent.parent if parent.name == "snapshots" else snapshot
+
+
+def resolve_model(name_or_path: str | Path) -> Path:
+    """The local folder of a model: the path itself, the prepared folder of an offline model's name
+    (`dictembed models prepare`), or the Hugging Face Hub snapshot of a hub name (read from the local cache when
+    offline), so a hub model loads exactly like a folder (dictembed.json, entry_space/)."""
+    return ModelFolder.open(name_or_path).path
+
+
+@dataclass(frozen=True)
+class ModelDictionary:
+    """The dictionary a model uses: what `load_dictionary` takes and the seed of the model's split by headword."""
+
+    spec: str
+    wordnet_dir: str | None = None
+    encoding: str = "utf-8"
+    columns: str | None = None
+    split_seed: int = 0
+
+    def load(self) -> Dictionary:
+        """The dictionary itself."""
+        from dictembed.dictionary import load_dictionary
+
+        return load_dictionary(self.spec, wordnet_dir=self.wordnet_dir, encoding=self.encoding, columns=self.columns)
+
+    @property
+    def public(self) -> str:
+        """Its name as a server may show it (`paths.public_name`)."""
+        return public_name(self.spec)
+
+
+def is_public_dictionary(spec: str) -> bool:
+    """Whether every part of a comma list names a dictionary by a public name (`wordnet`, `cwn`, ...), no file."""
+    from dictembed.dictionary.load import SOURCES
+
+    return all(part.strip().lower() in SOURCES for part in spec.split(","))
+
+
+class ModelFolder:
+    """A saved model folder: where its files are, its record (read once) and the dictionary it uses.
+
+    `root` is what the folder's links may lead into: the folder itself, or for a Hugging Face Hub snapshot the
+    repo's cache folder (whose `blobs/` hold the files the snapshot links to)."""
+
+    def __init__(self, path: Path, root: Path | None = None, name: str | None = None) -> None:
+        self.path = path
+        self.root = root or path
+        self.name = name or path.resolve().name
+        if outside := links_outside(path, self.root):
+            shown = ", ".join(str(p.relative_to(path)) for p in outside[:3]) + (" ..." if len(outside) > 3 else "")
+            raise ModelLoadError(
+                f"model folder {path}: {shown} {'links' if len(outside) == 1 else 'link'} outside the folder; a "
+                "model folder must hold its own files, not links to others (copy them in)"
+            )
+
+    @classmethod
+    def open(cls, name_or_path: str | Path | ModelFolder) -> ModelFolder:
+        """The folder of a model folder's path, an offline model's name (`dictembed models prepare`) or a Hub name
+        (its snapshot, from the local cache when offline); links leading outside it are refused."""
+        if isinstance(name_or_path, ModelFolder):
+            return name_or_path
+        from dictembed.offline_models import local_folder
+
+        path = Path(name_or_path).expanduser()
+        if path.is_dir():
+            return cls(path)
+        if path.exists():
+            raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
+        if (prepared := local_folder(str(name_or_path))) is not None:
+            return cls(prepared, name=str(name_or_path))
+        if not HUB_ID.match(str(name_or_path)) or looks_local(str(name_or_path)):
+            raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
+        from huggingface_hub import snapshot_download
+
+        try:
+            snapshot = Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE))
+        except Exception as err:  # noqa: BLE001 - any hub failure (offline, unknown repo, auth) is one message
+            raise ModelLoadError(
+                f"model {str(name_or_path)!r}: no such folder, and the Hugging Face Hub could not provide it "
+                f"({type(err).__name__}; offline, pass a local folder)"
+            ) from None
+        return cls(snapshot, hub_repo_root(snapshot), name=str(name_or_path))
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @cached_property
+    def record(self) -> RunRecord:
+        """The run record (an empty one when the folder has none), read once."""
+        return read_record(self.path)
+
+    def file(self, *parts: str) -> Path:
+        """The path of a file of the folder (`file(SPACE_DIR, SPACE_META)`)."""
+        return self.path.joinpath(*parts)
+
+    def has(self, *parts: str) -> bool:
+        """Whether the folder holds that file."""
+        return self.file(*parts).is_file()
+
+    @property
+    def definitions(self) -> Path:
+        return self.file(DEFINITIONS_FILE)
+
+    @property
+    def is_exported(self) -> bool:
+        """Whether the folder holds an ONNX export (its manifest)."""
+        return self.has(ONNX_DIR, ONNX_MANIFEST)
+
+    def dictionary(
+        self, dictionary: str | None = None, wordnet_dir: str | None = None, encoding: str | None = None
+    ) -> ModelDictionary:
+        """The dictionary the model uses: `dictionary` when the user names one (any file, read with `encoding`),
+        else the folder's own `definitions.jsonl`, else the one its record names by a public name (`wordnet`, ...;
+        with the user's `wordnet_dir`, never one the record names), else `DEFAULT_DICTIONARY` for a model saved
+        without training. A record naming a dictionary file (a path of another machine) is a one-line error telling
+        the user to pass it."""
+        config = self.record.config or {}
+        seed = config.get("split_seed", 0)
+        seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+        if dictionary is not None:
+            return ModelDictionary(dictionary, wordnet_dir, encoding or "utf-8", split_seed=seed)
+        if self.definitions.is_file():  # the same headwords as the dictionary trained on, so the same split
+            return ModelDictionary(str(self.definitions), split_seed=seed)
+        named = config.get("dictionary") or DEFAULT_DICTIONARY
+        if not isinstance(named, str) or not is_public_dictionary(named):
+            where = record_path(self.path) or self.path / RECORD_NAME
+            raise DictEmbedError(
+                f"{where}: the model names the dictionary {public_name(str(named))!r}, which is not in the model "
+                f"folder ({DEFINITIONS_FILE} is missing); pass it with --dictionary PATH"
+            )
+        return ModelDictionary(named, wordnet_dir, encoding or "utf-8", split_seed=seed)

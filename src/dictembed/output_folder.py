@@ -1,0 +1,46 @@
+"""The `--output` of a command, checked before any work: what the command may write over.
+
+A folder command (`train`, `head learn`, `export`) never deletes a non-empty folder that does not hold what it
+writes, even with `--overwrite`, and replaces one that does only with `--overwrite`. A file command (`encode`)
+replaces an existing file only with `--overwrite`. Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from dictembed.errors import DictEmbedError
+
+MODEL_FILES = ("config.json", "model.safetensors", "modules.json")  # any one of them makes a folder a model
+
+
+def is_model_folder(path: Path) -> bool:
+    """Whether `path` holds a model: a transformers or sentence-transformers folder (`MODEL_FILES`)."""
+    return any((path / name).is_file() for name in MODEL_FILES)
+
+
+def check_output_folder(
+    output: str | Path, overwrite: bool, holds_ours: Callable[[Path], bool] = is_model_folder, what: str = "model"
+) -> None:
+    """Refuse an `output` folder that would lose something: a file, a non-empty folder that `holds_ours` does not
+    recognise (never replaced, even with `overwrite`), or one that holds `what` unless `overwrite`. A missing or
+    empty folder passes."""
+    path = Path(output)
+    if path.exists() and not path.is_dir():
+        raise DictEmbedError(f"--output {path} is a file; name a folder")
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not holds_ours(path):
+        raise DictEmbedError(f"--output {path} is a non-empty folder that holds no {what}; choose another")
+    if not overwrite:
+        raise DictEmbedError(f"--output {path} already holds a {what}; pass --overwrite to replace it")
+
+
+def check_output_file(output: str | Path, overwrite: bool) -> None:
+    """Refuse an `output` file that is a folder, or that exists unless `overwrite`."""
+    output = Path(output)
+    if output.is_dir():
+        raise DictEmbedError(f"--output {output} is a folder; name a file")
+    if output.exists() and not overwrite:
+        raise DictEmbedError(f"--output {output} already exists; pass --overwrite to replace it")

@@ -1,0 +1,256 @@
+"""The HTTP contract of `dictembed serve`: every error the server gives is one line of JSON, `{"error": message}`,
+with the status the docs name (a 405 with its `Allow` header); a JSON body is read under a size limit and
+refused whole when it is not the JSON an endpoint takes; the wait for the model ends when the client goes.
+
+Imported only when a server is made: FastAPI and uvicorn come with the `serve` extra."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.parse
+from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
+from starlette.types import Message, Receive, Scope, Send
+
+from dictembed.errors import DictEmbedError
+from dictembed.extras import require
+from dictembed.serve_limits import MAX_BODY_BYTES, MAX_REQUEST_LINE
+
+log = logging.getLogger("dictembed.serve")
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+CLIENT_CLOSED = 499  # the status logged for a request whose client left before its answer (as nginx logs it)
+LISTED_ERRORS = 5  # validation errors a message spells out; the rest are counted
+
+
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready; its queued work was dropped."""
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The server's error answer: `{"error": message}` with `status`."""
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def send_error(send: Send, status: int, message: str) -> None:
+    """The error answer written straight to the ASGI `send` (by middleware, outside the app's handlers)."""
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def valid_utf8_query(raw: bytes) -> bool:
+    """Whether a raw query string decodes, after percent-decoding, as UTF-8."""
+    try:
+        urllib.parse.unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
+def validation_message(errors: Iterable[Any], listed: int = LISTED_ERRORS) -> str:
+    """Validation errors (FastAPI's or pydantic's) as one line: `k: Input should be less than or equal to 100;
+    ...`, the first `listed` of them spelled out and the rest counted. An error of the body as a whole (invalid
+    JSON) is the `body`'s."""
+    errors = list(errors)
+    parts = []
+    for found in errors[:listed]:
+        loc = [str(x) for x in found.get("loc", ())]
+        where = ".".join(loc[1:] if len(loc) > 1 and loc[0] in ("query", "body") else loc) or "body"
+        parts.append(f"{where}: {' '.join(str(found.get('msg', 'invalid')).split())}")
+    if len(errors) > listed:
+        parts.append(f"and {len(errors) - listed} more")
+    return "; ".join(parts) or "invalid request"
+
+
+def allowed_methods(routes: Iterable[BaseRoute], scope: Scope) -> list[str]:
+    """The methods that the routes matching the request's path take (what a 405's `Allow` lists)."""
+    methods: set[str] = set()
+    for route in routes:
+        if route.matches(scope)[0] is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
+
+
+def check_json_media(request: Request) -> None:
+    """Refuse with 415 a body in an encoding (gzip, ...: only identity is read, as `Accept-Encoding` then says)
+    or of a media type other than JSON (none is taken as JSON)."""
+    codings = [c.strip().lower() for value in request.headers.getlist("content-encoding") for c in value.split(",")]
+    if any(c not in ("", "identity") for c in codings):
+        shown = ", ".join(c for c in codings if c)[:100]
+        raise HTTPException(
+            415, f"Content-Encoding {shown!r} is not read: send the body unencoded", {"Accept-Encoding": "identity"}
+        )
+    declared = request.headers.get("content-type")
+    media = (declared or "application/json").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise HTTPException(415, f"Content-Type {media[:100]!r} is not read: send application/json")
+
+
+async def json_body(request: Request, model: type[M]) -> M:
+    """The request's body as `model`: 415 for an encoded or non-JSON body, 413 over the size limit (`BodyLimit`),
+    and 422 (a one-line `DictEmbedError`) for anything else that is not that JSON: invalid JSON or UTF-8, nesting
+    too deep, numbers too long, a missing or invalid field. Parsed off the event loop, by pydantic."""
+    check_json_media(request)
+    raw = await request.body()
+    try:
+        return await run_in_threadpool(model.model_validate_json, raw)
+    except ValidationError as err:
+        raise DictEmbedError(validation_message(err.errors(include_url=False, include_input=False))) from None
+
+
+async def disconnected(receive: Receive) -> None:
+    """Return when the client has gone (the ASGI `http.disconnect`), reading past what is left of the body."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def until_done(request: Request, future: Future[T]) -> T:
+    """`future`'s result, awaited off the model's thread. When the client disconnects first, the future is
+    cancelled (work still queued is then skipped) and `ClientGone` raised; so is the future when the request's
+    task is cancelled."""
+    waiting = asyncio.wrap_future(future)
+    gone = asyncio.ensure_future(disconnected(request.receive))
+    try:
+        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not waiting.done():
+            future.cancel()
+            waiting.cancel()
+    if not waiting.cancelled():
+        return waiting.result()
+    if gone.done() and not gone.cancelled() and (err := gone.exception()) is not None:
+        raise err  # reading the rest of the body failed: its limit (413)
+    raise ClientGone(request.url.path)
+
+
+def install_error_contract(app: FastAPI) -> None:
+    """The app's error handlers and its middleware (the body limit, the query string's UTF-8)."""
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = f"not found: {request.url.path}"
+        elif exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(app.router.routes, request.scope))
+            message = f"Method Not Allowed: {request.url.path} takes {headers['Allow']}"
+        return error(exc.status_code, message, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(422, validation_message(exc.errors()))
+
+    @app.exception_handler(DictEmbedError)
+    async def bad_input(request: Request, exc: DictEmbedError) -> JSONResponse:
+        return error(422, str(exc))
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> JSONResponse:
+        log.info("%s %s: the client went away; its waiting work was dropped", request.method, request.url.path)
+        return error(CLIENT_CLOSED, "the client closed the request")  # nobody reads it (nor logs it)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s", request.url.path)
+        return error(500, f"internal error ({type(exc).__name__})")
+
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(Utf8Query)  # the outer one: a bad query string is refused first
+
+
+class Utf8Query:
+    """ASGI middleware: a query string that is not UTF-8 (after percent-decoding) is refused with 400."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not valid_utf8_query(scope.get("query_string", b"")):
+            await send_error(send, 400, "the query string is not valid UTF-8")
+            return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is refused with 413, by its Content-Length up front, or
+    as it arrives when it has none (chunked), before the app has read more than the limit."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await send_error(send, 413, self.message)
+            return
+        received, started = 0, False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:  # an HTTPException: the route's error handler answers it
+                raise HTTPException(413, self.message)
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracked_send)
+        except Exception as err:  # the limit hit outside a route's error handlers
+            if getattr(err, "status_code", None) != 413 or started:
+                raise
+            await send_error(send, 413, self.message)
+
+    @property
+    def message(self) -> str:
+        return f"request body over {self.limit} bytes"
+
+
+INVALID_HTTP = f"invalid HTTP request: malformed, or a request line and headers over {MAX_REQUEST_LINE >> 20} MiB"
+
+
+def json_h11_protocol() -> type:
+    """uvicorn's h11 protocol, but for its own 400 (a request it cannot parse, answered before the app sees it),
+    which it writes as JSON instead of text; passed to uvicorn as its `http` protocol class."""
+    h11 = require("serve", "h11")
+    base: Any = require("serve", "uvicorn.protocols.http.h11_impl").H11Protocol
+
+    class JsonH11Protocol(base):
+        def send_400_response(self, msg: str) -> None:
+            body = json.dumps({"error": INVALID_HTTP}).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event))
+            self.transport.close()
+
+    return JsonH11Protocol

@@ -1,0 +1,366 @@
+"""The endpoints of `dictembed serve` and the answers they document: the page, `/health`, `/api/reverse` and
+`/api/encode`. Searches and the steps of an encode go to the model's thread (`serve_scheduling`); filters, token
+counts and JSON are made off it, and nothing here runs the model on the event loop's thread.
+
+Imported only when a server is made: FastAPI comes with the `serve` extra."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from importlib import resources
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import BaseModel, Field, StringConstraints
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from dictembed import __version__
+from dictembed.cjk import MAX_PINYIN_LETTERS, looks_chinese
+from dictembed.reverse_dictionary import Result, ReverseDictionary
+from dictembed.search_options import (
+    DEFAULT_K,
+    MAX_INITIAL_CHARS,
+    MAX_PATTERN_CHARS,
+    MAX_WORD_LENGTH,
+    SCRIPTS,
+    WORD_COUNTS,
+    Filters,
+    Script,
+    SearchMode,
+    SortOrder,
+    WordCount,
+    length_bounds,
+    word_length,
+    word_script,
+)
+from dictembed.serve_http import error, install_error_contract, json_body, until_done
+from dictembed.serve_limits import MAX_BODY_BYTES, MAX_K, MAX_QUERY_CHARS, MAX_SENTENCES, EncodeBudget
+from dictembed.serve_scheduling import (
+    BULK,
+    COUNT_STEP,
+    SEARCH,
+    ModelThread,
+    QueryBatcher,
+    TokenCounter,
+    encode_chunks,
+    encode_step,
+)
+
+log = logging.getLogger("dictembed.serve")
+API_DESCRIPTION = """Describe a word and get the words (a reverse dictionary), or give a word and get its
+near-synonyms. Every error is a JSON object `{"error": message}` of one line. The search page is at `/`."""
+
+
+class EncodeRequest(BaseModel):
+    sentences: Annotated[
+        list[Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)]],
+        Field(min_length=1, max_length=MAX_SENTENCES),
+    ]
+    normalize: bool = Field(False, description="scale every embedding to unit length")
+
+
+class ApiError(BaseModel):
+    error: str = Field(description="what was wrong, in one line")
+
+
+class ResultRow(BaseModel):
+    words: list[str] = Field(description="the words of entries with identical vectors")
+    score: float = Field(
+        description="cosine similarity, mixed with the best single definition's and plus the word-frequency "
+        "prior as score_kind names them (or probability, see score_kind)"
+    )
+    definitions: dict[str, list[str]] = Field(
+        description="word -> its definitions, in sense order, those of the `pos` filter first"
+    )
+    pos: dict[str, list[str | None]] = Field(description="word -> the part of speech of each")
+
+
+class ReverseAnswer(BaseModel):
+    query: str
+    mode: str = Field(description="describe, or similar: the near-synonyms of `entry`")
+    entry: str | None = Field(description="the entry whose neighbours are listed (mode similar)")
+    model: str
+    entries: int
+    score_kind: str = Field(
+        description="cosine, with +definition ((cosine + w x the cosine to the entry's best single definition) / "
+        "(1 + w)) and +frequency (+ weight x the word's Zipf frequency) when they are in use; or probability for a "
+        "space without a matrix"
+    )
+    results: list[ResultRow]
+
+
+class EncodeAnswer(BaseModel):
+    embeddings: list[list[float]]
+    dim: int
+    model: str
+    truncated: int = Field(description="how many sentences were longer than the model's window, and were cut")
+
+
+def documented(model: type[BaseModel], errors: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI responses: `model` for 200 and `{"error"}` for each status of `errors` (documentation only)."""
+    return {200: {"model": model}, **{code: {"model": ApiError, "description": why} for code, why in errors.items()}}
+
+
+def page_html() -> str:
+    """The search page, from the package's static folder."""
+    return resources.files("dictembed").joinpath("static").joinpath("index.html").read_text(encoding="utf-8")
+
+
+def sort_results(results: list[Result], order: str) -> list[Result]:
+    """`results` as ranked (`relevance`), by their first word (`alphabet`), or by its length in letters and
+    then alphabetically (`length`)."""
+
+    def first(result: Result) -> str:
+        return result.words[0] if result.words else ""
+
+    if order == "alphabet":
+        return sorted(results, key=lambda r: (first(r).casefold(), first(r)))
+    if order == "length":
+        return sorted(results, key=lambda r: (word_length(first(r)), first(r).casefold(), first(r)))
+    return results
+
+
+def json_rows(vectors: np.ndarray) -> list[str]:
+    """Each row of `vectors` as a JSON array (as the rest of the answer writes numbers)."""
+    return [json.dumps(row, separators=(",", ":"), allow_nan=False) for row in vectors.tolist()]
+
+
+@dataclass
+class Served:
+    """What the endpoints share: the prepared model, its thread and batcher, the encode's token counter and
+    budget, and the page with what it offers (the pinyin filter for Chinese, the script filter for two)."""
+
+    rd: ReverseDictionary
+    model: ModelThread
+    budget: EncodeBudget
+
+    def __post_init__(self) -> None:
+        self.batcher = QueryBatcher(self.rd, self.model)
+        self.counter = TokenCounter(self.rd.encoder)
+        self.page = page_html()
+        self.chinese = looks_chinese(self.rd.space.words[:5000])
+        self.scripts = Counter(map(word_script, self.rd.space.words))
+
+    def start_search(self, query: str, k: int, mode: str, **options: Any) -> tuple[str | None, Future[list[Result]]]:
+        """Off the event loop: the entry whose neighbours answer `query` (None: a description), and its search,
+        queued for the model with the `Filters` of `options`, whose entry mask is computed first, here."""
+        filters = Filters(**options)
+        entry = self.rd.similar_entry(query, mode)
+        if entry is None:
+            return None, self.batcher.submit(query, k, filters)
+        self.rd.filter_mask(filters)
+        return entry, self.model.submit(SEARCH, self.rd.neighbours, entry, k, filters)
+
+    async def encode(self, request: Request, sentences: list[str], normalize: bool) -> str:
+        """The JSON answer of an encode: its sentences counted in tokens (413 over the budget), then encoded a
+        step of at most `budget.chunk` tokens at a time; counting and encoding run on the model's thread at `BULK`
+        priority, a step at a time, so a search waits for one step at most, and the client's going ends them."""
+        counts: list[int] = []
+        for start in range(0, len(sentences), COUNT_STEP):
+            piece = sentences[start : start + COUNT_STEP]
+            counts += await until_done(request, self.model.submit(BULK, self.counter.count, piece))
+        window = self.counter.window
+        tokens = [min(count, window) for count in counts]
+        if sum(tokens) > self.budget.request:
+            raise HTTPException(
+                413,
+                f"the sentences hold {sum(tokens)} tokens (each cut at the model's {window}); one request encodes "
+                f"at most {self.budget.request}",
+            )
+        rows, dim = [""] * len(sentences), 0
+        for chunk in encode_chunks(tokens, self.budget.chunk):
+            step = self.model.submit(BULK, encode_step, self.rd.encoder, [sentences[i] for i in chunk], normalize)
+            vectors = await until_done(request, step)
+            dim = int(vectors.shape[1])
+            for i, row in zip(chunk, await run_in_threadpool(json_rows, vectors), strict=True):
+                rows[i] = row
+        cut = sum(count > window for count in counts)
+        if cut:
+            log.warning(
+                "%d of %d sentences to encode were longer than %d tokens and were cut", cut, len(counts), window
+            )
+        return f'{{"embeddings":[{",".join(rows)}],"dim":{dim},"model":{json.dumps(self.rd.name)},"truncated":{cut}}}'
+
+
+def api(served: Served) -> FastAPI:
+    """The FastAPI app over `served`: its error contract (`serve_http`) and its endpoints."""
+    rd = served.rd
+    app = FastAPI(
+        title="dictembed reverse dictionary",
+        version=__version__,
+        description=API_DESCRIPTION,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.served, app.state.batcher, app.state.model = served, served.batcher, served.model
+    install_error_contract(app)
+
+    def get_and_head(path: str, **options: Any) -> Callable[[Any], Any]:
+        """Route GET (documented) and HEAD (kept out of the schema: one operation a path) to one endpoint."""
+
+        def register(endpoint: Any) -> Any:
+            app.add_api_route(path, endpoint, methods=["GET"], **options)
+            app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)
+            return endpoint
+
+        return register
+
+    @get_and_head("/", response_class=HTMLResponse, include_in_schema=False)
+    def index() -> Any:
+        return HTMLResponse(served.page)
+
+    @get_and_head(
+        "/health",
+        summary="The model served",
+        description="Its name, entry count, result count after grouping, score kind and dictionary, and "
+        "whether its words are Chinese (the page then offers the pinyin filter), and how many entries are "
+        "written in CJK characters and in Latin letters (with both, the page offers the script filter).",
+    )
+    def health() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "model": rd.name,
+            "entries": len(rd.space),
+            "candidates": len(rd.space) if rd.candidates is None else int(rd.candidates.sum()),
+            "results": len(rd.groups),
+            "score_kind": rd.score_kind,
+            "dictionary": rd.public_dictionary,
+            "definitions": rd.dictionary is not None,
+            "chinese": served.chinese,
+            "scripts": {name: served.scripts[name] for name in SCRIPTS[1:]},
+        }
+
+    @get_and_head(
+        "/api/reverse",
+        summary="Words for a description, or words like a word",
+        description=(
+            "Ranks the dictionary's entries for a description (`q=a long-necked African animal`). In mode `auto` "
+            "a query that is itself an entry (`q=quick`, case-insensitive) lists the entries nearest to its "
+            "entry vector instead, itself left out: its near-synonyms (`mode: similar` in the answer). Entries "
+            "with identical vectors are one result. Filters keep the words that pass all of them. A search runs "
+            "before any waiting step of a bulk encode."
+        ),
+        responses=documented(
+            ReverseAnswer,
+            {
+                400: "the query string is not valid UTF-8",
+                422: "a missing, empty, over-long or out-of-range parameter, a bad pattern, length with "
+                "min_length/max_length, min_length over max_length, or mode similar for a query that is no entry",
+            },
+        ),
+    )
+    async def reverse(
+        request: Request,
+        q: Annotated[
+            str,
+            Query(
+                max_length=MAX_QUERY_CHARS,
+                description="the description, or a word (see mode)",
+                examples=["a long-necked African animal"],
+            ),
+        ],
+        k: Annotated[int, Query(ge=1, le=MAX_K, description="how many results")] = DEFAULT_K,
+        pos: Annotated[
+            str | None, Query(max_length=20, description="part of speech: n, v, a, r (or noun, verb, ...)")
+        ] = None,
+        pattern: Annotated[
+            str | None,
+            Query(max_length=MAX_PATTERN_CHARS, description="a prefix (g), a glob (gir*) or a /regex/"),
+        ] = None,
+        words: Annotated[WordCount, Query(description="single words, phrases (several words) or any")] = WORD_COUNTS[0],
+        length: Annotated[
+            int | None,
+            Query(
+                ge=1,
+                le=MAX_WORD_LENGTH,
+                description="exactly this many letters (letters and digits; spaces and hyphens do not count)",
+            ),
+        ] = None,
+        min_length: Annotated[
+            int | None, Query(ge=1, le=MAX_WORD_LENGTH, description="at least this many letters")
+        ] = None,
+        max_length: Annotated[
+            int | None, Query(ge=1, le=MAX_WORD_LENGTH, description="at most this many letters")
+        ] = None,
+        initial: Annotated[
+            str | None,
+            Query(max_length=MAX_INITIAL_CHARS, description="the first letter(s), case-insensitive, taken literally"),
+        ] = None,
+        pinyin: Annotated[
+            str | None,
+            Query(
+                max_length=MAX_PINYIN_LETTERS,
+                description="a Chinese word's syllables start with these letters in order (sc: 使出); needs "
+                "dictembed[zh]",
+            ),
+        ] = None,
+        script: Annotated[
+            Script,
+            Query(
+                description="cjk: only words written in CJK characters (the Chinese of a merged dictionary); latin: "
+                "only words in Latin letters (its English); any"
+            ),
+        ] = SCRIPTS[0],
+        mode: Annotated[
+            SearchMode,
+            Query(
+                description="auto: words like q when q is an entry, else a description; describe; similar "
+                "(q must be an entry)"
+            ),
+        ] = "auto",
+        sort: Annotated[
+            SortOrder, Query(description="relevance, alphabet (by first word) or length (then alphabet)")
+        ] = "relevance",
+    ) -> Any:
+        query = q.strip()
+        if not query:
+            return error(422, "q: the query is empty")
+        low, high = length_bounds(length, min_length, max_length)
+        options = {"pos": pos, "pattern": pattern, "words": words, "min_length": low, "max_length": high}
+        options |= {"initial": initial, "pinyin": pinyin, "script": script}
+        entry, search = await run_in_threadpool(served.start_search, query, k, mode, **options)
+        results = await until_done(request, search)
+        return {
+            "query": query,
+            "mode": "describe" if entry is None else "similar",
+            "entry": entry,
+            "model": rd.name,
+            "entries": len(rd.space),
+            "score_kind": rd.score_kind if entry is None else "cosine",
+            "results": [r.to_dict() for r in sort_results(results, sort)],
+        }
+
+    budget = served.budget
+    body_schema = {"required": True, "content": {"application/json": {"schema": EncodeRequest.model_json_schema()}}}
+
+    @app.post(
+        "/api/encode",
+        summary="Sentence embeddings",
+        description=f"The model's vectors of up to {MAX_SENTENCES} sentences of at most {MAX_QUERY_CHARS} "
+        f"characters and at most {budget.request} tokens in all (each sentence cut at the model's window, as "
+        "`truncated` counts); `normalize` scales them to unit length. The sentences are encoded a few at a time, "
+        "and searches run between those steps. The body is JSON, unencoded (no Content-Encoding).",
+        openapi_extra={"requestBody": body_schema},
+        responses=documented(
+            EncodeAnswer,
+            {
+                413: f"a request body over {MAX_BODY_BYTES >> 20} MiB, or sentences over {budget.request} tokens",
+                415: "a body with a Content-Encoding (gzip, ...) or a Content-Type other than JSON",
+                422: "a body that is not the JSON asked for (invalid, nested too deep, a number too long) or an "
+                "invalid sentence list",
+            },
+        ),
+    )
+    async def encode(request: Request) -> Response:
+        body = await json_body(request, EncodeRequest)
+        return Response(await served.encode(request, body.sentences, body.normalize), media_type="application/json")
+
+    return app

@@ -1,0 +1,206 @@
+"""Who gets `dictembed serve`'s model when: the one thread that runs it, searches before bulk encodes, queued
+queries searched together, and a bulk encode cut into steps of bounded work. Work whose future is cancelled
+before its turn (its client went away) is skipped, not computed."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from dictembed.encoder import Encoder
+from dictembed.reverse_dictionary import Result, ReverseDictionary
+from dictembed.search_options import DEFAULT_K, Filters
+
+T = TypeVar("T")
+SEARCH = 0  # priority of searches, neighbours and every short call: first
+BULK = 1  # priority of the steps of a bulk encode: when no search waits
+COUNT_STEP = 16  # sentences whose tokens one step counts (2,000 characters each: about 40 ms on 2 cores)
+
+
+class ModelThread:
+    """The one thread that runs the server's model. PyTorch's OpenMP keeps a pool of threads for each thread
+    that calls it, spinning for a while after each parallel region; model calls made from the web server's
+    many worker threads raised several pools, which then fought for the cores (a search took 24 ms instead of
+    17 on 2 cores). Calls run one at a time, as under a lock: a CPU gains nothing from concurrent forward
+    passes. A waiting `SEARCH` call runs before any waiting `BULK` one; calls of one priority run in the order
+    they came. A call whose future was cancelled while it waited is skipped (counted in `skipped`)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], None]]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self.skipped = 0
+        self._thread = threading.Thread(target=self._serve, name="dictembed-model", daemon=True)
+        self._thread.start()
+
+    def submit(self, priority: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Queue `fn(*args, **kwargs)` at `priority` (`SEARCH` or `BULK`); its future result."""
+        future: Future[T] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                self.skipped += 1
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as err:  # every error reaches its caller, and the thread goes on
+                future.set_exception(err)
+            else:
+                future.set_result(result)
+
+        self._queue.put((priority, next(self._order), run))
+        return future
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)` run on the model's thread at `SEARCH` priority; its result or error."""
+        return self.submit(SEARCH, fn, *args, **kwargs).result()
+
+    def _serve(self) -> None:
+        while True:
+            self._queue.get()[2]()
+
+
+@dataclass(eq=False)
+class Query:
+    """One queued search: its text, what it must be batched with (k and filters), and its future results."""
+
+    text: str
+    options: tuple[int, Filters]
+    future: Future[list[Result]] = field(default_factory=Future)
+
+
+class QueryBatcher:
+    """Concurrent searches share the model: each request queues its query, and whichever of them the model's
+    thread runs next searches every queued query with the same k and filters in one `search_many` (one encoder
+    pass, one product with the entry matrix, which is read from memory once instead of once per query). A lone
+    request runs at once, without waiting for company. A query whose future is cancelled before its batch
+    runs is left out of it (counted in `skipped`)."""
+
+    def __init__(self, rd: ReverseDictionary, model: ModelThread) -> None:
+        self.rd, self.model = rd, model
+        self.queue_lock = threading.Lock()
+        self.pending: list[Query] = []
+        self.batches: deque[int] = deque(maxlen=1000)  # the sizes of the last batches run (tests, benchmarks)
+        self.skipped = 0
+
+    def submit(self, query: str, k: int = DEFAULT_K, filters: Filters | None = None) -> Future[list[Result]]:
+        """Queue `query` for the model's thread; its future results (cancel it to drop the query unsearched).
+        The filters' entry mask is computed here, before the model: a filter over every headword holds up
+        nobody."""
+        filters = filters or Filters()
+        self.rd.filter_mask(filters)
+        item = Query(query, (k, filters))
+        with self.queue_lock:
+            self.pending.append(item)
+        self.model.submit(SEARCH, self._answer, item)
+        return item.future
+
+    def search(self, query: str, k: int = DEFAULT_K, filters: Filters | None = None) -> list[Result]:
+        """The results of `query`, searched with whatever queries wait with the same k and filters."""
+        return self.submit(query, k, filters).result()
+
+    def _answer(self, item: Query) -> None:
+        """On the model's thread: search `item` and every query queued with its options, unless an earlier batch
+        took it."""
+        with self.queue_lock:
+            if not any(p is item for p in self.pending):
+                return
+            batch = [p for p in self.pending if p.options == item.options]
+            self.pending = [p for p in self.pending if p.options != item.options]
+        live = [p for p in batch if p.future.set_running_or_notify_cancel()]
+        self.skipped += len(batch) - len(live)
+        if live:
+            self._run(live, *item.options)
+
+    def _run(self, batch: list[Query], k: int, filters: Filters) -> None:
+        """Answer every query of `batch`; a failing batch is retried query by query, so an error stays with the
+        query that caused it."""
+        self.batches.append(len(batch))
+        try:
+            answers = self.rd.search_many([p.text for p in batch], k, filters)
+        except Exception as err:
+            if len(batch) == 1:
+                batch[0].future.set_exception(err)
+                return
+            for p in batch:
+                try:
+                    p.future.set_result(self.rd.search(p.text, k, filters))
+                except Exception as alone:
+                    p.future.set_exception(alone)
+            return
+        for p, results in zip(batch, answers, strict=True):
+            p.future.set_result(results)
+
+
+class TokenCounter:
+    """Sentences' tokens as the encoder reads them (after its default prompt), counted on the model's thread:
+    that thread owns the tokenizer (a fast tokenizer refuses to serve two threads at once), and work beside the
+    model's own threads stalls them. `COUNT_STEP` sentences make a step, so that counting a bulk encode holds up
+    a search no longer than a step of encoding does."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.tokenizer = encoder.tokenizer
+        self.prompt = encoder.default_prompt or ""
+        self.window = encoder.max_length
+
+    def count(self, sentences: Sequence[str]) -> list[int]:
+        """Each sentence's tokens, special ones included, before the cut at the model's `window`."""
+        if not sentences:
+            return []
+        texts = [self.prompt + s for s in sentences]
+        encoded = self.tokenizer(
+            texts, truncation=False, verbose=False, return_attention_mask=False, return_token_type_ids=False
+        )
+        return [len(ids) for ids in encoded["input_ids"]]
+
+
+def encode_chunks(tokens: Sequence[int], budget: int) -> list[list[int]]:
+    """The sentences of a bulk encode (by index) as steps of at most `budget` tokens each (a longer sentence is a
+    step alone), longest first, so that each step's sentences pad to about the same length."""
+    order = sorted(range(len(tokens)), key=lambda i: -tokens[i])
+    chunks: list[list[int]] = []
+    used = 0
+    for i in order:
+        if not chunks or used + tokens[i] > budget:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(i)
+        used += tokens[i]
+    return chunks
+
+
+class _ThreadQuiet(logging.Filter):
+    """Drops the records a thread logs while it is inside `quiet()`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "on", False)
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        self.local.on = True
+        try:
+            yield
+        finally:
+            self.local.on = False
+
+
+_ENCODER_QUIET = _ThreadQuiet()
+logging.getLogger(Encoder.__module__).addFilter(_ENCODER_QUIET)
+
+
+def encode_step(encoder: Encoder, sentences: list[str], normalize: bool) -> Any:
+    """One step of a bulk encode (on the model's thread): the vectors of `sentences`, with the encoder's warning
+    about cut sentences held back (the request counts them once, for all its steps)."""
+    with _ENCODER_QUIET.quiet():
+        return encoder.encode(sentences, normalize_embeddings=normalize)

@@ -1,0 +1,67 @@
+"""What a command may write over at its `--output` (`dictembed.output_folder`): a folder that holds anything but
+what the command writes is never replaced, even with --overwrite; one that holds it only with --overwrite."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dictembed.errors import DictEmbedError
+from dictembed.output_folder import check_output_file, check_output_folder, is_model_folder
+
+
+def _folder(path: Path, *files: str) -> Path:
+    path.mkdir()
+    for name in files:
+        (path / name).write_text("x")
+    return path
+
+
+def test_a_foreign_non_empty_folder_is_refused_even_with_overwrite(tmp_path: Path) -> None:
+    mine = _folder(tmp_path / "mine", "thesis.txt")
+    refusal = f"^--output {re.escape(str(mine))} is a non-empty folder that holds no model; choose another$"
+    for overwrite in (False, True):
+        with pytest.raises(DictEmbedError, match=refusal):
+            check_output_folder(mine, overwrite)
+    assert [p.name for p in mine.iterdir()] == ["thesis.txt"]
+
+
+@pytest.mark.parametrize("file", ["config.json", "model.safetensors", "modules.json"])
+def test_a_model_folder_is_replaced_only_with_overwrite(tmp_path: Path, file: str) -> None:
+    model = _folder(tmp_path / "model", file, "notes.txt")
+    assert is_model_folder(model)
+    refusal = f"^--output {re.escape(str(model))} already holds a model; pass --overwrite to replace it$"
+    with pytest.raises(DictEmbedError, match=refusal):
+        check_output_folder(model, overwrite=False)
+    check_output_folder(model, overwrite=True)  # passes: the command may replace it
+
+
+def test_a_missing_or_empty_folder_passes_and_a_file_is_refused(tmp_path: Path) -> None:
+    check_output_folder(tmp_path / "absent", overwrite=False)
+    check_output_folder(_folder(tmp_path / "empty"), overwrite=False)
+    file = tmp_path / "file"
+    file.write_text("x")
+    with pytest.raises(DictEmbedError, match=f"^--output {re.escape(str(file))} is a file; name a folder$"):
+        check_output_folder(file, overwrite=True)
+
+
+def test_a_command_names_what_it_writes(tmp_path: Path) -> None:
+    """`train` replaces a folder with a dictembed record only: a bare transformers model is not one of its own."""
+    model = _folder(tmp_path / "model", "config.json")
+    with pytest.raises(DictEmbedError, match="holds no dictembed model; choose another"):
+        check_output_folder(model, True, lambda path: (path / "dictembed.json").is_file(), "dictembed model")
+    (model / "dictembed.json").write_text("{}")
+    check_output_folder(model, True, lambda path: (path / "dictembed.json").is_file(), "dictembed model")
+
+
+def test_an_output_file_is_replaced_only_with_overwrite(tmp_path: Path) -> None:
+    check_output_file(tmp_path / "new.npy", overwrite=False)
+    existing = tmp_path / "old.npy"
+    existing.write_bytes(b"years of work")
+    with pytest.raises(DictEmbedError, match=f"^--output {re.escape(str(existing))} already exists; pass --overwrite"):
+        check_output_file(existing, overwrite=False)
+    check_output_file(existing, overwrite=True)
+    with pytest.raises(DictEmbedError, match=f"^--output {re.escape(str(tmp_path))} is a folder; name a file$"):
+        check_output_file(tmp_path, overwrite=True)

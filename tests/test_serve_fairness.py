@@ -1,0 +1,199 @@
+"""`dictembed serve` is fair: searches go before the steps of a bulk encode, a search waits for one step at most,
+and the work of a client that has gone is never computed. On the tiny served model, through a real server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dictembed.search_options import Filters
+
+
+@pytest.fixture()
+def rd(served_model: Path):
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    return ReverseDictionary.load(served_model)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def post_json(url: str, body: dict, into: dict) -> None:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        into.update(status=response.status, body=json.loads(response.read()), done=time.perf_counter())
+
+
+def raw_request(port: int, request: bytes) -> socket.socket:
+    """A connection that has sent `request` (the caller closes it: a client that goes away)."""
+    connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+    connection.sendall(request)
+    return connection
+
+
+def test_searches_run_before_waiting_bulk_steps_and_cancelled_calls_are_skipped() -> None:
+    from dictembed.serve import BULK, SEARCH, ModelThread
+
+    model, release, order = ModelThread(), threading.Event(), []
+    model.submit(SEARCH, release.wait)  # the model is busy: everything below waits
+    futures = [
+        model.submit(BULK, order.append, "bulk 1"),
+        model.submit(BULK, order.append, "bulk 2"),
+        model.submit(SEARCH, order.append, "search 1"),
+        model.submit(BULK, order.append, "bulk 3"),
+        model.submit(SEARCH, order.append, "search 2"),
+    ]
+    assert futures[1].cancel()  # its client went away
+    release.set()
+    model.call(lambda: None)
+    wait_for(lambda: all(f.done() for f in futures))
+    assert order == ["search 1", "search 2", "bulk 1", "bulk 3"] and model.skipped == 1
+
+
+def test_a_cancelled_query_is_left_out_of_its_batch(rd) -> None:
+    from dictembed.serve import SEARCH, ModelThread, QueryBatcher
+
+    model, release, searched = ModelThread(), threading.Event(), []
+    batcher = QueryBatcher(rd.prepare(), model)
+    search_many, alone = rd.search_many, [r.words for r in rd.search("rain", 3)]
+
+    def recorded(queries, *args, **kwargs):
+        searched.append(list(queries))
+        return search_many(queries, *args, **kwargs)
+
+    rd.search_many = recorded
+    model.submit(SEARCH, release.wait)
+    futures = {q: batcher.submit(q, 3, Filters()) for q in ("a pet that barks", "gone 1", "gone 2", "rain")}
+    assert futures["gone 1"].cancel() and futures["gone 2"].cancel()
+    release.set()
+    assert [r.words for r in futures["rain"].result(60)] == alone
+    assert searched == [["a pet that barks", "rain"]] and batcher.skipped == 2
+    assert futures["a pet that barks"].result(60)
+
+
+def test_the_searches_of_clients_that_went_away_are_not_run(rd) -> None:
+    from dictembed.serve import SEARCH, background_server, create_app
+
+    app = create_app(reverse_dictionary=rd)
+    batcher, model = app.state.batcher, app.state.model
+    searched: list[list[str]] = []
+    search_many = rd.search_many
+
+    def recorded(queries, *args, **kwargs):
+        searched.append(list(queries))
+        return search_many(queries, *args, **kwargs)
+
+    rd.search_many = recorded
+    with background_server(app) as base:
+        port = int(base.rsplit(":", 1)[1])
+        release = threading.Event()
+        model.submit(SEARCH, release.wait)  # the model is busy: the searches queue
+        gone = [
+            raw_request(port, f"GET /api/reverse?q=a+pet+number+{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            for i in range(5)
+        ]
+        neighbours = raw_request(port, b"GET /api/reverse?q=dog HTTP/1.1\r\nHost: x\r\n\r\n")  # no batcher
+        wait_for(lambda: len(batcher.pending) == 5)
+        time.sleep(0.2)  # the neighbours' call is queued too
+        for connection in [*gone, neighbours]:
+            connection.close()
+        wait_for(lambda: all(p.future.cancelled() for p in batcher.pending))
+        release.set()
+        with urllib.request.urlopen(f"{base}/api/reverse?q=a+small+pet+that+purrs&k=2", timeout=60) as response:
+            assert response.status == 200 and len(json.loads(response.read())["results"]) == 2
+    assert searched == [["a small pet that purrs"]] and batcher.skipped == 5
+    assert model.skipped == 1  # the neighbours
+
+
+def test_a_search_answers_within_a_step_of_a_bulk_encode(rd) -> None:
+    """A bulk encode of many steps (each made slow, as a big model's would be) runs beside a search: the search
+    answers in a small part of the encode's time, long before the encode ends, and the encode's answer is whole."""
+    from dictembed.serve import EncodeBudget, background_server, create_app
+
+    app = create_app(reverse_dictionary=rd, budget=EncodeBudget(chunk=64))
+    encode, started, steps = rd.encoder.encode, threading.Event(), []
+
+    def slow(batch, **options):
+        started.set()
+        steps.append(len(batch))
+        time.sleep(0.05)
+        return encode(batch, **options)
+
+    rd.encoder.encode = slow
+    sentences = [f"sentence {i}: " + "the dog barks at the cat " * 10 for i in range(80)]  # 60-odd tokens each
+    encoded: dict = {}
+    with background_server(app) as base:
+        start = time.perf_counter()
+        bulk = threading.Thread(target=post_json, args=(f"{base}/api/encode", {"sentences": sentences}, encoded))
+        bulk.start()
+        assert started.wait(60)
+        time.sleep(0.2)
+        asked = time.perf_counter()
+        with urllib.request.urlopen(f"{base}/api/reverse?q=a+small+pet+that+purrs&k=3", timeout=60) as response:
+            assert response.status == 200 and len(json.loads(response.read())["results"]) == 3
+        answered = time.perf_counter()
+        bulk.join(120)
+    total = encoded["done"] - start
+    assert encoded["status"] == 200 and len(encoded["body"]["embeddings"]) == 80 and len(steps) == 80
+    assert answered - asked < total / 4, (answered - asked, total)
+    assert encoded["done"] > answered + 1.0  # the encode went on long after
+
+
+def test_an_encode_whose_client_went_away_stops_between_steps(rd) -> None:
+    from dictembed.serve import EncodeBudget, background_server, create_app
+
+    app = create_app(reverse_dictionary=rd, budget=EncodeBudget(chunk=8))
+    encode, steps = rd.encoder.encode, []
+
+    def slow(batch, **options):
+        steps.append(len(batch))
+        time.sleep(0.05)
+        return encode(batch, **options)
+
+    rd.encoder.encode = slow
+    body = json.dumps({"sentences": ["a dog barks at the cat"] * 40}).encode()  # 8 tokens each: 40 steps
+    with background_server(app) as base:
+        port = int(base.rsplit(":", 1)[1])
+        head = f"POST /api/encode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+        client = raw_request(port, head.encode() + b"\r\n\r\n" + body)
+        wait_for(lambda: len(steps) >= 2)
+        client.close()
+        time.sleep(0.5)
+        ran = len(steps)
+        time.sleep(0.5)
+        with urllib.request.urlopen(f"{base}/health", timeout=60) as response:
+            assert response.status == 200
+    assert ran == len(steps) and ran < 10  # it stopped within a step or two of the client's going
+
+
+def test_the_latency_benchmark_encodes_in_halves_until_the_budget_takes_them(rd) -> None:
+    """benchmarks/serve_latency.py's bulk client: sentences of the asked length, a 413 halves its requests."""
+    import conftest
+
+    from dictembed.serve import EncodeBudget, background_server, create_app
+    from dictembed.serve_scheduling import TokenCounter
+
+    script = conftest.load_script("benchmarks/serve_latency.py")
+    sentences = script.bulk_sentences(["a dog barks", "rain falls from the clouds", "bread"], 8, 200)
+    assert [len(s) for s in sentences] == [200] * 8 and sentences[0].startswith("a dog barks rain falls")
+    tokens = TokenCounter(rd.encoder).count(sentences)
+    app = create_app(reverse_dictionary=rd, budget=EncodeBudget(request=sum(tokens[:5])))  # 4 fit, 8 do not
+    stop, started = threading.Event(), threading.Event()
+    with background_server(app) as base:
+        port = int(base.rsplit(":", 1)[1])
+        threading.Timer(3.0, stop.set).start()
+        summary = script.bulk_loop("127.0.0.1", port, sentences, stop, started)
+    assert started.is_set() and summary["errors"] == 0 and summary["sentences_per_request"] == 4
+    assert summary["requests"] >= 2 and summary["sentences_per_s"] > 0
