@@ -1578,7 +1578,7 @@ def model_cases() -> list[Case]:
         ("entry_space/tensors.safetensors cut in half", damage(matrix, "half"), ("tensors.safetensors",)),
         ("a NaN in the entry matrix", edit_matrix(matrix, "nan"), ("tensors.safetensors",)),
         ("an infinity in the entry matrix", edit_matrix(matrix, "inf"), ("tensors.safetensors",)),
-        ("an entry matrix of half the width", edit_matrix(matrix, "narrow"), ("m:", "16 dimensions")),  # the folder
+        ("an entry matrix of half the width", edit_matrix(matrix, "narrow"), ("{w}/m/entry_space", "do not fit")),
         ("space.json words that are integers", edit_json(space, ("words",), list(range(15))), ("space.json",)),
         ("space.json words null", edit_json(space, ("words",), None), ("space.json",)),
         ("space.json words with a null", edit_json(space, ("words",), [None, *HEADWORDS[1:]]), ("space.json",)),
@@ -2393,7 +2393,8 @@ def prepare(root: Path, start_zygote: Callable[[dict[str, str]], Future[Zygote] 
 
 
 def start_servers(ws: Workspace) -> None:
-    """`dictembed serve` of the model, of a moved copy and of a copy whose dictionary is gone."""
+    """`dictembed serve` of the model, of a moved copy and of a copy whose dictionary is gone (its record names an
+    outside file, which a folder may not: the user names it with --dictionary, and it is not there)."""
     moved = ws.root / "servers" / "elsewhere" / "toy-moved"
     moved.parent.mkdir(parents=True)
     shutil.copytree(ws.model, ws.root / "servers" / "toy")
@@ -2404,9 +2405,10 @@ def start_servers(ws: Workspace) -> None:
     record = json.loads((nodict / "dictembed.json").read_text())
     record["config"]["dictionary"] = str(ws.root / "gone" / "secret.tsv")
     (nodict / "dictembed.json").write_text(json.dumps(record))
-    for name, folder in [("main", ws.model), ("moved", moved), ("nodict", nodict)]:
+    gone = ["--dictionary", str(ws.root / "gone" / "secret.tsv")]
+    for name, folder, extra in [("main", ws.model, []), ("moved", moved, []), ("nodict", nodict, gone)]:
         port = free_port()
-        argv = [*DICTEMBED, "serve", "--model", str(folder), "--port", str(port)]
+        argv = [*DICTEMBED, "serve", "--model", str(folder), "--port", str(port), *extra]
         process = subprocess.Popen(
             argv,
             cwd=ws.root,
