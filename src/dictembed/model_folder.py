@@ -49,6 +49,11 @@ HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf_model*", "flax_model*", "rust_model*"]
 
 
+def is_exported(folder: str | Path) -> bool:
+    """Whether `folder` holds an ONNX export (its manifest, `onnx/export.json`)."""
+    return (Path(folder) / ONNX_DIR / ONNX_MANIFEST).is_file()
+
+
 def record_path(folder: str | Path) -> Path | None:
     """The record file of a model folder (the legacy name as a fallback), or None if it has none."""
     for name in (RECORD_NAME, LEGACY_RECORD_NAME):
@@ -146,11 +151,6 @@ class ModelDictionary:
 
         return load_dictionary(self.spec, wordnet_dir=self.wordnet_dir, encoding=self.encoding, columns=self.columns)
 
-    @property
-    def public(self) -> str:
-        """Its name as a server may show it (`paths.public_name`)."""
-        return public_name(self.spec)
-
 
 def is_public_dictionary(spec: str) -> bool:
     """Whether every part of a comma list names a dictionary by a public name (`wordnet`, `cwn`, ...), no file."""
@@ -229,8 +229,8 @@ class ModelFolder:
 
     @property
     def is_exported(self) -> bool:
-        """Whether the folder holds an ONNX export (its manifest)."""
-        return self.has(ONNX_DIR, ONNX_MANIFEST)
+        """Whether the folder holds an ONNX export (`is_exported`)."""
+        return is_exported(self.path)
 
     def dictionary(
         self, dictionary: str | None = None, wordnet_dir: str | None = None, encoding: str | None = None

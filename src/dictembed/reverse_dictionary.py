@@ -106,10 +106,10 @@ class ReverseDictionary:
             )
         self.name = name or "model"
         self.prior = FrequencyPrior(self.space.words, self.ranking, language, self.name)
+        if isinstance(dictionary, str):
+            dictionary = ModelDictionary(dictionary)
         self._dictionary = dictionary if isinstance(dictionary, Dictionary) else None
-        self.source = ModelDictionary(dictionary) if isinstance(dictionary, str) else None
-        if isinstance(dictionary, ModelDictionary):
-            self.source = dictionary
+        self.source = dictionary if isinstance(dictionary, ModelDictionary) else None
         self.dictionary_spec = self._dictionary.name if self._dictionary else self.source.spec if self.source else None
         self.dictionary_error: str | None = None if dictionary is not None else "the model names no dictionary"
         self._dictionary_tried = dictionary is None or self._dictionary is not None

@@ -331,7 +331,7 @@ def evaluate_leak_free(
         tfidf = TfidfBaseline(space.words, cast(Dictionary, own), analyzer)
         ranks = tfidf.ranks(query_set, leave_one_out=leave_one_out)
     else:
-        encoder = Encoder.load(str(folder), device=loader_device(device)).set_precision(precision)
+        encoder = Encoder.load(model_folder, device=loader_device(device)).set_precision(precision)
         if leave_one_out:
             record = model_folder.record
             entry_encoder = load_entry_encoder(folder, record, device, precision)

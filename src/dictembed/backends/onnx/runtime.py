@@ -25,15 +25,9 @@ import torch
 from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.extras import require
-from dictembed.model_folder import ONNX_DIR
-from dictembed.model_folder import ONNX_MANIFEST as MANIFEST
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, is_exported
 
 log = logging.getLogger(__name__)
-
-
-def is_exported(folder: str | Path) -> bool:
-    """Whether `folder` holds an ONNX export (its manifest, `model_folder.ONNX_MANIFEST`)."""
-    return (Path(folder) / ONNX_DIR / MANIFEST).is_file()
 
 
 def physical_cores() -> int:
@@ -186,7 +180,7 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
 
 def exported_file(folder: Path) -> tuple[Path, dict[str, Any]]:
     """The ONNX file an export's manifest names, and the manifest."""
-    manifest_path = folder / ONNX_DIR / MANIFEST
+    manifest_path = folder / ONNX_DIR / ONNX_MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         file = str(manifest["file"])
