@@ -38,7 +38,7 @@ from dictembed.entry_vectors import part_sizes as part_sizes
 from dictembed.errors import DictEmbedError, MissingHeadError
 from dictembed.io import with_umask
 from dictembed.loading import load_masked_lm_info
-from dictembed.model_folder import SPACE_DIR
+from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
 from dictembed.objectives.mlm import mlm_head_module
 from dictembed.vocab import single_token_words
 
@@ -107,8 +107,8 @@ class EntrySpace(nn.Module):
         folder.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().cpu().clone().contiguous() for k, v in self._saved_tensors().items()}
         stored = self._store(tensors, dtype)
-        save_file(tensors, folder / "tensors.safetensors")
-        (folder / "space.json").write_text(json.dumps({**self._meta(), "dtype": stored}))
+        save_file(tensors, folder / SPACE_TENSORS)
+        (folder / SPACE_META).write_text(json.dumps({**self._meta(), "dtype": stored}))
         with_umask(folder)  # safetensors writes 0600
         return folder
 
@@ -117,10 +117,10 @@ class EntrySpace(nn.Module):
         """The entry space saved in `model_dir/entry_space/`; a corrupt or mismatched one is a one-line error
         naming its file."""
         folder = Path(model_dir) / SPACE_DIR
-        if not (folder / "space.json").exists():
+        if not (folder / SPACE_META).exists():
             raise DictEmbedError(f"{model_dir} holds no saved entry space ({SPACE_DIR}/space.json missing)")
         try:
-            meta = json.loads((folder / "space.json").read_text(encoding="utf-8"))
+            meta = json.loads((folder / SPACE_META).read_text(encoding="utf-8"))
             kind, words = meta["type"], list(meta["words"])
             if meta.get("dtype", "fp32") not in SAVE_DTYPES:  # older saves have no dtype: float32
                 raise ValueError(f"unknown dtype {meta['dtype']!r}")
@@ -128,7 +128,7 @@ class EntrySpace(nn.Module):
             detail = f"{type(err).__name__}: {err}"
             raise DictEmbedError(f"{folder / 'space.json'}: corrupt entry space ({detail})") from None
         try:
-            tensors = load_file(str(folder / "tensors.safetensors"))
+            tensors = load_file(str(folder / SPACE_TENSORS))
         except (OSError, SafetensorError) as err:
             raise DictEmbedError(f"{folder / 'tensors.safetensors'}: corrupt or truncated ({err})") from None
         if problem := saved_problem(meta, words, tensors):

@@ -23,10 +23,10 @@ from typing import NamedTuple
 from dictembed.credentials import credential
 from dictembed.errors import DictEmbedError
 from dictembed.io import STAGING_SUFFIX, is_regular_file
+from dictembed.model_folder import WEIGHTS_FILE
 
 log = logging.getLogger(__name__)
 REQUIRED_FILES = ("modules.json", "config.json")
-WEIGHTS = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"  # weights saved in shards: the index and every shard it names
 
 
@@ -114,14 +114,14 @@ def _file_left_out(file: Path, relative: str, root: Path, include_secrets: bool)
 def _check_weights(root: Path, files: list[str], left_out: list[LeftOut]) -> None:
     """A one-line error naming `root` and its weights file when the push would not send the weights:
     `model.safetensors`, or a shard index and every shard it names."""
-    missing = WEIGHTS
-    if WEIGHTS not in files and SHARD_INDEX in files:
+    missing = WEIGHTS_FILE
+    if WEIGHTS_FILE not in files and SHARD_INDEX in files:
         try:
             shards = set(json.loads((root / SHARD_INDEX).read_text(encoding="utf-8"))["weight_map"].values())
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise DictEmbedError(f"{root / SHARD_INDEX}: not a safetensors shard index ({err})") from None
         missing = next((shard for shard in sorted(map(str, shards)) if shard not in files), "")
-    if WEIGHTS in files or not missing:
+    if WEIGHTS_FILE in files or not missing:
         return
     why = next((item.reason for item in left_out if item.path == missing), "missing")
     raise DictEmbedError(f"{root} has no weights to push: {missing} is {why}")

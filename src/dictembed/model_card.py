@@ -21,12 +21,11 @@ from dictembed.card_metadata import (
     sts_test_figures,
     yaml_lines,
 )
-from dictembed.model_folder import space_summary
+from dictembed.model_folder import CARD_FILE, space_summary
 from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
 from dictembed.recipes.papers import card_keys, citation, paper
 from dictembed.record import RunRecord
 
-CARD_NAME = "README.md"
 ST_POOLINGS = ("cls", "mean", "max")  # the poolings SentenceTransformer(path) reproduces
 EMBEDDED_BASE = EMBEDDED_MODEL  # the hub name of the embedded default model
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
@@ -407,6 +406,6 @@ def write_model_card(
 ) -> Path:
     """Write `README.md` in a saved model folder from its run record; `model_id` names it in the usage snippets,
     `name` in the title (default: the folder's name; a staging folder passes the final one)."""
-    path = Path(folder) / CARD_NAME
+    path = Path(folder) / CARD_FILE
     path.write_text(render_model_card(record, folder, model_id, name), encoding="utf-8")
     return path
