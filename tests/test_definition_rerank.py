@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from dictembed import reverse_dictionary
+from dictembed import reverse_dictionary, search_index
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
@@ -199,8 +199,8 @@ def test_a_coarse_index_of_every_dimension_scores_exactly() -> None:
 
 
 def _coarse(monkeypatch, candidates: int) -> None:
-    monkeypatch.setattr(reverse_dictionary, "COARSE_MIN_GROUPS", 1)
-    monkeypatch.setattr(reverse_dictionary, "COARSE_DIMS", 4)
+    monkeypatch.setattr(search_index, "COARSE_MIN_GROUPS", 1)
+    monkeypatch.setattr(search_index, "COARSE_DIMS", 4)
     monkeypatch.setattr(reverse_dictionary, "COARSE_CANDIDATES", candidates)
 
 

@@ -8,8 +8,8 @@ import threading
 
 import numpy as np
 
-from dictembed.cache import cache_folder
 from dictembed.errors import DictEmbedError
+from dictembed.paths import cache_root
 from dictembed.search_index import EntryGroups
 from dictembed.search_options import Ranking
 from dictembed.word_frequency import entry_frequencies
@@ -21,11 +21,14 @@ class FrequencyPrior:
     """What `Ranking.frequency_weight` and `Ranking.min_frequency` make of the words of a space (`name` names the
     model in messages; `language` the frequencies' language, "auto" to detect it)."""
 
-    def __init__(self, words: list[str], ranking: Ranking, language: str | None, name: str) -> None:
+    def __init__(
+        self, words: list[str], ranking: Ranking, language: str | None, name: str, frequencies: np.ndarray | None = None
+    ) -> None:
+        """`frequencies`: the entries' frequencies in `language` when already known (a stored search index)."""
         self.words, self.ranking, self.language, self.name = words, ranking, language, name
         self._lock = threading.RLock()
-        self._frequencies: np.ndarray | None = None
-        self._frequencies_done = False
+        self._frequencies: np.ndarray | None = frequencies
+        self._frequencies_done = frequencies is not None
         self._prior: np.ndarray | None = None
         self._prior_done = False
         self._candidates: np.ndarray | None = None
@@ -36,7 +39,7 @@ class FrequencyPrior:
         with self._lock:
             if not self._frequencies_done:
                 self._frequencies_done = True
-                self._frequencies = entry_frequencies(self.words, self.language, cache_folder())
+                self._frequencies = entry_frequencies(self.words, self.language, cache_root())
             return self._frequencies
 
     def group_prior(self, groups: EntryGroups) -> np.ndarray | None:

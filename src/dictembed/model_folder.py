@@ -6,6 +6,8 @@ A model folder is a sentence-transformers folder plus dictembed's own files:
     dictembed.json          the run record (`dictembed.record.RunRecord`; `defsent.json` in old saves)
     entry_space/            the entry space: space.json and tensors.safetensors (`dictembed.entry_space`)
     definitions.jsonl       the definitions of the model's dictionary, so that it serves them from anywhere
+    search_index/           what a search reads, ready to map: entry groups, the coarse index, the definitions
+                            of each entry (`dictembed.search_index`); rebuilt from the two above when missing
     onnx/                   an ONNX export (export.json lists it; `dictembed.backends.onnx`)
     README.md               the model card (`dictembed.model_card`)
 
@@ -38,6 +40,7 @@ SPACE_DIR = "entry_space"
 SPACE_META = "space.json"
 SPACE_TENSORS = "tensors.safetensors"
 DEFINITIONS_FILE = "definitions.jsonl"
+SEARCH_DIR = "search_index"
 ONNX_DIR = "onnx"
 ONNX_MANIFEST = "export.json"
 CARD_FILE = "README.md"

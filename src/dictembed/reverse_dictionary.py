@@ -22,35 +22,63 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
-import torch
 from threadpoolctl import ThreadpoolController
-from torch.nn import functional as F
 
-from dictembed.devices import loader_device
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
-from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace, MatrixSpace
+from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
-from dictembed.evaluation.ranking import ranks_from_scores
 from dictembed.frequency_prior import FrequencyPrior
-from dictembed.model_folder import ModelDictionary, ModelFolder
+from dictembed.model_folder import SEARCH_DIR, ModelDictionary, ModelFolder
 from dictembed.paths import public_name
-from dictembed.search_index import CoarseIndex, EntryGroups, WordIndex, top_indices
+from dictembed.search_index import (
+    COARSE_DIMS,
+    COARSE_MIN_GROUPS,
+    EntryGroups,
+    SearchIndex,
+    WordIndex,
+    cached_index_dir,
+    fingerprint,
+    top_indices,
+)
 from dictembed.search_options import SEARCH_MODES, Filters, Ranking, normalize_pos, word_test
+from dictembed.search_space import MATRIX_SPACES, SearchSpace
+
+if TYPE_CHECKING:
+    import torch
+
+    from dictembed.entry_space import EntrySpace
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 # A large matrix space is searched in two stages (`CoarseIndex`): every group by a projection of the unit entry
-# vectors on their first COARSE_DIMS principal directions, then the COARSE_CANDIDATES best exactly.
-COARSE_MIN_GROUPS = 20_000
-COARSE_DIMS = 128
+# vectors on their first COARSE_DIMS principal directions (`search_index`), then the COARSE_CANDIDATES best exactly.
 COARSE_CANDIDATES = 1000
+__all__ = ["COARSE_DIMS", "COARSE_MIN_GROUPS", "ReverseDictionary", "Result"]
+
+
+class QueryEncoder(Protocol):
+    """What a search needs of an encoder: `Encoder` (torch) or `OnnxQueryEncoder` (ONNX Runtime alone)."""
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def device(self) -> Any: ...
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        prompt: str | None = None,
+        show_progress: bool | None = None,
+        chunk: int | None = None,
+    ) -> Iterator[Any]: ...
 
 
 # numpy's BLAS and torch's OpenMP threads each want every core: while torch's threads spin after an encoder
@@ -63,6 +91,67 @@ def _blas() -> ThreadpoolController:
 
 
 log = logging.getLogger(__name__)
+
+
+def as_rows(vectors: Any) -> np.ndarray:
+    """Pooled vectors (a torch tensor on any device, or an array) as a 2-D float32 numpy array."""
+    if hasattr(vectors, "detach"):
+        vectors = vectors.detach().float().cpu().numpy()
+    rows = np.asarray(vectors, dtype=np.float32)
+    return rows[None] if rows.ndim == 1 else rows
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    """`rows` scaled to unit length (as `torch.nn.functional.normalize`: a zero row stays zero)."""
+    return rows / np.maximum(np.linalg.norm(rows, axis=-1, keepdims=True), 1e-12)
+
+
+def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | None) -> QueryEncoder | None:
+    """The ONNX Runtime encoder of an exported folder, torch never imported (None: no export, another device or
+    precision asked for, or a model the ONNX path cannot run: the torch `Encoder` then runs the folder's graph)."""
+    if (
+        not folder.is_exported
+        or str(device or "auto") not in ("auto", "cpu")
+        or (precision or "auto")
+        not in (
+            "auto",
+            "fp32",
+        )
+    ):
+        return None
+    try:
+        from dictembed.backends.onnx.query import OnnxQueryEncoder
+    except ImportError:  # onnxruntime not installed: the torch Encoder says what to install
+        return None
+    if (reason := OnnxQueryEncoder.unsupported(folder.path)) is not None:
+        log.debug("%s: the torch encoder runs the export (%s)", folder.path, reason)
+        return None
+    return cast(QueryEncoder, OnnxQueryEncoder.open(folder.path))
+
+
+def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDictionary) -> SearchIndex:
+    """The search index of a folder's matrix space: the folder's own (`search_index/`), else the one cached for
+    it, else built now (the entries' senses from the folder's own definitions, when it is the dictionary used)
+    and cached (a cache that cannot be written is only logged)."""
+    own = Path(source.spec) == folder.definitions
+    source_print = fingerprint(folder.path)
+    for where in (folder.file(SEARCH_DIR), cached_index_dir(source_print)):
+        index = SearchIndex.open(where, source_print, len(space))
+        if index is not None and (index.senses is not None or not own):
+            return index if own else replace(index, senses=None)  # another dictionary's senses come with it
+    senses = None
+    if own:
+        try:
+            senses = EntrySenses.of(space.words, source.load())
+        except Exception as err:  # the search then says once that results come without definitions
+            log.debug("cannot index the definitions of %s: %s", folder.path, err)
+    index = SearchIndex.build(space, senses)
+    if senses is not None or not own:
+        try:
+            index.save(cached_index_dir(source_print), source_print)
+        except OSError as err:
+            log.info("the search index of %s is not cached (%s); it is built again at the next load", folder, err)
+    return index
 
 
 @dataclass
@@ -83,29 +172,37 @@ class Result:
 class ReverseDictionary:
     """An encoder and the entry space it was trained against, with the dictionary behind it for `search`.
 
-    `dictionary` is a loaded `Dictionary`, or what `load_dictionary` takes (a `ModelDictionary`, or a spec such as
-    "wordnet" or a .tsv path), loaded once on first use; when it cannot be loaded, results come without
-    definitions (logged once)."""
+    A matrix space is searched in numpy (`SearchSpace`: mapped from a saved folder, or a view of a space in memory,
+    with its `SearchIndex`); an MLM head's space scores with torch. `dictionary` is a loaded `Dictionary`, or what
+    `load_dictionary` takes (a `ModelDictionary`, or a spec such as "wordnet" or a .tsv path), loaded once on first
+    use; when it cannot be loaded, results come without definitions (logged once)."""
 
     def __init__(
         self,
-        encoder: Encoder,
-        space: EntrySpace,
+        encoder: QueryEncoder,
+        space: EntrySpace | SearchSpace,
         dictionary: Dictionary | ModelDictionary | str | None = None,
         name: str | None = None,
         ranking: Ranking | None = None,
         language: str | None = "auto",
+        index: SearchIndex | None = None,
     ) -> None:
         self.encoder = encoder
         self.ranking, self.language = ranking or Ranking(), language
-        self.space = space.freeze()
-        if isinstance(space, MatrixSpace) and space.matrix.shape[1] != encoder.dim:
-            raise DictEmbedError(
-                f"{name or 'model'}: the entry vectors have {space.matrix.shape[1]} dimensions, the encoder's "
-                f"{encoder.dim}; the entry space does not belong to this encoder"
-            )
+        self._logit_space: EntrySpace | None = None
+        if not isinstance(space, SearchSpace):
+            self._logit_space = space.freeze()
+            matrix = getattr(space, "matrix", None)
+            space = SearchSpace.of(space) if matrix is not None else space  # type: ignore[arg-type]
+        self.space: SearchSpace | EntrySpace = space
         self.name = name or "model"
-        self.prior = FrequencyPrior(self.space.words, self.ranking, language, self.name)
+        if isinstance(space, SearchSpace) and space.dim != encoder.dim:
+            raise DictEmbedError(
+                f"{self.name}: the entry vectors have {space.dim} dimensions, the encoder's {encoder.dim}; the "
+                "entry space does not belong to this encoder"
+            )
+        stored = index.frequencies if index is not None and language == "auto" else None
+        self.prior = FrequencyPrior(self.space.words, self.ranking, language, self.name, stored)
         if isinstance(dictionary, str):
             dictionary = ModelDictionary(dictionary)
         self._dictionary = dictionary if isinstance(dictionary, Dictionary) else None
@@ -114,13 +211,13 @@ class ReverseDictionary:
         self.dictionary_error: str | None = None if dictionary is not None else "the model names no dictionary"
         self._dictionary_tried = dictionary is None or self._dictionary is not None
         self._lock = threading.RLock()
+        self._index = index
         self._groups: EntryGroups | None = None
-        self._unit: torch.Tensor | None = None
-        self._coarse: CoarseIndex | None = None
-        self._unit_rows: np.ndarray | None = None
+        self._unit: np.ndarray | None = None  # every group's unit vector, for a space searched without a coarse stage
+        self._senses: EntrySenses | None = index.senses if index is not None else None
         self._masks: dict[tuple[str, str], np.ndarray] = {}
         self._word_index: WordIndex | None = None
-        self._vector_unit: torch.Tensor | None = None  # `neighbours` in a space without a matrix
+        self._vector_unit: np.ndarray | None = None  # `neighbours`: every group's unit entry vector
 
     @classmethod
     def load(
@@ -137,36 +234,71 @@ class ReverseDictionary:
         record names) is loaded on first use. `device` ("auto"/None: CUDA, else MPS, else CPU) and the compute
         `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`); `ranking` weighs the
         score (`Ranking`, default: the tuned weights) and `language` names the word-frequency prior's language
-        (`dictembed.word_frequency`)."""
+        (`dictembed.word_frequency`).
+
+        A matrix space is memory-mapped with its stored `SearchIndex` (built and cached for a folder without one);
+        an exported folder queries through ONNX Runtime alone (`OnnxQueryEncoder`), so torch is never imported."""
         folder = ModelFolder.open(path)
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
-        space = EntrySpace.load(folder.path)
-        encoder = Encoder.load(folder, device=loader_device(device)).set_precision(precision)
-        return cls(encoder, space, dictionary=source, name=folder.name, ranking=ranking, language=language)
+        space: EntrySpace | SearchSpace
+        index = None
+        if SearchSpace.saved_type(folder.path) in MATRIX_SPACES:
+            space = SearchSpace.open(folder.path)
+            index = folder_search_index(folder, space, source)
+        else:
+            from dictembed.entry_space import EntrySpace
+
+            space = EntrySpace.load(folder.path)
+        encoder = exported_query_encoder(folder, device, precision)
+        if encoder is None:
+            from dictembed.devices import loader_device
+            from dictembed.encoder import Encoder
+
+            encoder = cast(QueryEncoder, Encoder.load(folder, device=loader_device(device)).set_precision(precision))
+        return cls(encoder, space, dictionary=source, name=folder.name, ranking=ranking, language=language, index=index)
 
     # ------------------------------------------------------------------ the model's own scores
-    def _pooled(self, texts: list[str], batch_size: int) -> Iterator[torch.Tensor]:
-        """The pooled float32 vectors of `texts` on the encoder's device, `batch_size` rows at a time, in order
-        (encoded `CHUNK` at a time as length-sorted batches; scored a batch at a time, as scores span every entry)."""
-        for vectors in self.encoder.embed(texts, batch_size, show_progress=False, chunk=CHUNK):
-            yield from vectors.to(self.encoder.device).split(batch_size)
+    @property
+    def logit_space(self) -> EntrySpace:
+        """The torch entry space whose logits are the model's own scores (made from the arrays on first use)."""
+        with self._lock:
+            if self._logit_space is None:
+                self._logit_space = cast(SearchSpace, self.space).to_entry_space().freeze()
+            return self._logit_space
 
-    @torch.no_grad()
+    def _pooled(self, texts: list[str], batch_size: int) -> Iterator[np.ndarray]:
+        """The pooled float32 vectors of `texts`, `batch_size` rows at a time, in order (encoded `CHUNK` at a time as
+        length-sorted batches; scored a batch at a time, as scores span every entry)."""
+        for vectors in self.encoder.embed(texts, batch_size, show_progress=False, chunk=CHUNK):
+            rows = as_rows(vectors)
+            for start in range(0, len(rows), batch_size):
+                yield rows[start : start + batch_size]
+
     def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
         """Entry scores [n_definitions, n_entries] (unnormalised logits)."""
-        space = self.space.to(self.encoder.device)
-        out = [space(h).float().cpu().numpy() for h in self._pooled(definitions, batch_size)]
+        import torch
+
+        device = getattr(self.encoder, "device", "cpu")
+        space = self.logit_space.to(device)
+        with torch.no_grad():
+            out = [
+                space(torch.from_numpy(h).to(device)).float().cpu().numpy()
+                for h in self._pooled(definitions, batch_size)
+            ]
         return np.concatenate(out) if out else np.zeros((0, len(space)), dtype=np.float32)
 
     def predict(self, definition: str, top_k: int = 10) -> list[tuple[str, float]]:
         """The top-k entries for one definition with their softmax probabilities."""
-        logits = torch.from_numpy(self.scores([definition])[0])
-        probs = logits.softmax(-1)
-        top = probs.topk(min(top_k, len(probs)))
-        return [(self.space.words[i], float(p)) for p, i in zip(top.values, top.indices, strict=True)]
+        logits = self.scores([definition])[0].astype(np.float64)
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        top = top_indices(probs, None, min(top_k, len(probs)))
+        return [(self.space.words[i], float(probs[i])) for i in top]
 
     def ranks(self, dictionary: Dictionary, limit: int | None = None, seed: int = 0) -> np.ndarray:
         """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry."""
+        from dictembed.evaluation.ranking import ranks_from_scores
+
         pairs = seeded_sample([(w, d) for w, d in dictionary.pairs() if w in self.space.index], limit, seed)
         ranks = [np.zeros(0)]
         for start in range(0, len(pairs), 512):  # 512 rows of scores over every entry at a time
@@ -181,7 +313,7 @@ class ReverseDictionary:
         """`cosine` for spaces with an entry matrix, `+definition` when the best single definition reranks
         (`reranks`), `+frequency` with the word-frequency prior (`group_prior`); else `probability` (softmax of
         the model's logits)."""
-        if not isinstance(self.space, MatrixSpace):
+        if not isinstance(self.space, SearchSpace):
             return "probability"
         return "cosine" + "+definition" * self.reranks + "+frequency" * (self.group_prior is not None)
 
@@ -190,21 +322,32 @@ class ReverseDictionary:
         """Whether searches rerank by the best single definition (`Ranking`): a definition space that keeps its
         definition vectors, and a definition weight above 0."""
         space = self.space
-        has = isinstance(space, DefinitionSpace) and space.definitions is not None and space.counts is not None
+        has = isinstance(space, SearchSpace) and space.definitions is not None and space.counts is not None
         return has and self.ranking.definition_weight > 0
 
     @property
+    def index(self) -> SearchIndex | None:
+        """The search index of a matrix space (built on first use for a space in memory); None for an MLM head."""
+        with self._lock:
+            if self._index is None and isinstance(self.space, SearchSpace):
+                self._index = SearchIndex.build(self.space)
+            return self._index
+
+    @property
+    def _coarse(self) -> Any:
+        index = self.index
+        return index.coarse if index is not None else None
+
+    @property
     def groups(self) -> EntryGroups:
-        """The entries grouped by identical vectors, computed once (with the normalised group matrix)."""
+        """The entries grouped by identical vectors, computed once."""
+        index = self.index
         with self._lock:
             if self._groups is None:
-                if isinstance(self.space, MatrixSpace):
-                    self._groups = EntryGroups.of(self.space.matrix.cpu().numpy())
-                    first = torch.from_numpy(self._groups.first)
-                    self._unit = F.normalize(self.space.matrix[first].float(), dim=-1).to(self.encoder.device)
-                    if len(first) >= COARSE_MIN_GROUPS and self._unit.shape[1] > COARSE_DIMS:
-                        self._coarse = CoarseIndex.of(self._unit, COARSE_DIMS)
-                        self._unit_rows = self._unit.cpu().numpy()  # the second stage's rows (shared on a CPU)
+                if index is not None:
+                    self._groups = index.groups
+                    if index.coarse is None:  # scored exactly: every group's unit vector at hand
+                        self._unit = index.unit(cast(SearchSpace, self.space))
                 else:  # logits are not a function of one vector per entry: every entry is its own group
                     self._groups = EntryGroups.of(np.arange(len(self.space))[:, None])
             return self._groups
@@ -222,6 +365,20 @@ class ReverseDictionary:
                     spec = self.dictionary_spec
                     log.warning("cannot load dictionary %r: %s; results come without definitions", spec, err)
             return self._dictionary
+
+    @property
+    def senses(self) -> EntrySenses | None:
+        """Each entry's senses (`EntrySenses`): from the stored index, else from the dictionary (loaded on first
+        use); None when the dictionary cannot be loaded."""
+        with self._lock:
+            if self._senses is None and (dictionary := self.dictionary) is not None:
+                self._senses = EntrySenses.of(self.space.words, dictionary)
+            return self._senses
+
+    @property
+    def has_definitions(self) -> bool:
+        """Whether results carry definitions."""
+        return self.senses is not None
 
     @property
     def public_dictionary(self) -> str | None:
@@ -243,8 +400,8 @@ class ReverseDictionary:
         self._entry_mask(filters)
 
     def prepare(self) -> ReverseDictionary:
-        """Group the entries and load the dictionary now rather than on the first search."""
-        _ = self.groups, self.dictionary, self.word_index, self.group_prior, self.candidates
+        """Group the entries and load the senses now rather than on the first search."""
+        _ = self.groups, self.senses, self.word_index, self.group_prior, self.candidates
         return self
 
     @property
@@ -252,55 +409,60 @@ class ReverseDictionary:
         """Per group, the word-frequency prior (`FrequencyPrior.group_prior`), or None: none, or a space scored by
         probability."""
         groups = self.groups
-        return self.prior.group_prior(groups) if self._unit is not None else None
+        return self.prior.group_prior(groups) if isinstance(self.space, SearchSpace) else None
 
     @property
     def candidates(self) -> np.ndarray | None:
         """The entries a search may list (`FrequencyPrior.candidates`), or None: every entry."""
         return self.prior.candidates
 
-    def _group_scores(self, h: torch.Tensor) -> np.ndarray:
+    def _group_scores(self, h: np.ndarray) -> np.ndarray:
         """Scores [batch, n_groups] of pooled vectors: cosine (plus the word-frequency prior, `group_prior`), or
         softmax probability (see `score_kind`)."""
         groups = self.groups
         if self._unit is not None:
-            cosine = (F.normalize(h.float(), dim=-1) @ self._unit.T).cpu().numpy()
+            cosine = unit(h) @ self._unit.T
             prior = self.group_prior
             return cosine if prior is None else cosine + prior
-        probs = self.space.to(self.encoder.device)(h).float().softmax(-1).cpu().numpy()
+        import torch
+
+        device = getattr(self.encoder, "device", "cpu")
+        with torch.no_grad():
+            logits = self.logit_space.to(device)(torch.from_numpy(h).to(device))
+            probs = logits.float().softmax(-1).cpu().numpy()
         return probs[:, groups.first]
 
     def _best_groups(
-        self, h: torch.Tensor, allowed: np.ndarray | None, n: int
+        self, h: np.ndarray, allowed: np.ndarray | None, n: int
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Per pooled vector of `h`: its `n` best groups among the `allowed` by `_group_scores`, best first (ties
         by group), and their scores. A `CoarseIndex` picks `COARSE_CANDIDATES` groups first and only those are
         scored exactly: the scores are exact, the choice nearly so (benchmarks/coarse_search.py)."""
-        if self._coarse is None:
+        index = self.index
+        coarse = index.coarse if index is not None else None
+        if coarse is None or index is None:
             for row in self._group_scores(h):
                 top = top_indices(row, allowed, n)
                 yield top, row[top]
             return
-        unit, prior = cast(np.ndarray, self._unit_rows), self.group_prior
-        queries = F.normalize(h.float(), dim=-1).cpu().numpy()
-        for query, rough in zip(queries, self._coarse.scores(queries), strict=True):
+        space, prior, first = cast(SearchSpace, self.space), self.group_prior, self.groups.first
+        queries = unit(h)
+        for query, rough in zip(queries, coarse.scores(queries), strict=True):
             candidates = top_indices(rough if prior is None else rough + prior, allowed, max(n, COARSE_CANDIDATES))
-            exact = unit[candidates] @ query  # numpy: a few hundred rows need no thread pool
+            exact = space.unit_rows(first[candidates], index.inverse_norms[candidates]) @ query
             if prior is not None:
                 exact = exact + prior[candidates]
             order = np.lexsort((candidates, -exact))[:n]
             yield candidates[order], exact[order]
 
-    def _rerank(self, h: torch.Tensor, top: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rerank(self, h: np.ndarray, top: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
-        mixes in the cosine of the query vector `h` to each group's best single definition, and their scores.
-        In numpy: small arrays, where a thread pool only adds waits on a busy machine."""
-        space = cast(DefinitionSpace, self.space)
+        mixes in the cosine of the query vector `h` to each group's best single definition, and their scores."""
+        space = cast(SearchSpace, self.space)
         rows, starts = space.definition_rows(self.groups.first[top])
-        definitions = cast(torch.Tensor, space.definitions).numpy()[rows].astype(np.float32)
-        query = h.detach().float().cpu().numpy()
-        cosine = definitions @ (query / np.linalg.norm(query)) / np.linalg.norm(definitions, axis=1)
-        best = np.maximum.reduceat(cosine, starts)
+        definitions = np.asarray(cast(np.ndarray, space.definitions)[rows], dtype=np.float32)
+        cosine = definitions @ (h / np.linalg.norm(h)) / np.linalg.norm(definitions, axis=1)
+        best = np.nan_to_num(np.maximum.reduceat(cosine, starts), nan=-1.0)
         prior = self.group_prior
         prior_top = prior[top] if prior is not None else np.float32(0)
         weight = self.ranking.definition_weight
@@ -335,45 +497,45 @@ class ReverseDictionary:
             if (kind, value) not in self._masks:
                 if len(self._masks) > 256:  # patterns are open-ended: keep the cache bounded
                     self._masks.clear()
-                self._masks[kind, value] = np.fromiter(
-                    map(self._word_test(kind, value), self.space.words), dtype=bool, count=len(self.space)
+                self._masks[kind, value] = (
+                    self._pos_mask(value)
+                    if kind == "pos"
+                    else np.fromiter(map(word_test(kind, value), self.space.words), dtype=bool, count=len(self.space))
                 )
             return self._masks[kind, value]
 
-    def _word_test(self, kind: str, value: str) -> Callable[[str], bool]:
-        if kind != "pos":
-            return word_test(kind, value)
-        dictionary = self.dictionary
-        if dictionary is None:
+    def _pos_mask(self, tag: str) -> np.ndarray:
+        """The entries with a sense of part of speech `tag` (`EntrySenses.with_pos`)."""
+        senses = self.senses
+        if senses is None:
             raise DictEmbedError(f"cannot filter by part of speech: {self.dictionary_error}")
-        if not any(sense.pos for entry in dictionary for sense in entry.senses):  # else: no results, no hint
+        if not senses.has_pos:  # else: no results, no hint
             raise DictEmbedError(
                 f"cannot filter by part of speech: the dictionary {self.public_dictionary!r} records none"
             )
-        return lambda word: word in dictionary and any(normalize_pos(s.pos) == value for s in dictionary[word].senses)
+        return senses.with_pos(tag)
 
     def _result(
         self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None, pos: str | None = None
     ) -> Result:
         """The result of one group: its words that pass `mask`, each with up to `max_definitions` senses in
         dictionary order, those of part of speech `pos` (when given) first."""
-        members = self.groups.members(group)
-        words = [self.space.words[i] for i in members if mask is None or mask[i]]
-        result = Result(words, float(score))
-        dictionary = self.dictionary
+        members = [int(i) for i in self.groups.members(group) if mask is None or mask[i]]
+        result = Result([self.space.words[i] for i in members], float(score))
+        senses_of = self.senses
         tag = normalize_pos(pos) or None
-        if dictionary is not None:
-            for word in words:
-                if word in dictionary:
-                    senses = dictionary[word].senses
+        if senses_of is not None:
+            for i in members:
+                if senses_of.holds(i):
+                    senses = senses_of.senses(i)
                     if tag is not None:
-                        senses = sorted(senses, key=lambda s: normalize_pos(s.pos) != tag)  # stable
+                        senses = sorted(senses, key=lambda s: normalize_pos(s[1]) != tag)  # stable
                     senses = senses[:max_definitions]
-                    result.definitions[word] = [s.definition for s in senses]
-                    result.pos[word] = [normalize_pos(s.pos) for s in senses]
+                    word = self.space.words[i]
+                    result.definitions[word] = [definition for definition, _ in senses]
+                    result.pos[word] = [normalize_pos(p) for _, p in senses]
         return result
 
-    @torch.no_grad()
     def search_many(
         self,
         queries: list[str],
@@ -390,14 +552,13 @@ class ReverseDictionary:
             out += self.search_vectors(h, k, filters, max_definitions)
         return out
 
-    @torch.no_grad()
     def search_vectors(
-        self, vectors: torch.Tensor, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
+        self, vectors: Any, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
     ) -> list[list[Result]]:
-        """The k best results for each pooled query vector (a row of `vectors`, as the encoder pools a
-        description), among the words that pass `filters` (see `search`)."""
+        """The k best results for each pooled query vector (a row of `vectors`, an array or tensor, as the encoder
+        pools a description), among the words that pass `filters` (see `search`)."""
         filters = filters or Filters()
-        vectors = torch.as_tensor(vectors).to(self.encoder.device)
+        vectors = as_rows(vectors)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
         reranks, depth = self.reranks, max(k, self.ranking.depth)
@@ -427,7 +588,11 @@ class ReverseDictionary:
     @property
     def has_entry_vectors(self) -> bool:
         """Whether the space has a vector per entry for `neighbours` (a matrix, or an MLM head's output rows)."""
-        return isinstance(self.space, MatrixSpace) or type(self.space).vectors is not EntrySpace.vectors
+        if isinstance(self.space, SearchSpace):
+            return True
+        from dictembed.entry_space import EntrySpace
+
+        return type(self.space).vectors is not EntrySpace.vectors
 
     def entry_of(self, query: str) -> str | None:
         """The entry `query` names, exactly or else case-insensitively (the first such entry), or None."""
@@ -450,8 +615,8 @@ class ReverseDictionary:
             raise DictEmbedError(f"{query.strip()[:100]!r} is not an entry of this model; mode similar needs one")
         return entry if mode == "similar" or self.has_entry_vectors else None
 
-    def _entry_unit(self) -> torch.Tensor:
-        """The unit entry vector of each group: the normalised matrix, else the space's `vectors()` (computed once)."""
+    def _entry_unit(self) -> np.ndarray:
+        """The unit entry vector of each group (of the matrix, else of the space's `vectors()`), computed once."""
         groups = self.groups
         if self._unit is not None:
             return self._unit
@@ -459,11 +624,14 @@ class ReverseDictionary:
             if self._vector_unit is None:
                 if not self.has_entry_vectors:
                     raise DictEmbedError(f"{self.name}: the entry space has no entry vectors to find similar words")
-                vectors = torch.from_numpy(np.ascontiguousarray(self.space.vectors()[groups.first]))
-                self._vector_unit = F.normalize(vectors.float(), dim=-1).to(self.encoder.device)
+                index = self.index
+                if index is not None:
+                    self._vector_unit = index.unit(cast(SearchSpace, self.space))
+                else:
+                    vectors = cast("EntrySpace", self.space).vectors()[groups.first]
+                    self._vector_unit = unit(np.asarray(vectors, dtype=np.float32))
             return self._vector_unit
 
-    @torch.no_grad()
     def neighbours(
         self, word: str, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
     ) -> list[Result]:
@@ -479,8 +647,9 @@ class ReverseDictionary:
         index = self.space.index[entry]
         mask[index] = False
         group = int(self.word_index.group_of[index])
-        unit = self._entry_unit()
-        row = (unit[group] @ unit.T).float().cpu().numpy()
+        vectors = self._entry_unit()
+        with _blas().limit(limits=1, user_api="blas"):
+            row = vectors @ vectors[group]
         if entry_mask is None:  # no pass over the groups: only the word's own group may drop out, if it is alone
             alone = len(self.groups.members(group)) == 1
             top = [g for g in top_indices(row, None, k + 1) if not (alone and g == group)][:k]

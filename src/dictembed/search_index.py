@@ -1,17 +1,33 @@
 """The indexes a reverse-dictionary search reads, each computed once per model: entries grouped by identical
 vectors (`EntryGroups`), the k best of a score row (`top_indices`), a first search stage over a projection of the
-entry vectors (`CoarseIndex`) and the words' lengths and case-folded prefixes (`WordIndex`)."""
+entry vectors (`CoarseIndex`) and the words' lengths and case-folded prefixes (`WordIndex`).
+
+`SearchIndex` holds the first three that a model folder stores ready to map (with each entry's senses,
+`EntrySenses`): written at save into `search_index/`, or for a folder without one into dictembed's cache, keyed by
+a fingerprint of the files it derives from and checked against it at every load."""
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+import json
+import logging
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
+from dictembed.entry_senses import EntrySenses
+from dictembed.errors import DictEmbedError
 from dictembed.search_options import word_length
+from dictembed.word_frequency import entry_frequencies, frequency_source
+
+if TYPE_CHECKING:
+    from dictembed.dictionary.core import Dictionary
+    from dictembed.search_space import SearchSpace
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,12 +92,12 @@ class CoarseIndex:
     vectors: np.ndarray  # [groups, dims]
 
     @classmethod
-    def of(cls, unit: torch.Tensor, dims: int) -> CoarseIndex:
+    def of(cls, unit: np.ndarray, dims: int) -> CoarseIndex:
         """The index of the rows of `unit` in `dims` dimensions."""
-        moment = (unit.T.double() @ unit.double()).cpu()
-        _, directions = torch.linalg.eigh(moment)  # ascending eigenvalues
-        projection = directions[:, -dims:].flip(1).float().contiguous()
-        return cls(projection.numpy(), (unit.float().cpu() @ projection).contiguous().numpy())
+        rows = np.asarray(unit, dtype=np.float64)
+        _, directions = np.linalg.eigh(rows.T @ rows)  # ascending eigenvalues
+        projection = np.ascontiguousarray(directions[:, ::-1][:, :dims], dtype=np.float32)
+        return cls(projection, np.ascontiguousarray(np.asarray(unit, dtype=np.float32) @ projection))
 
     def scores(self, queries: np.ndarray) -> np.ndarray:
         """Approximate dot products [queries, groups] of unit query vectors with every group."""
@@ -137,3 +153,145 @@ class WordIndex:
                 end += 1
         mask[self.folded_order[start:end]] = True
         return mask
+
+
+INDEX_FORMAT = 1
+INDEX_META = "index.json"
+INDEX_ARRAYS = "index.safetensors"
+COARSE_MIN_GROUPS = 20_000  # a space of fewer groups is scored exactly, every group
+COARSE_DIMS = 128
+SAMPLES = 16  # blocks of each source file the fingerprint reads (besides its size and the space's words)
+SAMPLE_BYTES = 1 << 16
+
+
+def fingerprint(folder: Path) -> str:
+    """A digest of the files a search index derives from: the entry space (space.json whole; the tensors' size
+    and `SAMPLES` blocks) and the definitions file (likewise), so that an index built from other files is never
+    taken for this folder's, while checking it reads about 2 MB rather than the 300 MB it summarises."""
+    from dictembed.model_folder import DEFINITIONS_FILE, SPACE_DIR, SPACE_META, SPACE_TENSORS
+
+    digest = hashlib.blake2b(f"search-index-{INDEX_FORMAT}".encode(), digest_size=20)
+    digest.update((folder / SPACE_DIR / SPACE_META).read_bytes())
+    for path in (folder / SPACE_DIR / SPACE_TENSORS, folder / DEFINITIONS_FILE):
+        if not path.is_file():
+            digest.update(b"absent")
+            continue
+        size = path.stat().st_size
+        digest.update(str(size).encode())
+        with path.open("rb") as f:
+            for at in sorted({size * i // SAMPLES for i in range(SAMPLES)} | {max(size - SAMPLE_BYTES, 0)}):
+                f.seek(at)
+                digest.update(f.read(SAMPLE_BYTES))
+    return digest.hexdigest()
+
+
+@dataclass
+class SearchIndex:
+    """What a search of a matrix space reads besides the space: its groups, each group's inverse norm (its unit
+    vector is its first entry's row times it), the coarse first stage (None: a small space, scored exactly) and
+    the entries' senses from the folder's own definitions (None: it has none)."""
+
+    groups: EntryGroups
+    inverse_norms: np.ndarray  # float32 [groups]
+    coarse: CoarseIndex | None
+    senses: EntrySenses | None
+    frequencies: np.ndarray | None = None  # each entry's Zipf frequency, as `entry_frequencies` gives them
+    frequency_source: str | None = None  # what they derive from (`word_frequency.frequency_source`)
+
+    @classmethod
+    def build(cls, space: SearchSpace, senses: EntrySenses | None = None, with_frequencies: bool = True) -> SearchIndex:
+        """The index of `space` (with `senses`, when given, and the words' frequencies in the language recognised,
+        `entry_frequencies(words, "auto")`, when asked and wordfreq is installed)."""
+        groups = EntryGroups.of(space.matrix)
+        first = groups.first
+        rows = np.asarray(space.matrix[first], dtype=np.float32)
+        inverse = (1 / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)).astype(np.float32)
+        coarse = None
+        if len(first) >= COARSE_MIN_GROUPS and space.dim > COARSE_DIMS:
+            coarse = CoarseIndex.of(rows * inverse[:, None], COARSE_DIMS)
+        frequencies, source = None, None
+        if with_frequencies and (source := frequency_source("auto")) is not None:
+            from dictembed.paths import cache_root
+
+            frequencies = entry_frequencies(space.words, "auto", cache_root())
+        return cls(groups, inverse, coarse, senses, frequencies, source if frequencies is not None else None)
+
+    def unit(self, space: SearchSpace) -> np.ndarray:
+        """The unit vector of every group [groups, dim] (float32)."""
+        return space.unit_rows(self.groups.first, self.inverse_norms)
+
+    def save(self, target: Path, source: str) -> Path:
+        """Write the index into the folder `target` (replaced whole, atomically); `source` is the `fingerprint` of
+        the files it derives from."""
+        from safetensors.numpy import save_file
+
+        from dictembed.io import staged_dir
+
+        arrays = {"order": self.groups.order, "starts": self.groups.starts, "inverse_norms": self.inverse_norms}
+        if self.coarse is not None:
+            arrays |= {"projection": self.coarse.projection, "coarse": self.coarse.vectors}
+        meta: dict = {"format": INDEX_FORMAT, "source": source, "pos_names": None, "frequencies": None}
+        if self.frequencies is not None:
+            arrays["frequencies"] = self.frequencies
+            meta["frequencies"] = self.frequency_source
+        if self.senses is not None:
+            senses = self.senses
+            arrays |= {"sense_starts": senses.starts, "offsets": senses.offsets, "text": senses.text, "pos": senses.pos}
+            meta["pos_names"] = senses.pos_names
+        with staged_dir(target) as staging:
+            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, staging / INDEX_ARRAYS)
+            (staging / INDEX_META).write_text(json.dumps(meta) + "\n", encoding="utf-8")
+        return target
+
+    @classmethod
+    def open(cls, folder: Path, source: str, entries: int) -> SearchIndex | None:
+        """The index saved in `folder`, mapped, if it was built from the files of `fingerprint` `source` for a space
+        of `entries` entries; None when there is none, it is another's, or damaged (logged)."""
+        from dictembed.search_space import mapped_tensors
+
+        meta_path = folder / INDEX_META
+        if not meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if not isinstance(meta, dict) or meta.get("format") != INDEX_FORMAT or meta.get("source") != source:
+                log.info("%s: the search index belongs to other files; it is rebuilt", folder)
+                return None
+            a = mapped_tensors(folder / INDEX_ARRAYS)
+            groups = EntryGroups(a["order"], a["starts"])
+            if len(groups.order) != entries or len(a["inverse_norms"]) != len(groups):
+                raise ValueError("its groups do not fit the space")
+            coarse = CoarseIndex(a["projection"], a["coarse"]) if "projection" in a else None
+            senses = None
+            if meta.get("pos_names") is not None:
+                names = [str(n) for n in meta["pos_names"]]
+                senses = EntrySenses(a["sense_starts"], a["offsets"], a["text"], a["pos"], names)
+                if len(senses) != entries or (problem := senses.check()):
+                    raise ValueError(problem or "its senses do not fit the space")
+            frequencies, frequency_of = a.get("frequencies"), meta.get("frequencies")
+            if frequencies is not None and (len(frequencies) != entries or frequency_of != frequency_source("auto")):
+                frequencies, frequency_of = None, None  # another wordfreq: computed again, from its own cache
+            return cls(groups, a["inverse_norms"], coarse, senses, frequencies, frequency_of)
+        except (OSError, ValueError, TypeError, KeyError, DictEmbedError) as err:
+            log.warning("%s: damaged search index (%s); it is rebuilt", folder, err)
+            return None
+
+
+def cached_index_dir(source: str) -> Path:
+    """Where dictembed's cache keeps the search index of a folder that has none, by its `fingerprint`."""
+    from dictembed.paths import cache_root
+
+    return cache_root() / "search_index" / source
+
+
+def write_search_index(folder: Path, dictionary: Dictionary | None) -> Path | None:
+    """Store the search index of the matrix space saved in `folder` in its `search_index/`, with the entries' senses
+    in `dictionary` (the folder's own definitions); None for a space without a matrix (an MLM head)."""
+    from dictembed.model_folder import SEARCH_DIR
+    from dictembed.search_space import MATRIX_SPACES, SearchSpace
+
+    if SearchSpace.saved_type(folder) not in MATRIX_SPACES:
+        return None
+    space = SearchSpace.open(folder)
+    senses = EntrySenses.of(space.words, dictionary) if dictionary is not None else None
+    return SearchIndex.build(space, senses).save(folder / SEARCH_DIR, fingerprint(folder))

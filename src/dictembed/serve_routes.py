@@ -233,7 +233,7 @@ def api(served: Served) -> FastAPI:
             "results": len(rd.groups),
             "score_kind": rd.score_kind,
             "dictionary": rd.public_dictionary,
-            "definitions": rd.dictionary is not None,
+            "definitions": rd.has_definitions,
             "chinese": served.chinese,
             "scripts": {name: served.scripts[name] for name in SCRIPTS[1:]},
         }

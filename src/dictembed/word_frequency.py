@@ -7,6 +7,7 @@ docs/results.md, "Reverse dictionary ranking"), and a search may list only the e
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import logging
 from pathlib import Path
@@ -29,6 +30,16 @@ def _wordfreq():  # noqa: ANN202 - the module, imported on first use (it loads i
     except ImportError:
         return None
     return wordfreq
+
+
+def frequency_source(language: str | None = "auto") -> str | None:
+    """What the frequencies `entry_frequencies` gives for `language` derive from (the language and wordfreq's
+    version), to store them beside an index and know them for the same; None without wordfreq."""
+    try:
+        version = importlib.metadata.version("wordfreq")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return f"{language}|wordfreq {version}"
 
 
 def guess_language(words: list[str]) -> str | None:

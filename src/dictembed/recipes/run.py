@@ -30,10 +30,11 @@ from dictembed.evaluation._common import mean_sd
 from dictembed.io import staged_dir, writing
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import read_record, write_definitions, write_record
-from dictembed.output_folder import check_output_folder
+from dictembed.output_folder import check_run_output
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
 from dictembed.record import RunRecord
+from dictembed.search_index import write_search_index
 from dictembed.training import Trainer, TrainSettings
 
 if TYPE_CHECKING:
@@ -123,8 +124,10 @@ class Recipe(ABC):
         encoder.save(folder, record)
         if stage.space is not None:
             stage.space.save(folder)
-            if isinstance(dictionary := stage.data.get("dictionary"), Dictionary):
+            dictionary = stage.data.get("dictionary")
+            if isinstance(dictionary, Dictionary):
                 write_definitions(folder, dictionary)
+            write_search_index(folder, dictionary if isinstance(dictionary, Dictionary) else None)
 
 
 def save_run(recipe: Recipe, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
@@ -264,11 +267,6 @@ def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Pat
     return Path(output)
 
 
-def check_output(output: str | Path, overwrite: bool) -> None:
-    """`check_output_folder` for `train`: what it replaces is a folder with a dictembed record."""
-    check_output_folder(output, overwrite, lambda path: read_record(path).exists, "dictembed model")
-
-
 @contextmanager
 def output_lock(output: str | Path) -> Iterator[None]:
     """Hold `<output>-runs/train.lock` for the run: a second `train` into the same output refuses at once
@@ -294,9 +292,9 @@ def train(config: RunConfig) -> Path:
     """Train `config.method` over its stages and its lr x seed grid, select and publish; returns the output."""
     if not is_main_process():  # a distributed launch's other processes train; the main one guards and writes
         return _train(config)
-    check_output(config.output, config.overwrite)  # before anything is written
+    check_run_output(config.output, config.overwrite)  # before anything is written
     with output_lock(config.output):
-        check_output(config.output, config.overwrite)  # again: another run may have published meanwhile
+        check_run_output(config.output, config.overwrite)  # again: another run may have published meanwhile
         return _train(config)
 
 

@@ -1,0 +1,197 @@
+"""The saved entry space as a search reads it: the words and the arrays of a matrix space (DefSent+'s definition
+spaces, the word-embedding fallback) memory-mapped from `entry_space/tensors.safetensors`, in numpy, without torch.
+
+A search touches a few thousand rows of the matrix and of the definition vectors, so mapping them (rather than
+reading 270 MB) is what lets a one-query `predict` answer in about a second. `SearchSpace.of` views a space in
+memory the same way, and `to_entry_space` gives the torch `MatrixSpace` back for the model's own logits.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import numpy as np
+
+from dictembed.errors import DictEmbedError
+from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
+
+if TYPE_CHECKING:
+    from dictembed.entry_space import EntrySpace, MatrixSpace
+
+MATRIX_SPACES = ("DefinitionSpace", "WordEmbeddingSpace")  # the saved space types with an entry matrix
+DTYPES = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "I16": np.int16, "U8": np.uint8}
+MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
+
+
+def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file as read-only memory maps (its format: an 8-byte little-endian header
+    length, a JSON header of dtype, shape and byte range per tensor, then the data); a file whose header does
+    not describe its data is a one-line error naming it."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            if not 2 <= length <= min(MAX_HEADER, size - 8):
+                raise ValueError(f"header length {length} does not fit the file's {size} bytes")
+            header = json.loads(f.read(length))
+        if not isinstance(header, dict):
+            raise ValueError("the header is no JSON object")
+        tensors = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            dtype = DTYPES.get(str(info.get("dtype"))) if isinstance(info, dict) else None
+            if dtype is None:
+                raise ValueError(f"tensor {name!r} has an unsupported dtype")
+            shape = tuple(int(n) for n in info["shape"])
+            begin, end = (int(n) for n in info["data_offsets"])
+            if not 0 <= begin <= end <= size - 8 - length or end - begin != int(np.prod(shape)) * dtype().itemsize:
+                raise ValueError(f"tensor {name!r}: its byte range does not fit its shape or the file")
+            offset = 8 + length + begin
+            tensors[name] = (
+                np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+                if end > begin
+                else np.zeros(shape, dtype=dtype)
+            )
+        return tensors
+    except (OSError, ValueError, TypeError, KeyError, struct.error, RecursionError) as err:
+        raise DictEmbedError(f"{path}: corrupt or truncated ({type(err).__name__}: {err})") from None
+
+
+@dataclass
+class SearchSpace:
+    """A matrix space's words and arrays in numpy (memory maps when opened from a folder): `matrix` [entries, dim]
+    (float16 or float32), `counts` and `definitions` (a definition space's per-entry definition counts and float16
+    definition vectors, or None)."""
+
+    words: list[str]
+    matrix: np.ndarray
+    similarity: Literal["dot", "cosine"] = "dot"
+    temperature: float = 0.05
+    kind: str = "definitions"
+    type_name: str = "DefinitionSpace"
+    counts: np.ndarray | None = None
+    definitions: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Each word's entry."""
+        return {word: i for i, word in enumerate(self.words)}
+
+    @property
+    def dim(self) -> int:
+        return int(self.matrix.shape[1])
+
+    @classmethod
+    def of(cls, space: MatrixSpace) -> SearchSpace:
+        """The view of a space in memory (its tensors as numpy arrays, shared)."""
+        counts = getattr(space, "counts", None)
+        definitions = getattr(space, "definitions", None)
+        return cls(
+            space.words,
+            space.matrix.detach().cpu().numpy(),
+            space.similarity,
+            space.temperature,
+            space.kind,
+            type(space).__name__,
+            None if counts is None else counts.numpy(),
+            None if definitions is None else definitions.numpy(),
+        )
+
+    @staticmethod
+    def saved_type(folder: str | Path) -> str | None:
+        """The type of the entry space saved in `folder` (its space.json), or None when it has none readable."""
+        try:
+            meta = json.loads((Path(folder) / SPACE_DIR / SPACE_META).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return meta.get("type") if isinstance(meta, dict) and isinstance(meta.get("type"), str) else None
+
+    @classmethod
+    def open(cls, folder: str | Path) -> SearchSpace:
+        """The matrix space saved in `folder`, mapped; what `EntrySpace.load` would refuse is refused here too, as a
+        one-line error naming the file."""
+        space_dir = Path(folder) / SPACE_DIR
+        meta_path = space_dir / SPACE_META
+        if not meta_path.exists():
+            raise DictEmbedError(f"{folder} holds no saved entry space ({SPACE_DIR}/{SPACE_META} missing)")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            type_name, words = meta["type"], meta["words"]
+            if type_name not in MATRIX_SPACES:
+                raise ValueError(f"{type_name!r} is no matrix space")
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise TypeError("words is no list of strings")
+        except (OSError, ValueError, TypeError, KeyError, RecursionError) as err:
+            raise DictEmbedError(f"{meta_path}: corrupt entry space ({type(err).__name__}: {err})") from None
+        tensors = mapped_tensors(space_dir / SPACE_TENSORS)
+        problem = _problem(meta, words, tensors)
+        if problem:
+            raise DictEmbedError(f"{space_dir}: the saved entry space cannot be trusted: {problem}")
+        return cls(
+            words,
+            tensors["matrix"],
+            cast(Literal["dot", "cosine"], meta.get("similarity", "dot")),
+            float(meta.get("temperature", 0.05)),
+            str(meta.get("kind") or "definitions"),
+            type_name,
+            tensors.get("counts"),
+            tensors.get("definitions"),
+        )
+
+    def unit_rows(self, rows: np.ndarray, inverse_norms: np.ndarray) -> np.ndarray:
+        """The float32 rows `rows` of the matrix scaled to unit length by their `inverse_norms`."""
+        return np.asarray(self.matrix[rows], dtype=np.float32) * inverse_norms[:, None]
+
+    def definition_rows(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of `definitions` of each of `entries`, one after another, and where each entry's rows start."""
+        counts = np.asarray(self.counts)
+        first = np.cumsum(counts) - counts
+        sizes = counts[entries]
+        starts = np.cumsum(sizes) - sizes
+        return np.repeat(first[entries] - starts, sizes) + np.arange(int(sizes.sum())), starts
+
+    def to_entry_space(self) -> EntrySpace:
+        """The torch space of these arrays (for the model's own logits)."""
+        from dictembed.entry_space import DefinitionSpace, WordEmbeddingSpace
+
+        matrix = np.array(self.matrix)
+        if self.type_name == "DefinitionSpace":
+            definitions = None if self.definitions is None else np.array(self.definitions)
+            return DefinitionSpace(
+                self.words, matrix, self.similarity, self.temperature, self.kind, self.counts, definitions
+            )
+        return WordEmbeddingSpace(self.words, matrix, self.similarity, self.temperature, self.kind)
+
+
+def _problem(meta: dict[str, Any], words: list[str], tensors: dict[str, np.ndarray]) -> str | None:
+    """What makes mapped tensors untrustworthy: a missing matrix, shapes that do not fit the words, a dtype other
+    than the one space.json records, NaN or infinite entry vectors."""
+    if meta.get("similarity", "dot") not in ("dot", "cosine"):
+        return f"unknown entry similarity {meta.get('similarity')!r}"
+    matrix = tensors.get("matrix")
+    if matrix is None or matrix.ndim != 2:
+        return "tensors.safetensors holds no entry matrix"
+    if matrix.shape[0] != len(words):
+        return f"{len(words)} entries but {matrix.shape[0]} vectors"
+    recorded = meta.get("dtype", "fp32")
+    if (recorded == "fp16") != (matrix.dtype == np.float16) or matrix.dtype == np.int64:
+        return f"tensors.safetensors holds a {matrix.dtype} matrix, space.json says {recorded}"
+    if not np.isfinite(matrix).all():
+        return "tensors.safetensors: matrix holds NaN or infinite values"
+    counts, definitions = tensors.get("counts"), tensors.get("definitions")
+    if counts is not None and (counts.shape != (len(words),) or (len(counts) and counts.min() < 1)):
+        return f"{len(words)} entries need as many positive counts, got {counts.shape}"
+    if definitions is not None:
+        expected = (int(counts.sum()) if counts is not None else -1, matrix.shape[1])
+        if tuple(definitions.shape) != expected:
+            return f"{tuple(definitions.shape)} definition vectors do not fit the entries' counts {expected}"
+    return None

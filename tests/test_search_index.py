@@ -1,0 +1,155 @@
+"""The search index a model folder stores ready to map (`search_index/`), the mapped entry space (`SearchSpace`)
+and the entries' senses (`EntrySenses`): results identical to the parsed folder, a stale or damaged index never
+used, and a folder without one indexed once into the cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dictembed.dictionary import load_dictionary
+from dictembed.dictionary.core import Dictionary
+from dictembed.entry_senses import EntrySenses
+from dictembed.entry_space import EntrySpace
+from dictembed.errors import DictEmbedError
+from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, SPACE_TENSORS
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_index import INDEX_META, SearchIndex, cached_index_dir, fingerprint
+from dictembed.search_options import Filters
+from dictembed.search_space import SearchSpace, mapped_tensors
+
+QUERIES = ["a pet that barks", "water from the sky", "something sweet and cold", "to go fast", "a ruler"]
+
+
+def results(rd: ReverseDictionary, **filters: object) -> list[list[dict]]:
+    found = rd.search_many(QUERIES, k=6, filters=Filters(**filters))  # type: ignore[arg-type]
+    return [[r.to_dict() for r in rows] for rows in found]
+
+
+@pytest.fixture()
+def model(served_model: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(served_model, tmp_path / "model"))
+
+
+def test_a_saved_model_folder_stores_its_search_index(served_model: Path) -> None:
+    meta = json.loads((served_model / SEARCH_DIR / INDEX_META).read_text())
+    assert meta["source"] == fingerprint(served_model)
+    index = SearchIndex.open(served_model / SEARCH_DIR, meta["source"], len(SearchSpace.open(served_model)))
+    assert index is not None and index.senses is not None and index.senses.pos_names
+
+
+def test_the_mapped_folder_gives_the_results_of_the_parsed_one(model: Path) -> None:
+    """Mapped space and stored index against the torch space and the dictionary parsed from definitions.jsonl."""
+    mapped = ReverseDictionary.load(model)
+    assert isinstance(mapped.space, SearchSpace) and isinstance(mapped.space.matrix, np.memmap)
+    parsed = ReverseDictionary(mapped.encoder, EntrySpace.load(model), load_dictionary(str(model / DEFINITIONS_FILE)))
+    for filters in ({}, {"pos": "v"}, {"pos": "n", "initial": "c"}):
+        assert results(mapped, **filters) == results(parsed, **filters)
+    assert mapped.neighbours("car", 4) == parsed.neighbours("car", 4)
+    assert mapped.score_kind == parsed.score_kind
+
+
+def test_a_folder_without_its_index_is_indexed_once_into_the_cache(model: Path, caplog) -> None:
+    before = results(ReverseDictionary.load(model))
+    shutil.rmtree(model / SEARCH_DIR)
+    cached = cached_index_dir(fingerprint(model))
+    shutil.rmtree(cached, ignore_errors=True)
+    assert results(ReverseDictionary.load(model)) == before
+    assert (cached / INDEX_META).is_file()
+    assert results(ReverseDictionary.load(model)) == before  # from the cache
+
+
+def test_an_index_of_other_files_or_a_damaged_one_is_never_used(model: Path, caplog) -> None:
+    before = results(ReverseDictionary.load(model))
+    # another model's index: the space's words differ, so the fingerprint does
+    space = json.loads((model / SPACE_DIR / "space.json").read_text())
+    swapped = model / SEARCH_DIR / INDEX_META
+    meta = json.loads(swapped.read_text())
+    assert SearchIndex.open(model / SEARCH_DIR, "another", len(space["words"])) is None
+    # damaged arrays: rebuilt, with a warning naming the folder, and the same results
+    (model / SEARCH_DIR / "index.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}......")
+    with caplog.at_level(logging.WARNING):
+        assert results(ReverseDictionary.load(model)) == before
+    assert "damaged search index" in caplog.text and str(model / SEARCH_DIR) in caplog.text
+    assert meta["source"] == fingerprint(model)
+
+
+def test_a_changed_entry_space_makes_the_stored_index_stale(model: Path) -> None:
+    source = fingerprint(model)
+    tensors = model / SPACE_DIR / SPACE_TENSORS
+    data = bytearray(tensors.read_bytes())
+    data[-2:] = b"\x00\x3c"  # the last float16 of the last tensor becomes 1.0
+    tensors.write_bytes(bytes(data))
+    assert fingerprint(model) != source
+    assert SearchIndex.open(model / SEARCH_DIR, fingerprint(model), len(SearchSpace.open(model))) is None
+
+
+def test_a_truncated_tensors_file_is_a_one_line_error_naming_it(model: Path) -> None:
+    tensors = model / SPACE_DIR / SPACE_TENSORS
+    tensors.write_bytes(tensors.read_bytes()[:-100])
+    with pytest.raises(DictEmbedError, match="tensors.safetensors: corrupt or truncated") as err:
+        mapped_tensors(tensors)
+    assert "\n" not in str(err.value)
+    with pytest.raises(DictEmbedError, match="corrupt or truncated"):
+        ReverseDictionary.load(model)
+
+
+def test_nan_entry_vectors_are_refused_by_the_mapped_space(model: Path) -> None:
+    tensors = model / SPACE_DIR / SPACE_TENSORS
+    header = json.loads(tensors.read_bytes()[8 : 8 + int.from_bytes(tensors.read_bytes()[:8], "little")])
+    start = 8 + int.from_bytes(tensors.read_bytes()[:8], "little") + header["matrix"]["data_offsets"][0]
+    data = bytearray(tensors.read_bytes())
+    data[start : start + 2] = b"\x00\x7e"  # a float16 NaN
+    tensors.write_bytes(bytes(data))
+    with pytest.raises(DictEmbedError, match="cannot be trusted: tensors.safetensors: matrix holds NaN"):
+        SearchSpace.open(model)
+
+
+def test_entry_senses_keep_each_entrys_senses_and_parts_of_speech() -> None:
+    dictionary = Dictionary(name="toy")
+    dictionary.add("run", "to move fast on foot", pos="v")
+    dictionary.add("run", "a score in cricket", pos="noun")
+    dictionary.add("quick", "fast", pos="a")
+    dictionary.add("café", "a small restaurant ☕")
+    senses = EntrySenses.of(["quick", "absent", "run", "café"], dictionary)
+    assert senses.check() is None
+    assert senses.senses(2) == [("to move fast on foot", "v"), ("a score in cricket", "noun")]
+    assert senses.senses(1) == [] and not senses.holds(1) and senses.holds(3)
+    assert senses.senses(3) == [("a small restaurant ☕", None)]
+    assert senses.with_pos("n").tolist() == [False, False, True, False]  # "noun" is WordNet's n
+    assert senses.with_pos("v").tolist() == [False, False, True, False]
+    assert senses.with_pos("a").tolist() == [True, False, False, False]
+    assert EntrySenses.of(["café"], dictionary).has_pos is False
+
+
+def test_searching_a_mapped_folder_imports_no_torch(served_model: Path) -> None:
+    """The search itself (space, index, senses, scores) is numpy; only the encoder brings torch in."""
+    code = (
+        "import sys\n"
+        "from dictembed.reverse_dictionary import ReverseDictionary\n"
+        "from dictembed.search_space import SearchSpace\n"
+        "from dictembed.search_index import SearchIndex, fingerprint\n"
+        "from dictembed.model_folder import SEARCH_DIR\n"
+        f"folder = {str(served_model)!r}\n"
+        "space = SearchSpace.open(folder)\n"
+        "from pathlib import Path\n"
+        "index = SearchIndex.open(Path(folder) / SEARCH_DIR, fingerprint(Path(folder)), len(space))\n"
+        "class Fixed:\n"
+        "    dim = space.dim\n"
+        "    device = 'cpu'\n"
+        "    def embed(self, texts, batch_size=32, prompt=None, show_progress=None, chunk=None):\n"
+        "        import numpy as np\n"
+        "        yield np.asarray(space.matrix[: len(texts)], dtype=np.float32)\n"
+        "rd = ReverseDictionary(Fixed(), space, None, index=index)\n"
+        "top = rd.search('anything', k=3)\n"
+        "print(top[0].words, bool(top[0].definitions), [m for m in ('torch', 'transformers') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("True []"), out
