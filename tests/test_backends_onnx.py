@@ -57,10 +57,11 @@ def st_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def exports(st_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Exports that keep their fp32 weights: `Encoder.load` needs them (the query encoder does not)."""
     root = tmp_path_factory.mktemp("onnx-exports")
     return {
-        "fp32": export(st_model, root / "fp32"),
-        "int8": export(st_model, root / "int8", quantize="int8"),
+        "fp32": export(st_model, root / "fp32", keep_weights=True),
+        "int8": export(st_model, root / "int8", quantize="int8", keep_weights=True),
     }
 
 
@@ -312,6 +313,7 @@ def test_cli_export_and_encode(st_model: Path, tmp_path: Path, capsys) -> None:
                 "onnx",
                 "--quantize",
                 "int8",
+                "--keep-weights",
                 "--json",
             ]
         )

@@ -100,7 +100,7 @@ def _null_words(t: dict, meta: dict) -> None:
     [
         (_nan_rows, "NaN or infinite"),
         (_all_inf, "NaN or infinite"),
-        (_int8_as_fp16, "torch.int8 matrix, space.json says fp16"),
+        (_int8_as_fp16, "int8 matrix, space.json says fp16"),
         (_integer_words, "non-empty string"),
         (_null_words, "non-empty string"),
     ],

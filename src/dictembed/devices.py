@@ -16,13 +16,12 @@ import logging
 
 import torch
 
+from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP
+from dictembed.device_choices import is_main_process as is_main_process  # re-exported
 from dictembed.errors import DictEmbedError
 
 log = logging.getLogger(__name__)
 
-DEVICE_HELP = "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps"
-COMPUTE_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-PRECISION_HELP = "compute precision: auto (bf16 on a CUDA GPU that supports it, else fp32), fp32, bf16, fp16"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}  # accelerate's names
 
@@ -109,14 +108,6 @@ def autocast(device: str | torch.device | None, precision: str | None) -> contex
     if resolved == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type(device), dtype=DTYPES[resolved])
-
-
-def is_main_process() -> bool:
-    """Whether this process writes shared files: always in a single process; rank 0 under a distributed
-    launcher (`torchrun`, `accelerate launch`), which sets RANK."""
-    import os
-
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 def wait_for_everyone() -> None:

@@ -27,11 +27,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.backends.onnx.runtime import OnnxBackbone, attach
 from dictembed.devices import autocast, best_device, resolve_precision
-from dictembed.errors import DictEmbedError
+from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.io import staged_dir
 from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, save_parts
 from dictembed.model_card import write_model_card
-from dictembed.model_folder import ModelFolder, write_record
+from dictembed.model_folder import WEIGHTS_FILE, ModelFolder, write_record
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.quantization import QUANTIZATIONS
@@ -182,11 +182,18 @@ class Encoder(nn.Module):
         model's own dense pooler (`model_pooler`); `normalize` True/False adds or removes a Normalize module.
         `device` defaults to CUDA, else MPS, else the CPU. `backend` "onnx" runs the backbone with ONNX Runtime
         on the CPU (an export's graph, else one exported now; inference only), "torch" with torch; default:
-        "onnx" for a folder written by `dictembed export --format onnx`, else "torch"."""
+        "onnx" for a folder written by `dictembed export --format onnx`, else "torch". An export written without
+        its fp32 weights (the default of `dictembed export`) is a one-line error: `OnnxQueryEncoder` runs it."""
         if backend is not None and backend not in BACKENDS:
             raise DictEmbedError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
         model_folder = ModelFolder.open(name_or_path)
         folder, record = model_folder.path, copy.deepcopy(model_folder.record)
+        if model_folder.is_exported and not any(folder.glob("*.safetensors")):
+            raise ModelLoadError(
+                f"model folder {folder} is an ONNX export without its fp32 weights ({WEIGHTS_FILE}), which "
+                "Encoder.load needs: open it with dictembed.backends.onnx.query.OnnxQueryEncoder (as predict and "
+                "serve do), or export it again with --keep-weights"
+            )
         saved = record.encoder
         parts = load_parts(folder, saved.get("max_length"))
         modules = [model_pooler(parts.backbone, str(folder))] if pooler == "model" else []
@@ -235,8 +242,22 @@ class Encoder(nn.Module):
         self._truncated += cut
         batch = dict(encoded)
         if prompt and not self.pooling_module.include_prompt:
-            batch["prompt_length"] = torch.tensor(len(self.tokenizer(prompt)["input_ids"]) - 1)
+            batch["prompt_length"] = torch.tensor([len(self.tokenizer(prompt)["input_ids"]) - 1])
         return batch
+
+    def count_tokens(self, sentences: Sequence[str]) -> list[int]:
+        """Each sentence's tokens after the default prompt, special ones included, before the cut at max_length."""
+        if not sentences:
+            return []
+        prompt = self.default_prompt or ""
+        encoded = self.tokenizer(
+            [prompt + s for s in sentences],
+            truncation=False,
+            verbose=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return [len(ids) for ids in encoded["input_ids"]]
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Pooled sentence vectors, passed through the modules after pooling, for a tokenized batch."""

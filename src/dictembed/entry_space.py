@@ -40,6 +40,7 @@ from dictembed.io import with_umask
 from dictembed.loading import load_masked_lm_info
 from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
 from dictembed.objectives.mlm import mlm_head_module
+from dictembed.search_space import SearchSpace, saved_problem
 from dictembed.vocab import single_token_words
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,8 @@ class EntrySpace(nn.Module):
             tensors = load_file(str(folder / SPACE_TENSORS))
         except (OSError, SafetensorError) as err:
             raise DictEmbedError(f"{folder / 'tensors.safetensors'}: corrupt or truncated ({err})") from None
-        if problem := saved_problem(meta, words, tensors):
+        arrays = {name: (t.float() if t.dtype == torch.bfloat16 else t).numpy() for name, t in tensors.items()}
+        if problem := saved_problem(meta, words, arrays):
             raise DictEmbedError(f"{folder}: the saved entry space cannot be trusted: {problem}")
         try:
             if kind == "MLMHeadSpace":
@@ -153,21 +155,6 @@ class EntrySpace(nn.Module):
         except (DictEmbedError, KeyError, TypeError, ValueError, RuntimeError) as err:
             detail = " ".join(str(err).split()) or type(err).__name__
             raise DictEmbedError(f"{folder}: the saved entry space does not load ({detail})") from None
-
-
-def saved_problem(meta: dict, words: list, tensors: dict[str, torch.Tensor]) -> str | None:
-    """What makes a saved space untrustworthy, or None: words that are not non-empty strings, a matrix whose
-    dtype is not the one space.json records, NaN or infinite values (the space's class checks the shapes)."""
-    if not all(isinstance(word, str) and word.strip() for word in words):
-        return "space.json: every word must be a non-empty string"
-    matrix = tensors.get("matrix")
-    if matrix is not None:
-        recorded = meta.get("dtype")  # older saves record none: any float
-        expected = SAVE_DTYPES[recorded] if recorded is not None else matrix.dtype
-        if matrix.dtype != expected or not matrix.is_floating_point():
-            return f"tensors.safetensors holds a {matrix.dtype} matrix, space.json says {recorded or 'float'}"
-    bad = sorted(name for name, t in tensors.items() if t.is_floating_point() and not torch.isfinite(t).all())
-    return f"tensors.safetensors: {', '.join(bad)} holds NaN or infinite values" if bad else None
 
 
 class MLMHeadSpace(EntrySpace):
@@ -482,3 +469,14 @@ class DefinitionSpace(MatrixSpace):
             matrix = ica_transform(plain.matrix.double().numpy())
             return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
         return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts)
+
+
+def matrix_space(view: SearchSpace) -> MatrixSpace:
+    """The torch space of a `SearchSpace`'s arrays (copied into memory), for the model's own logits."""
+    matrix = np.array(view.matrix)
+    if view.type_name == "DefinitionSpace":
+        definitions = None if view.definitions is None else np.array(view.definitions)
+        return DefinitionSpace(
+            view.words, matrix, view.similarity, view.temperature, view.kind, view.counts, definitions
+        )
+    return WordEmbeddingSpace(view.words, matrix, view.similarity, view.temperature, view.kind)

@@ -281,24 +281,45 @@ def _read_unsized(path: Path, max_line: int | None) -> bytes:
     return buffer.getvalue()
 
 
+def unreadable(path: str | Path, error: OSError) -> DataFormatError:
+    """The one-line error for a file that cannot be read: missing, a folder, no permission..."""
+    if isinstance(error, FileNotFoundError):
+        reason = "not found"
+    elif isinstance(error, IsADirectoryError):
+        reason = "it is a folder"
+    else:
+        reason = (error.strerror or str(error)).lower()
+    return DataFormatError(path, f"cannot read file ({reason})")
+
+
+def check_readable(path: str | Path) -> None:
+    """Raise the error `read_bytes` would give for a file that cannot be read, without reading it: a plain file is
+    opened and closed, a pipe or FIFO is not opened (its bytes can be read only once)."""
+    path = Path(path)
+    try:
+        if is_regular_file(path):
+            with open(path, "rb"):
+                pass
+        elif path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        else:
+            os.stat(path)  # a missing file, or a folder on the way that cannot be entered
+    except OSError as error:
+        raise unreadable(path, error) from None
+
+
 def read_bytes(path: str | Path, max_line: int | None = None) -> bytes:
     """The bytes of a file, read once; a missing file, a folder or an unreadable file is a one-line
-    DataFormatError. A pipe, FIFO or device is read up to MAX_UNSIZED_BYTES; with `max_line`, a line longer
-    than that many bytes is a DataFormatError naming it."""
+    DataFormatError (`unreadable`). A pipe, FIFO or device is read up to MAX_UNSIZED_BYTES; with `max_line`, a
+    line longer than that many bytes is a DataFormatError naming it."""
     path = Path(path)
     try:
         raw = path.read_bytes() if is_regular_file(path) else _read_unsized(path, max_line)
-    except FileNotFoundError:
-        reason = "not found"
-    except IsADirectoryError:
-        reason = "it is a folder"
     except OSError as error:
-        reason = (error.strerror or str(error)).lower()
-    else:
-        if max_line is not None and (start := _long_line(raw, max_line)) is not None:
-            raise line_too_long(path, raw.count(b"\n", 0, start) + 1, max_line)
-        return raw
-    raise DataFormatError(path, f"cannot read file ({reason})")
+        raise unreadable(path, error) from None
+    if max_line is not None and (start := _long_line(raw, max_line)) is not None:
+        raise line_too_long(path, raw.count(b"\n", 0, start) + 1, max_line)
+    return raw
 
 
 def _decode_error(

@@ -124,6 +124,11 @@ def looks_local(name: str) -> bool:
     return "/" in name and Path(first).expanduser().is_dir()
 
 
+def may_be_hub_name(name: str) -> bool:
+    """Whether a name that is no folder here may name a Hugging Face Hub repo (`org/name`), not a mistyped path."""
+    return bool(HUB_ID.match(name)) and not looks_local(name)
+
+
 def hub_repo_root(snapshot: Path) -> Path:
     """The cache folder of a Hub repo (`models--org--name`) holding `snapshot`: its files link into the repo's
     `blobs/`, which belong to the same model."""
@@ -194,7 +199,7 @@ class ModelFolder:
             raise ModelLoadError(f"model {str(name_or_path)!r} is a file, not a model folder")
         if (prepared := local_folder(str(name_or_path))) is not None:
             return cls(prepared, name=str(name_or_path))
-        if not HUB_ID.match(str(name_or_path)) or looks_local(str(name_or_path)):
+        if not may_be_hub_name(str(name_or_path)):
             raise ModelLoadError(f"model folder {str(name_or_path)!r} not found")
         from huggingface_hub import snapshot_download
 

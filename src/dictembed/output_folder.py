@@ -1,16 +1,18 @@
 """The `--output` of a command, checked before any work: what the command may write over.
 
-A folder command (`train`, `head learn`, `export`) never deletes a non-empty folder that does not hold what it
-writes, even with `--overwrite`, and replaces one that does only with `--overwrite`. A file command (`encode`)
-replaces an existing file only with `--overwrite`. Torch-free.
+A folder command (`train`, `head learn`, `export`, `finetune stsb`) never deletes a non-empty folder that does not
+hold what it writes, even with `--overwrite`, and replaces one that does only with `--overwrite`. A file command
+(`encode`) replaces an existing file only with `--overwrite`. Torch-free: the command line checks its `--output`
+before it loads anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from dictembed.errors import DictEmbedError
+from dictembed.model_folder import read_record
 
 MODEL_FILES = ("config.json", "model.safetensors", "modules.json")  # any one of them makes a folder a model
 
@@ -20,6 +22,18 @@ def is_model_folder(path: Path) -> bool:
     return any((path / name).is_file() for name in MODEL_FILES)
 
 
+def holds_run(path: Path) -> bool:
+    """Whether `path` holds a model `train` wrote: a folder with a dictembed run record."""
+    return read_record(path).exists
+
+
+def check_not_a_file(output: str | Path) -> None:
+    """Refuse an `output` folder that is a file."""
+    path = Path(output)
+    if path.exists() and not path.is_dir():
+        raise DictEmbedError(f"--output {path} is a file; name a folder")
+
+
 def check_output_folder(
     output: str | Path, overwrite: bool, holds_ours: Callable[[Path], bool] = is_model_folder, what: str = "model"
 ) -> None:
@@ -27,14 +41,26 @@ def check_output_folder(
     recognise (never replaced, even with `overwrite`), or one that holds `what` unless `overwrite`. A missing or
     empty folder passes."""
     path = Path(output)
-    if path.exists() and not path.is_dir():
-        raise DictEmbedError(f"--output {path} is a file; name a folder")
+    check_not_a_file(path)
     if not path.is_dir() or not any(path.iterdir()):
         return
     if not holds_ours(path):
         raise DictEmbedError(f"--output {path} is a non-empty folder that holds no {what}; choose another")
     if not overwrite:
         raise DictEmbedError(f"--output {path} already holds a {what}; pass --overwrite to replace it")
+
+
+def check_run_output(output: str | Path, overwrite: bool) -> None:
+    """`check_output_folder` for `train`: what it replaces is a folder with a dictembed run record."""
+    check_output_folder(output, overwrite, holds_run, "dictembed model")
+
+
+def check_output_folders(output: str | Path, names: Iterable[str], overwrite: bool) -> None:
+    """`check_output_folder` for a command that writes a model folder per name inside `output` (`finetune stsb`:
+    one a seed): `output` is a folder or missing, and each of its folders `names` passes the check."""
+    check_not_a_file(output)
+    for name in names:
+        check_output_folder(Path(output) / name, overwrite)
 
 
 def check_output_file(output: str | Path, overwrite: bool) -> None:

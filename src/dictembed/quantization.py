@@ -1,8 +1,12 @@
-"""Output quantisation of sentence vectors (sentence-transformers' `quantize_embeddings`): its names, torch-free
-so that the command line offers them without loading a model. The weight quantisation of an ONNX export is
-another thing (`dictembed.backends.onnx.graph.WEIGHT_QUANTIZATIONS`)."""
+"""Quantisation names, torch-free so that the command line offers them without loading a model: the output
+quantisation of sentence vectors (sentence-transformers' `quantize_embeddings`), and the weight quantisation of
+an ONNX export (`WEIGHT_QUANTIZATIONS`, `dictembed.backends.onnx.graph`), another thing."""
 
 from typing import Literal, get_args
 
 Quantization = Literal["float32", "int8", "uint8", "binary", "ubinary"]  # `encode(quantize=...)`
 QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
+# per row, so a .npy of them is written chunk by chunk (`dictembed.streaming`); int8 and uint8 calibrate their ranges
+# over every row
+STREAMABLE: tuple[Quantization, ...] = ("float32", "binary", "ubinary")
+WEIGHT_QUANTIZATIONS = ("int8",)  # of an exported graph

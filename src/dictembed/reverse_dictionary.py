@@ -19,6 +19,7 @@ head) scores by the model's softmax probability instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -82,12 +83,20 @@ class QueryEncoder(Protocol):
 
 
 # numpy's BLAS and torch's OpenMP threads each want every core: while torch's threads spin after an encoder
-# pass, a multi-threaded BLAS call waits on them (a single search took 39 ms instead of 20 on 2 cores). The
-# search's numpy products are small and run on one thread.
+# pass, a multi-threaded BLAS call waits on them (a single search took 39 ms instead of 20 on 2 cores), so beside
+# a torch encoder the search's numpy products run on one thread. ONNX Runtime's threads sleep between runs
+# (`session_options`): beside it BLAS keeps every core (the coarse stage of a search 13.2 -> 9.6 ms on 2 cores).
 @functools.cache
 def _blas() -> ThreadpoolController:
     """The thread pools of the libraries loaded (found once: a scan takes about a millisecond)."""
     return ThreadpoolController()
+
+
+def search_threads(encoder: Any) -> contextlib.AbstractContextManager:
+    """The BLAS threads a search beside `encoder` may use: one beside a torch encoder, else all."""
+    if type(encoder).__module__.startswith("dictembed.backends.onnx"):
+        return contextlib.nullcontext()
+    return _blas().limit(limits=1, user_api="blas")
 
 
 log = logging.getLogger(__name__)
@@ -263,7 +272,9 @@ class ReverseDictionary:
         """The torch entry space whose logits are the model's own scores (made from the arrays on first use)."""
         with self._lock:
             if self._logit_space is None:
-                self._logit_space = cast(SearchSpace, self.space).to_entry_space().freeze()
+                from dictembed.entry_space import matrix_space
+
+                self._logit_space = matrix_space(cast(SearchSpace, self.space)).freeze()
             return self._logit_space
 
     def _pooled(self, texts: list[str], batch_size: int) -> Iterator[np.ndarray]:
@@ -563,7 +574,7 @@ class ReverseDictionary:
         allowed = self.groups.any(mask) if mask is not None else None
         reranks, depth = self.reranks, max(k, self.ranking.depth)
         out = []
-        with _blas().limit(limits=1, user_api="blas"):
+        with search_threads(self.encoder):
             for vector, (top, scores) in zip(
                 vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True
             ):
@@ -648,7 +659,7 @@ class ReverseDictionary:
         mask[index] = False
         group = int(self.word_index.group_of[index])
         vectors = self._entry_unit()
-        with _blas().limit(limits=1, user_api="blas"):
+        with search_threads(self.encoder):
             row = vectors @ vectors[group]
         if entry_mask is None:  # no pass over the groups: only the word's own group may drop out, if it is alone
             alone = len(self.groups.members(group)) == 1

@@ -3,13 +3,14 @@ spaces, the word-embedding fallback) memory-mapped from `entry_space/tensors.saf
 
 A search touches a few thousand rows of the matrix and of the definition vectors, so mapping them (rather than
 reading 270 MB) is what lets a one-query `predict` answer in about a second. `SearchSpace.of` views a space in
-memory the same way, and `to_entry_space` gives the torch `MatrixSpace` back for the model's own logits.
+memory the same way, and `entry_space.matrix_space` gives the torch `MatrixSpace` back for the model's own logits.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -21,10 +22,19 @@ from dictembed.errors import DictEmbedError
 from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
 
 if TYPE_CHECKING:
-    from dictembed.entry_space import EntrySpace, MatrixSpace
+    from dictembed.entry_space import MatrixSpace
 
 MATRIX_SPACES = ("DefinitionSpace", "WordEmbeddingSpace")  # the saved space types with an entry matrix
-DTYPES = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "I16": np.int16, "U8": np.uint8}
+DTYPES = {
+    "F16": np.float16,
+    "F32": np.float32,
+    "I64": np.int64,
+    "I32": np.int32,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+}
+SAVED_DTYPES = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}  # space.json's dtype names
 MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
 
 
@@ -128,8 +138,8 @@ class SearchSpace:
             type_name, words = meta["type"], meta["words"]
             if type_name not in MATRIX_SPACES:
                 raise ValueError(f"{type_name!r} is no matrix space")
-            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-                raise TypeError("words is no list of strings")
+            if not isinstance(words, list):
+                raise TypeError("words is no list")
         except (OSError, ValueError, TypeError, KeyError, RecursionError) as err:
             raise DictEmbedError(f"{meta_path}: corrupt entry space ({type(err).__name__}: {err})") from None
         tensors = mapped_tensors(space_dir / SPACE_TENSORS)
@@ -159,22 +169,31 @@ class SearchSpace:
         starts = np.cumsum(sizes) - sizes
         return np.repeat(first[entries] - starts, sizes) + np.arange(int(sizes.sum())), starts
 
-    def to_entry_space(self) -> EntrySpace:
-        """The torch space of these arrays (for the model's own logits)."""
-        from dictembed.entry_space import DefinitionSpace, WordEmbeddingSpace
 
-        matrix = np.array(self.matrix)
-        if self.type_name == "DefinitionSpace":
-            definitions = None if self.definitions is None else np.array(self.definitions)
-            return DefinitionSpace(
-                self.words, matrix, self.similarity, self.temperature, self.kind, self.counts, definitions
-            )
-        return WordEmbeddingSpace(self.words, matrix, self.similarity, self.temperature, self.kind)
+def saved_problem(
+    meta: dict[str, Any], words: list, tensors: dict[str, np.ndarray], finite: Collection[str] | None = None
+) -> str | None:
+    """What makes a saved space untrustworthy, or None: words that are not non-empty strings, a matrix whose dtype
+    is not the one space.json records, NaN or infinite values in the tensors `finite` names (default: every
+    floating one). `EntrySpace.load` and `SearchSpace.open` both ask it."""
+    if not all(isinstance(word, str) and word.strip() for word in words):
+        return "space.json: every word must be a non-empty string"
+    matrix = tensors.get("matrix")
+    if matrix is not None:
+        recorded = meta.get("dtype")  # older saves record none: any float
+        expected = SAVED_DTYPES.get(recorded, matrix.dtype) if recorded is not None else matrix.dtype
+        if matrix.dtype != expected or matrix.dtype.kind != "f":
+            return f"tensors.safetensors holds a {matrix.dtype} matrix, space.json says {recorded or 'float'}"
+    names = finite if finite is not None else [name for name, t in tensors.items() if t.dtype.kind == "f"]
+    bad = sorted(name for name in names if name in tensors and not np.isfinite(tensors[name]).all())
+    return f"tensors.safetensors: {', '.join(bad)} holds NaN or infinite values" if bad else None
 
 
-def _problem(meta: dict[str, Any], words: list[str], tensors: dict[str, np.ndarray]) -> str | None:
-    """What makes mapped tensors untrustworthy: a missing matrix, shapes that do not fit the words, a dtype other
-    than the one space.json records, NaN or infinite entry vectors."""
+def _problem(meta: dict[str, Any], words: list, tensors: dict[str, np.ndarray]) -> str | None:
+    """`saved_problem` (the matrix checked for NaN, the definition vectors read only row by row), a similarity
+    other than dot or cosine, and shapes that do not fit the words (the torch space classes check those)."""
+    if problem := saved_problem(meta, words, tensors, finite=("matrix",)):
+        return problem
     if meta.get("similarity", "dot") not in ("dot", "cosine"):
         return f"unknown entry similarity {meta.get('similarity')!r}"
     matrix = tensors.get("matrix")
@@ -182,11 +201,6 @@ def _problem(meta: dict[str, Any], words: list[str], tensors: dict[str, np.ndarr
         return "tensors.safetensors holds no entry matrix"
     if matrix.shape[0] != len(words):
         return f"{len(words)} entries but {matrix.shape[0]} vectors"
-    recorded = meta.get("dtype", "fp32")
-    if (recorded == "fp16") != (matrix.dtype == np.float16) or matrix.dtype == np.int64:
-        return f"tensors.safetensors holds a {matrix.dtype} matrix, space.json says {recorded}"
-    if not np.isfinite(matrix).all():
-        return "tensors.safetensors: matrix holds NaN or infinite values"
     counts, definitions = tensors.get("counts"), tensors.get("definitions")
     if counts is not None and (counts.shape != (len(words),) or (len(counts) and counts.min() < 1)):
         return f"{len(words)} entries need as many positive counts, got {counts.shape}"

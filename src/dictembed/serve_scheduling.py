@@ -13,10 +13,11 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from dictembed.encoder import Encoder
-from dictembed.reverse_dictionary import Result, ReverseDictionary
+from dictembed.backends.onnx import query
+from dictembed.errors import DictEmbedError
+from dictembed.reverse_dictionary import QueryEncoder, Result, ReverseDictionary
 from dictembed.search_options import DEFAULT_K, Filters
 
 T = TypeVar("T")
@@ -139,26 +140,37 @@ class QueryBatcher:
             p.future.set_result(results)
 
 
-class TokenCounter:
-    """Sentences' tokens as the encoder reads them (after its default prompt), counted on the model's thread:
-    that thread owns the tokenizer (a fast tokenizer refuses to serve two threads at once), and work beside the
-    model's own threads stalls them. `COUNT_STEP` sentences make a step, so that counting a bulk encode holds up
-    a search no longer than a step of encoding does."""
+@runtime_checkable
+class BulkEncoder(Protocol):
+    """What a bulk encode needs of the served encoder: `Encoder` (torch) and `OnnxQueryEncoder` are both one."""
 
-    def __init__(self, encoder: Encoder) -> None:
-        self.tokenizer = encoder.tokenizer
-        self.prompt = encoder.default_prompt or ""
-        self.window = encoder.max_length
+    max_length: int
+
+    def count_tokens(self, sentences: Sequence[str]) -> list[int]: ...
+
+    def encode(self, sentences: list[str], batch_size: int = 32, *, normalize_embeddings: bool = False) -> Any: ...
+
+
+def bulk_encoder(encoder: QueryEncoder | BulkEncoder) -> BulkEncoder:
+    """`encoder` as a `BulkEncoder`; an encoder that cannot count its tokens or encode is a `DictEmbedError`."""
+    if not isinstance(encoder, BulkEncoder):
+        raise DictEmbedError(f"{type(encoder).__name__} cannot count tokens and encode in bulk")
+    return encoder
+
+
+class TokenCounter:
+    """Sentences' tokens as the encoder reads them (after its default prompt, `count_tokens`), counted on the
+    model's thread: that thread owns the tokenizer (a fast tokenizer refuses to serve two threads at once), and
+    work beside the model's own threads stalls them. `COUNT_STEP` sentences make a step, so that counting a bulk
+    encode holds up a search no longer than a step of encoding does."""
+
+    def __init__(self, encoder: QueryEncoder | BulkEncoder) -> None:
+        self.encoder = bulk_encoder(encoder)
+        self.window = self.encoder.max_length
 
     def count(self, sentences: Sequence[str]) -> list[int]:
         """Each sentence's tokens, special ones included, before the cut at the model's `window`."""
-        if not sentences:
-            return []
-        texts = [self.prompt + s for s in sentences]
-        encoded = self.tokenizer(
-            texts, truncation=False, verbose=False, return_attention_mask=False, return_token_type_ids=False
-        )
-        return [len(ids) for ids in encoded["input_ids"]]
+        return self.encoder.count_tokens(list(sentences))
 
 
 def encode_chunks(tokens: Sequence[int], budget: int) -> list[list[int]]:
@@ -196,11 +208,14 @@ class _ThreadQuiet(logging.Filter):
 
 
 _ENCODER_QUIET = _ThreadQuiet()
-logging.getLogger(Encoder.__module__).addFilter(_ENCODER_QUIET)
+# the loggers of the encoders' warning about cut sentences: `Encoder`'s (named, so that torch is not imported) and
+# `OnnxQueryEncoder`'s
+for _name in ("dictembed.encoder", query.__name__):
+    logging.getLogger(_name).addFilter(_ENCODER_QUIET)
 
 
-def encode_step(encoder: Encoder, sentences: list[str], normalize: bool) -> Any:
+def encode_step(encoder: QueryEncoder | BulkEncoder, sentences: list[str], normalize: bool) -> Any:
     """One step of a bulk encode (on the model's thread): the vectors of `sentences`, with the encoder's warning
     about cut sentences held back (the request counts them once, for all its steps)."""
     with _ENCODER_QUIET.quiet():
-        return encoder.encode(sentences, normalize_embeddings=normalize)
+        return bulk_encoder(encoder).encode(sentences, normalize_embeddings=normalize)

@@ -51,12 +51,11 @@ from dictembed.io import (
     writing,
 )
 from dictembed.progress import disable
-from dictembed.quantization import Quantization
+from dictembed.quantization import STREAMABLE, Quantization
 
 log = logging.getLogger(__name__)
 
 PROGRESS_SUFFIX = ".progress.json"
-STREAMABLE: tuple[Quantization, ...] = ("float32", "binary", "ubinary")
 FORMAT = 1
 HEAD_BYTES = 1 << 16  # the input's first bytes hashed into its identity
 PROBES = ["a dog barks at the postman", "water that falls from the clouds", "x"]  # model_identity's sentences

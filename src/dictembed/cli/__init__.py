@@ -11,8 +11,12 @@ Layout: one module per command group (`train`, `encode`, `predict`, `evaluate`, 
 options, and the `run_*` handlers beside them; `options` holds the options several commands share, `report` the
 printing. Registration is lazy: `main` registers in full only the command its arguments name, and every other
 command by name and help alone, so `dictembed --help` and `--version` import neither torch nor transformers.
-For that reason the command modules import the torch-heavy parts of the package inside their `register`
-functions and handlers, the one deliberate place for function-local imports in the package.
+For that reason the command modules import the torch-heavy parts of the package inside their handlers (and
+`train`, whose options come from the recipes, inside its `register`), the one deliberate place for function-local
+imports in the package. Before a handler runs, its command's `check` (given to `options.add_command`) checks the
+arguments without importing torch: inputs that cannot be read, outputs that would be replaced, model paths that
+are not there, options that do not fit together are refused at once, before logging is set up (which imports
+transformers). `train`'s checks also run before its parser is built (`train.check_command_line`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import platform
 import sys
 from collections.abc import Iterable
@@ -44,6 +49,9 @@ stderr. Logging always goes to stderr.
 exit status: 0 success, 1 runtime error (one line `dictembed: error: ...` on stderr), 2 usage error,
 130 interrupted."""
 INTERRUPT_HINTS = {"train": " (train again with --resume to continue)", "encode": " (a .npy continues when run again)"}
+# `train`'s parser is generated from the recipes' options, which import torch: its checks run on the arguments
+# after the command's name before that parser is built.
+CHECKS_BEFORE_PARSING = {"train": train.check_command_line}
 
 
 def build_parser(full: Iterable[str] | None = None) -> argparse.ArgumentParser:
@@ -85,13 +93,18 @@ def named_command(argv: list[str]) -> str | None:
 
 
 def configure_logging(level: int) -> None:
-    """Logging on stderr at `level`; transformers' own messages and progress bars off."""
+    """Logging on stderr at `level`; transformers' own messages and progress bars off: through the environment
+    variables they read when imported, so that a command that never loads transformers does not import it."""
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger().setLevel(level)
-    from transformers.utils import logging as hf_logging
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    else:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def error_message(err: BaseException) -> str:
@@ -107,6 +120,12 @@ def error_message(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
+def runtime_error(err: BaseException) -> int:
+    """Print a runtime error as one line on stderr; its exit status, 1."""
+    print(f"dictembed: error: {error_message(err)}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 1 runtime error, 2 usage error, 130 interrupted)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -115,12 +134,19 @@ def main(argv: list[str] | None = None) -> int:
     if "--version" in top_level and "--json" in argv:  # argparse's own --version prints plain text
         print(json.dumps(versions()))
         return 0
+    if command in CHECKS_BEFORE_PARSING and not {"-h", "--help"} & set(argv):
+        try:
+            CHECKS_BEFORE_PARSING[command](argv[argv.index(command) + 1 :])
+        except (DictEmbedError, OSError) as err:
+            return runtime_error(err)
     try:
         args = build_parser(full=[command] if command else []).parse_args(argv)
     except SystemExit as stop:  # argparse: --help, --version and usage errors
         return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-    configure_logging(args.log_level)
     try:
+        if args.check is not None:  # before anything loads: the checks import no torch
+            args.check(args)
+        configure_logging(args.log_level)
         with bars_turned_off(args.log_level >= logging.WARNING):  # -q: no progress bars
             report = run_command(args)
     except UsageError as err:
@@ -131,15 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dictembed: interrupted{INTERRUPT_HINTS.get(args.command, '')}", file=sys.stderr)
         return 130
     except (DictEmbedError, OSError, UnicodeDecodeError) as err:
-        print(f"dictembed: error: {error_message(err)}", file=sys.stderr)
-        return 1
+        return runtime_error(err)
     except Exception as err:  # a library's own error for a failed write (safetensors'), else a bug: raised
         disk = as_os_error(err)
         if disk is None:
             raise
-        print(f"dictembed: error: {error_message(disk)}", file=sys.stderr)
-        return 1
-    from dictembed.devices import is_main_process
+        return runtime_error(disk)
+    from dictembed.device_choices import is_main_process
 
     if is_main_process():  # a distributed launch reports once
         emit(report, args.json)

@@ -13,9 +13,11 @@ from dictembed.cli.options import (
     add_encoding,
     add_model,
     add_wordnet_dir,
+    check_model,
     natural,
 )
 from dictembed.cli.report import Report
+from dictembed.model_folder import read_record
 
 COMMANDS = {"data": "dictionary data", "plot": "figures"}
 
@@ -24,7 +26,7 @@ def register(subparsers: Any) -> None:
     """`data` and `plot` with their tasks."""
     tasks = add_command_group(subparsers, "data", COMMANDS["data"])
     text = "words, definitions and lengths per split (DefSent Table 1)"
-    p, (shared, _) = add_command(tasks, "stats", run_stats, text)
+    p, (shared, _) = add_command(tasks, "stats", run_stats, text, check=check_stats)
     p.add_argument("--split-seed", type=natural, default=0, help="seed of the 8:1:1 split by headword")
     add_dictionary(shared, "wordnet", "comma list of dictionaries or files")
     add_encoding(shared, "utf-8", "encoding of the dictionary files")
@@ -33,10 +35,18 @@ def register(subparsers: Any) -> None:
 
     tasks = add_command_group(subparsers, "plot", COMMANDS["plot"])
     text = "2-D SVD / whitened PCA of entry spaces across PST steps"
-    p, (shared, output) = add_command(tasks, "entries", run_plot_entries, text)
+    p, (shared, output) = add_command(tasks, "entries", run_plot_entries, text, check=check_plot_entries)
     p.add_argument("--final-only", action="store_true", help="plot only the saved model, not every PST step")
     add_model(shared, required=True, help_text="saved model folder(s)", many=True)
     output.add_argument("--output", required=True, help="folder for the figures")
+
+
+def check_stats(args: argparse.Namespace) -> None:
+    """A --dictionary that cannot be read, a --model path that is not there: refused before anything loads."""
+    from dictembed.dictionary.load import check_sources
+
+    check_sources(args.dictionary)
+    check_model(args.model)
 
 
 def run_stats(args: argparse.Namespace) -> Report:
@@ -59,13 +69,18 @@ def step_folder(model: str | Path, path: str) -> Path:
     return beside if not Path(path).is_absolute() and beside.exists() else Path(path)
 
 
-def run_plot_entries(args: argparse.Namespace) -> Report:
+def check_plot_entries(args: argparse.Namespace) -> None:
+    """The plot extra installed, every --model a dictembed model folder: checked before anything loads."""
     from dictembed.extras import require
 
-    require("plot", "matplotlib.figure")  # before any work: a missing extra is a one-line hint
+    require("plot", "matplotlib.figure")  # a missing extra is a one-line hint
+    for model in args.model:
+        read_record(model, required=True)
+
+
+def run_plot_entries(args: argparse.Namespace) -> Report:
     from dictembed.entry_space import EntrySpace
     from dictembed.geometry import isotropy_metrics, plot_entry_spaces, plot_isotropy
-    from dictembed.model_folder import read_record
 
     paths: list[tuple[str, Path]] = []
     for model in args.model:

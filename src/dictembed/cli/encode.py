@@ -15,13 +15,14 @@ from dictembed.cli.options import (
     add_model,
     add_overwrite,
     array_path,
+    check_model,
     load_encoder,
     positive_int,
 )
 from dictembed.cli.report import Report, UsageError
-from dictembed.io import atomic_file, read_lines
+from dictembed.io import atomic_file, check_readable, read_lines
 from dictembed.output_folder import check_output_file, check_output_folder
-from dictembed.quantization import QUANTIZATIONS
+from dictembed.quantization import QUANTIZATIONS, STREAMABLE, WEIGHT_QUANTIZATIONS
 
 COMMANDS = {
     "encode": "encode one sentence per line to a .npy or .npz matrix",
@@ -54,9 +55,7 @@ def save_array(path: Path, array: Any) -> None:
 
 def register(subparsers: Any) -> None:
     """`encode` and `export`."""
-    from dictembed.backends.onnx.graph import WEIGHT_QUANTIZATIONS
-
-    p, (shared, output) = add_command(subparsers, "encode", run_encode, COMMANDS["encode"])
+    p, (shared, output) = add_command(subparsers, "encode", run_encode, COMMANDS["encode"], check=check_encode)
     p.add_argument("--input", required=True, help="text, one sentence per line (split on \\n only)")
     add_encoding(p, "utf-8", "encoding of --input")
     p.add_argument(
@@ -84,14 +83,22 @@ def register(subparsers: Any) -> None:
     output.add_argument("--output", type=array_path, required=True, help="the .npy or .npz file to write")
     add_overwrite(output, "replace an existing --output file")
 
-    p, (shared, output) = add_command(subparsers, "export", run_export, COMMANDS["export"])
+    p, (shared, output) = add_command(subparsers, "export", run_export, COMMANDS["export"], check=check_export)
     p.add_argument("--format", choices=["onnx"], default="onnx", help="export format")
     p.add_argument(
         "--quantize", choices=WEIGHT_QUANTIZATIONS, default=None, help="dynamic int8 quantisation (default: fp32)"
     )
     p.add_argument("--no-optimize", action="store_true", help="skip onnxruntime's attention/LayerNorm fusions")
+    p.add_argument(
+        "--keep-weights",
+        action="store_true",
+        help="keep the fp32 weights (model.safetensors) beside the graph, for Encoder.load and the torch backend "
+        "(default: left out; predict and serve run the graph without them)",
+    )
     add_model(shared)
-    output.add_argument("--output", required=True, help="folder to write (the model's save plus onnx/)")
+    output.add_argument(
+        "--output", required=True, help="folder to write (the model's save, its entry space and definitions, and onnx/)"
+    )
     add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")
 
 
@@ -126,15 +133,30 @@ def encode_streamed(args: argparse.Namespace) -> Report:
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
 
 
-def run_encode(args: argparse.Namespace) -> Report:
-    from dictembed.streaming import STREAMABLE
+def streamed(args: argparse.Namespace) -> bool:
+    """Whether `encode` writes its --output chunk by chunk (`dictembed.streaming`): a .npy of a per-row quantisation
+    (int8/uint8 calibrate over every row: encoded in memory)."""
+    return bool(args.output.suffix == ".npy" and (args.quantize or "float32") in STREAMABLE)
 
+
+def check_encode(args: argparse.Namespace) -> None:
+    """An --output that is the --input or would replace a file without --overwrite, an --input that cannot be read
+    (encoded in memory: read here, once, `args.sentences`), a --model path that is not there: refused before
+    anything loads."""
     if args.output.exists() and Path(args.input).exists() and args.output.samefile(args.input):
         raise UsageError(f"--output {args.output} is the --input file; name another file")
     check_output_file(args.output, args.overwrite)
-    if args.output.suffix == ".npy" and (args.quantize or "float32") in STREAMABLE:
-        return encode_streamed(args)  # int8/uint8 calibrate over every row: encoded in memory below
-    sentences = read_sentences(Path(args.input), args.encoding)
+    if streamed(args):
+        check_readable(args.input)  # read chunk by chunk once the model has loaded
+    else:
+        args.sentences = read_sentences(Path(args.input), args.encoding)
+    check_model(args.model)
+
+
+def run_encode(args: argparse.Namespace) -> Report:
+    if streamed(args):
+        return encode_streamed(args)
+    sentences = args.sentences  # read by check_encode
     encoder = load_encoder(args)
     quantize = args.quantize or "float32"
     with encoder.autocast():
@@ -160,15 +182,29 @@ def run_encode(args: argparse.Namespace) -> Report:
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
 
 
+def check_export(args: argparse.Namespace) -> None:
+    """An --output that would lose something (an export is a model folder: no other folder is replaced), a --model
+    path that is not there: refused before anything loads."""
+    check_output_folder(args.output, args.overwrite)
+    check_model(args.model)
+
+
 def run_export(args: argparse.Namespace) -> Report:
     from dictembed.backends.onnx.export import export
-    from dictembed.backends.onnx.runtime import exported_file
+    from dictembed.backends.onnx.session import exported_file
+    from dictembed.model_folder import WEIGHTS_FILE
     from dictembed.paths import default_model
 
     output = Path(args.output)
-    check_output_folder(output, args.overwrite)  # an export is a model folder: no other folder is replaced
-    path = export(args.model or default_model(), output, quantize=args.quantize, optimize=not args.no_optimize)
+    path = export(
+        args.model or default_model(),
+        output,
+        quantize=args.quantize,
+        optimize=not args.no_optimize,
+        keep_weights=args.keep_weights,
+    )
     file, manifest = exported_file(path)
     data = {"output": str(path), "format": args.format, **manifest, "file": file.relative_to(path).as_posix()}
+    data["weights"] = (path / WEIGHTS_FILE).is_file()
     size = file.stat().st_size / 1e6
     return Report(data, f"wrote {path} ({data['file']}, {size:.1f} MB, {args.quantize or 'fp32'})")

@@ -18,6 +18,7 @@ from dictembed.cli.options import (
     add_tasks,
     add_wordnet_dir,
     check_known,
+    check_model,
     load_encoder,
 )
 from dictembed.cli.report import Report, UsageError, table
@@ -29,20 +30,22 @@ def register(subparsers: Any) -> None:
     """`evaluate` and its tasks."""
     tasks = add_command_group(subparsers, "evaluate", COMMANDS["evaluate"])
 
-    p, (shared, _) = add_command(tasks, "sts", run_sts, "unsupervised STS12-16, STS-B, SICK-R")
+    p, (shared, _) = add_command(tasks, "sts", run_sts, "unsupervised STS12-16, STS-B, SICK-R", check=check_sts)
     add_tasks(p, "comma list, e.g. STS12,STSB (default: all seven)")
     p.add_argument("--aggregation", choices=["all", "mean", "wmean"], default="all", help="STS12-16 subsets")
     p.add_argument("--per-subset", action="store_true", help="also report every STS12-16 subset")
     p.add_argument("--whiten", action="store_true", help="BERT-whitening fitted on each task's sentences")
     add_encoder(shared)
 
-    p, (shared, _) = add_command(tasks, "senteval", run_senteval, "SentEval transfer tasks")
+    p, (shared, _) = add_command(tasks, "senteval", run_senteval, "SentEval transfer tasks", check=check_senteval)
     add_tasks(p, "comma list (default: all seven)")
     p.add_argument("--jobs", type=int, default=1, help="processes fitting the classifiers' folds (-1: all cores)")
     add_encoder(shared)
 
     text = "MRR and top-1/3/10 on held-out headwords"
-    p, (shared, _) = add_command(tasks, "reverse-dictionary", run_reverse_dictionary, text)
+    p, (shared, _) = add_command(
+        tasks, "reverse-dictionary", run_reverse_dictionary, text, check=check_reverse_dictionary
+    )
     p.add_argument("--split", choices=["train", "dev", "test"], default="test", help="which headwords")
     p.add_argument(
         "--queries",
@@ -73,7 +76,7 @@ def register(subparsers: Any) -> None:
     add_device(shared)
 
     text = "lexical substitution: LS07 (all) or the CoInCo trial split"
-    p, (shared, _) = add_command(tasks, "lexsub", run_lexsub, text)
+    p, (shared, _) = add_command(tasks, "lexsub", run_lexsub, text, check=check_lexsub)
     p.add_argument("--dataset", choices=["LS07", "CoInCo"], default="LS07", help="benchmark")
     p.add_argument(
         "--post", nargs="*", default=[], choices=["+emb", "+valid", "emb", "valid"], help="post-processing steps"
@@ -89,16 +92,39 @@ def register(subparsers: Any) -> None:
     add_limit(shared, "the first N instances")
     add_device(shared)
 
-    p, (shared, output) = add_command(tasks, "mteb", run_mteb, "MTEB tasks through the mteb package")
+    text = "MTEB tasks through the mteb package"
+    p, (shared, output) = add_command(tasks, "mteb", run_mteb, text, check=check_encoder)
     add_tasks(p, "comma list of MTEB task names, e.g. STSBenchmark", required=True)
     add_encoder(shared)
     output.add_argument("--output-folder", default=None, help="folder for mteb's result files (default: none written)")
 
 
-def run_sts(args: argparse.Namespace) -> Report:
-    from dictembed.evaluation.sts import STS_TASKS, evaluate_sts
+def check_encoder(args: argparse.Namespace) -> None:
+    """The --model of a command that loads an encoder, checked before anything loads."""
+    check_model(args.model)
 
-    check_known(args.tasks, STS_TASKS, "--tasks")
+
+def check_sts(args: argparse.Namespace) -> None:
+    """--tasks that are STS tasks, then the --model."""
+    if args.tasks:
+        from dictembed.evaluation.sts import STS_TASKS  # numpy and scipy, no torch
+
+        check_known(args.tasks, STS_TASKS, "--tasks")
+    check_model(args.model)
+
+
+def check_senteval(args: argparse.Namespace) -> None:
+    """--tasks that are SentEval tasks, then the --model."""
+    if args.tasks:
+        from dictembed.evaluation.senteval import SENTEVAL_TASKS  # numpy and scikit-learn, no torch
+
+        check_known(args.tasks, SENTEVAL_TASKS, "--tasks")
+    check_model(args.model)
+
+
+def run_sts(args: argparse.Namespace) -> Report:
+    from dictembed.evaluation.sts import evaluate_sts
+
     encoder = load_encoder(args)
     with encoder.autocast():
         result = evaluate_sts(
@@ -108,13 +134,28 @@ def run_sts(args: argparse.Namespace) -> Report:
 
 
 def run_senteval(args: argparse.Namespace) -> Report:
-    from dictembed.evaluation.senteval import SENTEVAL_TASKS, evaluate_senteval
+    from dictembed.evaluation.senteval import evaluate_senteval
 
-    check_known(args.tasks, SENTEVAL_TASKS, "--tasks")
     encoder = load_encoder(args)
     with encoder.autocast():
         result = evaluate_senteval(encoder, tasks=args.tasks, jobs=args.jobs)
     return Report(result, table(result, "SentEval transfer (accuracy %)"))
+
+
+def check_reverse_dictionary(args: argparse.Namespace) -> None:
+    """The leak-free evaluation's options that go together, then the --model, and the --queries and --dictionary
+    (their names, and their files readable)."""
+    from dictembed.dictionary.load import check_sources
+
+    if args.queries or args.leave_one_out or args.baseline:
+        if bool(args.queries) == bool(args.leave_one_out):
+            raise UsageError("give either --queries oxford|chang|FILE or --leave-one-out")
+        if args.tfidf_analyzer is not None and args.baseline != "tfidf":
+            raise UsageError("--tfidf-analyzer needs --baseline tfidf")
+    check_model(args.model)
+    for spec in (args.queries, args.dictionary):
+        if spec:
+            check_sources(spec)
 
 
 def run_reverse_dictionary(args: argparse.Namespace) -> Report:
@@ -139,10 +180,6 @@ def run_reverse_dictionary(args: argparse.Namespace) -> Report:
 def run_leak_free(args: argparse.Namespace) -> Report:
     from dictembed.evaluation.leak_free import evaluate_leak_free
 
-    if bool(args.queries) == bool(args.leave_one_out):
-        raise UsageError("give either --queries oxford|chang|FILE or --leave-one-out")
-    if args.tfidf_analyzer is not None and args.baseline != "tfidf":
-        raise UsageError("--tfidf-analyzer needs --baseline tfidf")
     result = evaluate_leak_free(
         args.model,
         queries=args.queries,
@@ -163,6 +200,12 @@ def run_leak_free(args: argparse.Namespace) -> Report:
         title = f"reverse dictionary, leave-one-out, on the {args.split} headwords"
     title += " (TF-IDF baseline)" if args.baseline == "tfidf" else ""
     return Report(result, table(result, title))
+
+
+def check_lexsub(args: argparse.Namespace) -> None:
+    """The --model and --validation-model, checked before anything loads."""
+    check_model(args.model)
+    check_model(args.validation_model)
 
 
 def run_lexsub(args: argparse.Namespace) -> Report:

@@ -12,12 +12,15 @@ from dictembed.cli.options import (
     add_device,
     add_limit,
     add_model,
+    add_overwrite,
+    check_model,
     fraction,
     list_of,
     natural,
     positive_int,
 )
 from dictembed.cli.report import Report, table
+from dictembed.output_folder import check_output_folders
 
 COMMANDS = {"finetune": "supervised fine-tuning"}
 
@@ -26,7 +29,7 @@ def register(subparsers: Any) -> None:
     """`finetune` and its tasks."""
     tasks = add_command_group(subparsers, "finetune", COMMANDS["finetune"])
     text = "siamese cosine regression on STS-B train, test Spearman mean ± sd"
-    p, (shared, output) = add_command(tasks, "stsb", run_stsb, text)
+    p, (shared, output) = add_command(tasks, "stsb", run_stsb, text, check=check_stsb)
     p.add_argument("--ratio", type=fraction, default=1.0, help="fraction of STS-B train: 1.0, 0.5, 0.2")
     p.add_argument(
         "--seeds", type=list_of(natural), default="0", metavar="SEED,...", help="comma list of seeds, each trained"
@@ -40,6 +43,22 @@ def register(subparsers: Any) -> None:
     output.add_argument(
         "--output", default=None, help="keep the fine-tuned models here, one folder a seed (default: none)"
     )
+    add_overwrite(
+        output, "write over the models already in --output's seed folders (a folder holding anything else: never)"
+    )
+
+
+def seed_folders(seeds: list[int]) -> list[str]:
+    """The folders inside --output that the seeds' models are saved to (`finetune_stsb_seeds`' seedN)."""
+    return [f"seed{seed}" for seed in seeds]
+
+
+def check_stsb(args: argparse.Namespace) -> None:
+    """An --output whose seed folders would lose something (`check_output_folders`), a --model path that is not
+    there: refused before anything loads."""
+    if args.output is not None:
+        check_output_folders(args.output, seed_folders(args.seeds), args.overwrite)
+    check_model(args.model)
 
 
 def run_stsb(args: argparse.Namespace) -> Report:

@@ -15,11 +15,13 @@ from dictembed.cli.options import (
     add_model,
     add_overwrite,
     add_wordnet_dir,
+    check_model,
     natural,
     positive_float,
     positive_int,
 )
 from dictembed.cli.report import Report
+from dictembed.output_folder import check_output_folder
 
 COMMANDS = {"head": "MLM heads for models that ship none (learned over the frozen encoder)"}
 
@@ -28,7 +30,7 @@ def register(subparsers: Any) -> None:
     """`head` and its task `learn`."""
     tasks = add_command_group(subparsers, "head", COMMANDS["head"])
     help_text = "learn an MLM head over the frozen encoder and write the model folder as a masked-LM checkpoint"
-    p, (shared, _) = add_command(tasks, "learn", run_learn, help_text)
+    p, (shared, _) = add_command(tasks, "learn", run_learn, help_text, check=check_learn)
     add_model(shared)
     shared.add_argument("--output", required=True, help="the folder to write (a copy of the model's, with the head)")
     add_overwrite(shared, "replace a model already in --output (a folder holding anything else is never replaced)")
@@ -43,6 +45,16 @@ def register(subparsers: Any) -> None:
     shared.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUTPUT-runs/head")
 
 
+def check_learn(args: argparse.Namespace) -> None:
+    """An --output that would lose something (the head's folder is a model folder), a --model path that is not
+    there, a --dictionary that cannot be read: refused before anything loads."""
+    from dictembed.dictionary.load import check_sources
+
+    check_output_folder(args.output, args.overwrite)
+    check_model(args.model)
+    check_sources(args.dictionary)
+
+
 def run_learn(args: argparse.Namespace) -> Report:
     from dictembed.dictionary import load_dictionary
     from dictembed.learned_head import (
@@ -52,11 +64,9 @@ def run_learn(args: argparse.Namespace) -> Report:
         learn_head,
         write_masked_lm,
     )
-    from dictembed.output_folder import check_output_folder
     from dictembed.paths import default_model
 
     model = args.model or str(default_model())
-    check_output_folder(args.output, args.overwrite)  # the head's folder is a model folder
     check_backbone(model)
     dictionary = load_dictionary(args.dictionary, wordnet_dir=args.wordnet_dir)
     train, heldout = head_texts(dictionary, args.limit, args.heldout, seed=args.seed)

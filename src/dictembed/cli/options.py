@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dictembed.cli.report import Handler, UsageError
+from dictembed.cli.report import Check, Handler, UsageError
+from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, PRECISION_HELP
 from dictembed.io import text_encoding
+from dictembed.model_folder import ModelFolder, may_be_hub_name
 from dictembed.search_options import DEFAULT_K, DEFINITION_WEIGHT, FREQUENCY_WEIGHT, POS_TAGS, WORD_COUNTS, Ranking
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
@@ -122,12 +124,18 @@ def add_output_options(group: Group, suppress: bool) -> None:
 
 
 def add_command(
-    subparsers: Any, name: str, func: Handler, help_text: str, groups: Sequence[str] = ("shared options",)
+    subparsers: Any,
+    name: str,
+    func: Handler,
+    help_text: str,
+    groups: Sequence[str] = ("shared options",),
+    check: Check | None = None,
 ) -> tuple[argparse.ArgumentParser, list[Any]]:
     """A subcommand with defaults shown in its help: the parser (its own options go in its "options"), one
-    argument group per title of `groups`, then "output options" with -v, -q and --json (returned last)."""
+    argument group per title of `groups`, then "output options" with -v, -q and --json (returned last). `check`
+    checks the arguments before anything loads (`Check`)."""
     parser = subparsers.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
-    parser.set_defaults(func=func, parser=parser)
+    parser.set_defaults(func=func, parser=parser, check=check)
     made = [parser.add_argument_group(title) for title in groups]
     output = parser.add_argument_group("output options")
     add_output_options(output, suppress=True)
@@ -149,10 +157,20 @@ def add_model(group: Group, required: bool = False, help_text: str | None = None
     group.add_argument("--model", required=required, default=None, nargs="+" if many else None, help=help_text)
 
 
+def check_model(name: str | None) -> None:
+    """Refuse a --model that can name no model: a file, or a path that is not there and cannot be a Hub id or an
+    offline model's name (`/data/no-such-model`, `models/tinyy` beside a folder `models/`), with the one-line
+    error of `ModelFolder.open`. A folder or a Hub id passes: what it holds is checked when it loads."""
+    if name is None:
+        return
+    path = Path(name).expanduser()
+    if path.is_dir() or (not path.exists() and may_be_hub_name(name)):
+        return
+    ModelFolder.open(name)
+
+
 def add_device(group: Group) -> None:
     """--device and --precision (the compute dtype) of a command that loads a model."""
-    from dictembed.devices import COMPUTE_PRECISIONS, DEVICE_HELP, PRECISION_HELP
-
     group.add_argument("--device", default="auto", help=DEVICE_HELP)
     group.add_argument("--precision", choices=COMPUTE_PRECISIONS, default="auto", help=PRECISION_HELP)
 

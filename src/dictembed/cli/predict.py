@@ -17,13 +17,14 @@ from dictembed.cli.options import (
     add_ranking,
     add_top_k,
     add_words,
+    check_model,
     port,
     positive_int,
     ranking_of,
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
-from dictembed.search_options import SCRIPTS, SEARCH_MODES, length_bounds
+from dictembed.search_options import SCRIPTS, SEARCH_MODES, Filters, length_bounds
 
 COMMANDS = {
     "predict": "reverse dictionary: the words for a definition (or a file of them)",
@@ -33,7 +34,7 @@ COMMANDS = {
 
 def register(subparsers: Any) -> None:
     """`predict` and `serve`."""
-    p, (shared, _) = add_command(subparsers, "predict", run_predict, COMMANDS["predict"])
+    p, (shared, _) = add_command(subparsers, "predict", run_predict, COMMANDS["predict"], check=check_predict)
     p.add_argument("definition", nargs="?", default=None, help="the definition to look up (or --input)")
     p.add_argument(
         "--input",
@@ -90,7 +91,7 @@ def register(subparsers: Any) -> None:
     add_model(shared, required=True)
     add_device(shared)
 
-    p, (shared, _) = add_command(subparsers, "serve", run_serve, COMMANDS["serve"])
+    p, (shared, _) = add_command(subparsers, "serve", run_serve, COMMANDS["serve"], check=check_served)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=port, default=8000, help="port to listen on")
     add_ranking(p)
@@ -132,15 +133,23 @@ def results_table(results: list[Any], entry: str | None = None) -> str:
     return "\n".join(lines) or "  (no results)"
 
 
-def run_predict(args: argparse.Namespace) -> Report:
-    from dictembed.reverse_dictionary import ReverseDictionary
-    from dictembed.search_options import Filters
+def check_served(args: argparse.Namespace) -> None:
+    """The --model and --dictionary of `predict` and `serve`, checked before anything loads."""
+    from dictembed.dictionary.load import check_sources
 
+    check_model(args.model)
+    if args.dictionary is not None:
+        check_sources(args.dictionary)
+
+
+def check_predict(args: argparse.Namespace) -> None:
+    """One definition or --input, filters that fit together (`args.filters`), the queries (`args.queries`: --input
+    read here, once), then the --model and --dictionary (`check_served`)."""
     if (args.definition is None) == (args.input is None):
         raise UsageError("give either one definition or --input FILE")
     try:
         low, high = length_bounds(args.length, args.min_length, args.max_length)
-        filters = Filters(args.pos, args.pattern, args.words, low, high, args.initial, args.pinyin, args.script)
+        args.filters = Filters(args.pos, args.pattern, args.words, low, high, args.initial, args.pinyin, args.script)
     except DictEmbedError as err:
         raise UsageError(
             f"--pos/--pattern/--words/--length/--min-length/--max-length/--initial/--pinyin/--script: {err}"
@@ -148,6 +157,14 @@ def run_predict(args: argparse.Namespace) -> Report:
     queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
     if not queries:
         raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
+    args.queries = queries
+    check_served(args)
+
+
+def run_predict(args: argparse.Namespace) -> Report:
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    queries, filters = args.queries, args.filters  # read and checked by check_predict
     rd = ReverseDictionary.load(args.model, args.device, args.precision, ranking_of(args), dictionary=args.dictionary)
     entries = [rd.similar_entry(q, args.mode) for q in queries]
     descriptions = [q for q, e in zip(queries, entries, strict=True) if e is None]

@@ -21,6 +21,10 @@ class Report:
 
 
 Handler = Callable[[argparse.Namespace], Report]
+# A command's checks of its arguments, run before logging is set up and before its handler: they import nothing
+# that imports torch, so a bad argument (a missing input, an existing output, a model path that is not there) is
+# one line at once, not after the model has loaded. A check may hand what it read on to the handler in `args`.
+Check = Callable[[argparse.Namespace], None]
 
 
 class UsageError(Exception):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import Field, fields
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from dictembed.cli.options import (
     add_command,
     add_overwrite,
+    check_model,
     list_of,
     natural,
     non_negative_float,
@@ -17,6 +19,8 @@ from dictembed.cli.options import (
     positive_int,
 )
 from dictembed.cli.report import Report, UsageError, table
+from dictembed.model_folder import read_record
+from dictembed.output_folder import check_run_output
 
 log = logging.getLogger("dictembed")
 
@@ -90,7 +94,7 @@ def register(subparsers: Any) -> None:
 
     own = method_options()
     groups = ["shared options", *(f"{method} options" for method in own)]
-    p, (shared, *by_method, output) = add_command(subparsers, "train", run, COMMANDS["train"], groups)
+    p, (shared, *by_method, output) = add_command(subparsers, "train", run, COMMANDS["train"], groups, check_train)
     p.add_argument("--method", choices=presets.METHODS, default=None, help="training method (default: defsent-plus)")
     p.add_argument(
         "--preset",
@@ -121,8 +125,43 @@ def register(subparsers: Any) -> None:
     add_overwrite(output, "replace a model already in --output")
 
 
+def check_train(args: argparse.Namespace) -> None:
+    """What `train` checks before the training code loads: a --config that is not there, an --output that would
+    lose something (`check_run_output`), a --model path that is not there, a --dictionary that cannot be read."""
+    from dictembed.dictionary.load import check_sources
+
+    if args.config and not Path(args.config).exists():
+        read_record(Path(args.config), required=True)  # the error of a missing saved configuration
+    if args.output is not None:
+        check_run_output(args.output, args.overwrite)
+    check_model(args.model)
+    if args.dictionary is not None:
+        check_sources(args.dictionary, args.columns)
+
+
+class LenientParser(argparse.ArgumentParser):
+    """A parser that raises ArgumentError where argparse would print its usage and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise argparse.ArgumentError(None, message)
+
+
+def check_command_line(argv: list[str]) -> None:
+    """`check_train` on the arguments after `train`, read before its parser is built (the recipes' options it is
+    generated from import torch): only the options the checks read, spelled in full; arguments this reading cannot
+    make sense of are left to the parser, which reports them."""
+    parser = LenientParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    for name in ("--output", "--config", "--model", "--dictionary", "--columns"):
+        parser.add_argument(name)
+    parser.add_argument("--overwrite", action="store_true")
+    try:
+        args, _ = parser.parse_known_args(argv)
+    except argparse.ArgumentError:
+        return
+    check_train(args)
+
+
 def run(args: argparse.Namespace) -> Report:
-    from dictembed.model_folder import read_record
     from dictembed.recipes import presets
     from dictembed.recipes.resolve import ConfigError, record_config, resolve_train_config
     from dictembed.recipes.run import train

@@ -18,6 +18,7 @@ from dictembed.dictionary.sources import (
 )
 from dictembed.dictionary.sources.table import COLUMN_NAMES, FORMATS, parse_columns, read_table, table_dictionary
 from dictembed.errors import DictEmbedError
+from dictembed.io import check_readable
 
 SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
     "wordnet": lambda wordnet_dir: load_wordnet(wordnet_dir),
@@ -47,16 +48,40 @@ def load_source(
 ) -> Dictionary:
     """One source: a known name (see SOURCES) or the path of a .tsv/.csv/.jsonl table read as `encoding`
     (the named sources have their own, known encodings); `columns`: see `load_user_table`."""
-    name = item.strip().lower()
-    if name in SOURCES:
-        return SOURCES[name](wordnet_dir)
+    path = source_file(item, columns)
+    if path is None:
+        return SOURCES[item.strip().lower()](wordnet_dir)
+    return load_user_table(path, encoding, columns)
+
+
+def source_file(item: str, columns: str | None = None) -> Path | None:
+    """The table file a source names, None for a known name (see SOURCES); anything else is a one-line error.
+    A .tsv/.csv/.jsonl path is a table, and with `columns` a .txt path too (see `load_user_table`)."""
+    if item.strip().lower() in SOURCES:
+        return None
     path = Path(item.strip()).expanduser()
     if path.suffix.lower() in FORMATS or columns and path.suffix.lower() == ".txt":
-        return load_user_table(path, encoding, columns)
+        return path
     raise DictEmbedError(
         f"unknown dictionary {item.strip()!r}: use one of {', '.join(SOURCES)} "
         f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(COLUMN_NAMES)}"
     )
+
+
+def source_items(spec: str) -> list[str]:
+    """The sources of a comma list; none is a one-line error."""
+    items = [item for item in spec.split(",") if item.strip()]
+    if not items:
+        raise DictEmbedError(f"no dictionary named in {spec!r}: use one or more of {', '.join(SOURCES)}")
+    return items
+
+
+def check_sources(spec: str, columns: str | None = None) -> None:
+    """The errors `load_dictionary(spec)` gives for its names and files, without loading anything: no source, an
+    unknown name, a table file that cannot be read (a command checks its dictionary before it loads a model)."""
+    for item in source_items(spec):
+        if (path := source_file(item, columns)) is not None:
+            check_readable(path)
 
 
 def load_dictionary(
@@ -69,10 +94,7 @@ def load_dictionary(
     (the command line's --encoding), bytes that do not decode raising DataFormatError with the file,
     line and byte; `columns` (the command line's --columns) names the columns of headerless table files.
     """
-    items = [item for item in spec.split(",") if item.strip()]
-    if not items:
-        raise DictEmbedError(f"no dictionary named in {spec!r}: use one or more of {', '.join(SOURCES)}")
-    dictionaries = [load_source(item, wordnet_dir, encoding, columns) for item in items]
+    dictionaries = [load_source(item, wordnet_dir, encoding, columns) for item in source_items(spec)]
     if len(dictionaries) == 1:
         return dictionaries[0]
     merged, _ = merge_dictionaries(dictionaries)

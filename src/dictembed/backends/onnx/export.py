@@ -1,15 +1,19 @@
 """`dictembed export --format onnx`: a model folder that runs its backbone with ONNX Runtime.
 
 An exported folder is the encoder's ordinary save (a sentence-transformers folder with the tokenizer, Pooling,
-Normalize and `dictembed.json`; safetensors weights, so `SentenceTransformer(folder)` and
-`Encoder.load(folder, backend="torch")` still load it) plus `onnx/`: the graph (`graph.py`) and `onnx/export.json`,
-the manifest that marks the folder as exported (`Encoder.load(folder)` then runs the graph, `runtime.py`).
+Normalize and `dictembed.json`) plus `onnx/`: the graph (`graph.py`) and `onnx/export.json`, the manifest that
+marks the folder as exported. The source folder's entry space, definitions and search index are copied in, so
+`predict` and `serve` use the export alone. The fp32 weights (`model.safetensors`) are left out unless asked
+(`keep_weights`): `OnnxQueryEncoder` (`query.py`) runs the folder without them; with them, `Encoder.load(folder)`
+runs the graph too (`runtime.py`), `Encoder.load(folder, backend="torch")` the weights, and `SentenceTransformer`
+loads it with either backend.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -21,45 +25,63 @@ import torch
 from dictembed.backends.onnx.graph import (
     FP32_FILE,
     INT8_FILE,
-    WEIGHT_QUANTIZATIONS,
     QuantizeSettings,
     export_backbone,
     optimize_graph,
     quantize_int8,
 )
+from dictembed.backends.onnx.query import OnnxQueryEncoder
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.io import replace_dir
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST
+from dictembed.model_folder import DEFINITIONS_FILE, ONNX_DIR, ONNX_MANIFEST, SEARCH_DIR, SPACE_DIR, ModelFolder
+from dictembed.quantization import WEIGHT_QUANTIZATIONS
 from dictembed.record import RunRecord
+from dictembed.search_index import write_search_index
+
+log = logging.getLogger(__name__)
 
 
-def exported_record(record: RunRecord) -> RunRecord | None:
+def exported_record(record: RunRecord, keeps_space: bool = False) -> RunRecord | None:
     """The record an export carries: its source model's run (method, configuration, training figures) without
-    what describes the source folder alone: its dev figures and selection (of the torch weights) and its entry
-    space (not copied into the export). None for a source without a record."""
+    what describes the source's torch weights alone (its dev figures and selection); its entry space when the
+    export `keeps_space` (a copy of the source's), else not. None for a source without a record."""
     if not record.exists:
         return None
     exported = copy.deepcopy(record)
-    exported.dev, exported.selection, exported.entry_space = {}, {}, None
+    exported.dev, exported.selection = {}, {}
+    if not keeps_space:
+        exported.entry_space = None
     return exported
 
 
+COPIED = (SPACE_DIR, DEFINITIONS_FILE, SEARCH_DIR)  # what a search reads besides the encoder, copied when present
+
+
 def export(
-    model: str | Path | Any,
+    model: str | Path | ModelFolder | Any,
     output: str | Path,
     quantize: str | None = None,
     optimize: bool = True,
     settings: QuantizeSettings | None = None,
+    keep_weights: bool = False,
 ) -> Path:
     """Write `output`: the encoder's own save plus `onnx/` (the fp32 graph, or with `quantize="int8"` the int8
-    one) and its manifest. `model` is a hub name, a folder or a loaded `Encoder`."""
+    one) and its manifest, and the source folder's `COPIED` files (copies, never links). `model` is a hub name, a
+    folder or a loaded `Encoder` (which has no folder: only the encoder is written). The fp32 weights are left out
+    unless `keep_weights`, or unless `OnnxQueryEncoder` cannot run the export (then `Encoder.load` needs them)."""
     require("onnx")
     require("onnx", "onnx")
     if quantize is not None and quantize not in WEIGHT_QUANTIZATIONS:
         raise DictEmbedError(f"unknown quantization {quantize!r}; choose from {', '.join(WEIGHT_QUANTIZATIONS)}")
-    encoder = model if isinstance(model, Encoder) else Encoder.load(model, device="cpu", backend="torch")
+    copied: dict[str, Path] = {}  # name in the export -> the source folder's file or folder
+    if isinstance(model, Encoder):
+        encoder = model
+    else:
+        source = ModelFolder.open(model)
+        encoder = Encoder.load(source, device="cpu", backend="torch")
+        copied = {name: source.file(name) for name in COPIED if source.file(name).exists()}
     if encoder.onnx is not None:
         raise DictEmbedError(
             "the model is already an ONNX export; export its source model (or load it with backend='torch')"
@@ -70,7 +92,14 @@ def export(
     staging = output.with_name(output.name + ".export")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        encoder.save(staging, exported_record(encoder.record), name=output.name)
+        encoder.save(staging, exported_record(encoder.record, SPACE_DIR in copied), name=output.name)
+        for name, path in copied.items():
+            copy_in(path, staging / name)
+        if SPACE_DIR in copied and SEARCH_DIR not in copied:  # a source saved before folders kept their index
+            from dictembed.dictionary import load_dictionary
+
+            own = load_dictionary(str(staging / DEFINITIONS_FILE)) if DEFINITIONS_FILE in copied else None
+            write_search_index(staging, own)
         folder = staging / ONNX_DIR
         folder.mkdir()
         with tempfile.TemporaryDirectory() as scratch:
@@ -94,8 +123,29 @@ def export(
             "torch": torch.__version__,
         }
         (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if not keep_weights:
+            drop_weights(staging)
         replace_dir(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return output
+
+
+def copy_in(source: Path, target: Path) -> None:
+    """Copy a file or a folder's files (the content of any link, never the link)."""
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=False)
+    else:
+        shutil.copyfile(source, target)
+
+
+def drop_weights(folder: Path) -> None:
+    """Remove the fp32 backbone weights of an export (`model.safetensors`, or its shards and their index), unless
+    `OnnxQueryEncoder` cannot run the folder: then they stay, logged with the reason."""
+    reason = OnnxQueryEncoder.unsupported(folder)
+    if reason is not None:
+        log.warning("the fp32 weights stay in the export, for Encoder.load: %s", reason)
+        return
+    for path in [*folder.glob("*.safetensors"), *folder.glob("*.safetensors.index.json")]:
+        path.unlink()

@@ -6,9 +6,12 @@ activations quantised per batch at run time). Works on any object with `backbone
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,6 @@ from dictembed.extras import require
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_qint8.onnx"
-WEIGHT_QUANTIZATIONS = ("int8",)  # of the exported graph (output quantisation: dictembed.quantization)
 # model types onnxruntime's transformer optimizer knows how to fuse (attention, LayerNorm, GELU)
 OPTIMIZABLE = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "mpnet": "bert", "distilbert": "bert"}
 
@@ -114,17 +116,33 @@ def quantize_int8(source: Path, target: Path, settings: QuantizeSettings | None 
         layers = sorted({int(p) for n in graph.node for p in _layer_of(n.name)})
         last = set(layers[-settings.exclude_last_layers :])
         exclude = [n.name for n in graph.node if any(int(p) in last for p in _layer_of(n.name))]
-    quantization.quantize_dynamic(
-        str(source),
-        str(target),
-        op_types_to_quantize=list(settings.op_types),
-        per_channel=settings.per_channel,
-        reduce_range=settings.reduce_range,
-        weight_type=getattr(quantization.QuantType, settings.weight_type),
-        nodes_to_exclude=exclude or None,
-        # the fused graph's contrib ops (Attention, SkipLayerNormalization) defeat ONNX shape inference
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    with quiet_root_info():  # the quantiser logs a line per tensor to the root logger
+        quantization.quantize_dynamic(
+            str(source),
+            str(target),
+            op_types_to_quantize=list(settings.op_types),
+            per_channel=settings.per_channel,
+            reduce_range=settings.reduce_range,
+            weight_type=getattr(quantization.QuantType, settings.weight_type),
+            nodes_to_exclude=exclude or None,
+            # the fused graph's contrib ops (Attention, SkipLayerNormalization) defeat ONNX shape inference
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+
+
+@contextlib.contextmanager
+def quiet_root_info() -> Iterator[None]:
+    """Drop the INFO and DEBUG records logged straight to the root logger while inside."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or record.name != "root"
+
+    root = logging.getLogger()
+    root.addFilter(keep)
+    try:
+        yield
+    finally:
+        root.removeFilter(keep)
 
 
 def _layer_of(name: str) -> list[str]:

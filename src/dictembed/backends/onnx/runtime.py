@@ -9,12 +9,9 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,40 +20,13 @@ import numpy as np
 import torch
 
 from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph
-from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.backends.onnx.session import exported_file, open_session, ordered_map, physical_cores
+from dictembed.backends.onnx.session import session_options as session_options  # benchmarks/onnx_int8.py's import
+from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, is_exported
+from dictembed.model_folder import is_exported
 
 log = logging.getLogger(__name__)
-
-
-def physical_cores() -> int:
-    """The physical cores this process may use: its CPUs divided by the hyper-threads per core, at least 1."""
-    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        siblings = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").read_text().strip()
-    except OSError:
-        return logical
-    per_core = 0
-    for part in siblings.split(","):
-        low, _, high = part.partition("-")
-        per_core += int(high or low) - int(low) + 1
-    return max(1, logical // max(1, per_core))
-
-
-def session_options(threads: int) -> Any:
-    """ORT session options: every graph optimisation, `threads` intra-op threads, idle threads asleep."""
-    ort = require("onnx", "onnxruntime")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
-    # Idle threads sleep instead of spinning between runs: +6 % int8 sentences/s on 2 cores (each batch's
-    # tokenisation and pooling run on the Python thread in between), and no CPU burnt while idle.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
 
 
 class OnnxBackbone:
@@ -75,22 +45,10 @@ class OnnxBackbone:
         self.threads = threads or physical_cores()
         self.manifest: dict[str, Any] = dict(manifest or {})
         self.path = Path(path)
-        if not self.path.is_file():
-            raise ModelLoadError(f"ONNX model file {self.path} is missing")
-        self.session = self._session(self.threads)
-        self.single = self.session if self.threads == 1 else self._session(1)
+        self.session = open_session(self.path, self.threads)
+        self.single = self.session if self.threads == 1 else open_session(self.path, 1)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self._local = threading.local()
-
-    def _session(self, threads: int) -> Any:
-        ort = require("onnx", "onnxruntime")
-        try:
-            return ort.InferenceSession(
-                str(self.path), sess_options=session_options(threads), providers=["CPUExecutionProvider"]
-            )
-        except Exception as err:  # onnxruntime raises its own exception types (Fail, InvalidProtobuf, ...)
-            detail = " ".join(str(err).split())[:200] or type(err).__name__
-            raise ModelLoadError(f"ONNX model file {self.path} is corrupt or unreadable ({detail})") from None
 
     @property
     def identity(self) -> str:
@@ -127,17 +85,7 @@ class OnnxBackbone:
                 stack.enter_context(self.one_thread())
                 return forward(batch)
 
-        pool = ThreadPoolExecutor(threads, thread_name_prefix="dictembed-encode")
-        try:
-            pending: deque[Future] = deque()
-            for batch in batches:
-                if len(pending) >= 2 * threads:
-                    yield pending.popleft().result()
-                pending.append(pool.submit(run, batch))
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        return ordered_map(run, batches, threads)
 
     def __call__(
         self, output_hidden_states: bool = False, return_dict: bool = True, **batch: torch.Tensor
@@ -176,16 +124,3 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
             manifest["optimized"] = optimize_graph(raw, path, encoder.backbone.config)
             encoder.onnx = OnnxBackbone(path, threads, manifest)  # the session holds the graph in memory
     return encoder.eval()
-
-
-def exported_file(folder: Path) -> tuple[Path, dict[str, Any]]:
-    """The ONNX file an export's manifest names, and the manifest."""
-    manifest_path = folder / ONNX_DIR / ONNX_MANIFEST
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        file = str(manifest["file"])
-    except (OSError, ValueError, TypeError, KeyError) as err:
-        raise ModelLoadError(f"{manifest_path} is corrupt ({type(err).__name__}: {err})") from None
-    if Path(file).name != file or file in ("", ".", ".."):
-        raise ModelLoadError(f"{manifest_path}: file {file!r} is not a file name in the onnx folder")
-    return folder / ONNX_DIR / file, manifest

@@ -1,0 +1,462 @@
+"""`OnnxQueryEncoder`: an exported model folder run with ONNX Runtime and the `tokenizers` library alone, for what
+answers queries (`predict`, `serve`): it imports no torch, transformers or sentence-transformers (8-15 s to import),
+so it opens in a fraction of a second.
+
+It reads the sentence-transformers layout the export wrote (modules.json, the Pooling module's config, Normalize,
+the prompts of config_sentence_transformers.json, tokenizer.json) and the record's pooling and max_length, and gives
+the vectors `Encoder.load(folder)` gives: the same graph, tokens (truncated at max_length, padded to the batch's
+longest), default prompt, length-sorted batches, and sentence-transformers' pooling modes, computed here in numpy.
+
+What it cannot run (`OnnxQueryEncoder.unsupported`): a folder that is no export; a module after the pooling other
+than Normalize (Dense, ...); dictembed's prompt and first_last_avg poolings; a Transformer module that lower-cases
+its input. `Encoder.load` runs those.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tokenizers import Encoding, Tokenizer
+
+from dictembed.backends.onnx.session import exported_file, open_session, ordered_map, physical_cores
+from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, ModelFolder, is_exported, read_record
+from dictembed.progress import Progress
+
+log = logging.getLogger(__name__)
+
+POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+# sentence-transformers' older Pooling configs: one flag per mode, in the order it concatenates them
+LEGACY_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+NO_LIMIT = 10**30  # transformers' model_max_length of a tokenizer without a limit
+
+
+class Unsupported(ModelLoadError):
+    """A folder the ONNX query encoder cannot run (`Encoder.load` can)."""
+
+
+@dataclass(frozen=True)
+class QueryLayout:
+    """What an exported folder declares for encoding a query: its graph, tokenizer, window, prompts and pooling."""
+
+    folder: Path
+    graph: Path
+    manifest: dict[str, Any]
+    tokenizer_file: Path
+    tokenizer_config: dict[str, Any]
+    modes: tuple[str, ...]
+    hidden_size: int
+    include_prompt: bool
+    normalize: bool
+    max_length: int
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+
+    @classmethod
+    def read(cls, folder: Path) -> QueryLayout:
+        """The layout of `folder`: an `Unsupported` error for what the query encoder does not run, a
+        `ModelLoadError` for a file that does not parse; neither opens the graph or the tokenizer."""
+        if not is_exported(folder):
+            raise Unsupported(
+                f"model folder {folder} holds no ONNX export ({ONNX_DIR}/{ONNX_MANIFEST}); write one with "
+                "`dictembed export`"
+            )
+        graph, manifest = exported_file(folder)
+        modules = _modules(folder)
+        first, rest = modules[0], modules[1:]
+        if _kind(first) != "Transformer":
+            raise Unsupported(f"{folder / 'modules.json'}: its first module is {first['type']}, not a Transformer")
+        base = _inside(folder, first["path"])
+        transformer = _json(base / "sentence_bert_config.json", required=False)
+        if transformer.get("do_lower_case"):
+            raise Unsupported(f"model folder {folder}: its Transformer module lower-cases the input (do_lower_case)")
+        config = _json(base / "config.json", required=False)
+        pooling: dict[str, Any] = {}
+        if rest and _kind(rest[0]) == "Pooling":
+            pooling, rest = _json(_inside(folder, rest[0]["path"]) / "config.json"), rest[1:]
+        for module in rest:
+            if _kind(module) != "Normalize":
+                raise Unsupported(
+                    f"model folder {folder}: module {module.get('path') or module['type']} ({module['type']}) "
+                    "follows the pooling, which the ONNX query encoder does not run; load it with Encoder.load"
+                )
+        record = read_record(folder)
+        modes = _pooling_modes(folder, pooling, record.encoder.get("pooling"))
+        hidden = pooling.get("embedding_dimension", pooling.get("word_embedding_dimension", config.get("hidden_size")))
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden <= 0:
+            raise ModelLoadError(f"model folder {folder}: no embedding dimension in its Pooling config or config.json")
+        prompts, default = _prompts(base / "config_sentence_transformers.json")
+        tokenizer_file = base / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise Unsupported(f"model folder {folder}: no tokenizer.json (the tokenizers library reads only that)")
+        tokenizer_config = _json(base / "tokenizer_config.json", required=False)
+        length = _max_length(folder, record.encoder.get("max_length"), transformer, tokenizer_config, config)
+        return cls(
+            folder=folder,
+            graph=graph,
+            manifest=manifest,
+            tokenizer_file=tokenizer_file,
+            tokenizer_config=tokenizer_config,
+            modes=modes,
+            hidden_size=hidden,
+            include_prompt=bool(pooling.get("include_prompt", True)),
+            normalize=any(_kind(m) == "Normalize" for m in rest),
+            max_length=length,
+            prompts=prompts,
+            default_prompt_name=default,
+        )
+
+
+def _json(path: Path, required: bool = True) -> dict[str, Any]:
+    """The JSON object in `path` ({} for a missing file that is not `required`); a one-line error otherwise."""
+    if not path.is_file() and not required:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as err:
+        raise ModelLoadError(f"{path} is missing or corrupt ({type(err).__name__}: {err})") from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path} is corrupt (not a JSON object)")
+    return data
+
+
+def _modules(folder: Path) -> list[dict[str, Any]]:
+    """The module list of modules.json, each with a "type" and a "path"."""
+    path = folder / "modules.json"
+    if not path.is_file():
+        raise Unsupported(f"model folder {folder} has no modules.json (not a sentence-transformers folder)")
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+        listed = [{"type": str(m["type"]), "path": str(m.get("path", ""))} for m in modules]
+    except (OSError, ValueError, RecursionError, TypeError, KeyError) as err:
+        raise ModelLoadError(f"{path}: corrupt module list ({type(err).__name__}: {err})") from None
+    if not listed:
+        raise ModelLoadError(f"{path}: corrupt module list (no modules)")
+    return listed
+
+
+def _kind(module: dict[str, Any]) -> str:
+    """A sentence-transformers module's class name ("Pooling"); "" for a class of another package."""
+    kind = str(module["type"])
+    return kind.rsplit(".", 1)[-1] if kind.startswith("sentence_transformers.") else ""
+
+
+def _inside(folder: Path, path: str) -> Path:
+    """A module's folder, refused when it leads outside the model folder."""
+    target = folder / path
+    if not target.resolve().is_relative_to(folder.resolve()):
+        raise ModelLoadError(f"{folder / 'modules.json'}: module path {path!r} leads outside the model folder")
+    return target
+
+
+def _pooling_modes(folder: Path, config: dict[str, Any], saved: object) -> tuple[str, ...]:
+    """The pooling modes `Encoder.load` uses: the record's pooling (`saved`), else the Pooling config's single
+    mode, else mean (sentence-transformers' modes; dictembed's own poolings are `Unsupported`)."""
+    declared: object = config.get("pooling_mode")
+    if declared is None:
+        flags = [mode for key, mode in LEGACY_POOLING_KEYS.items() if config.get(key)]
+        declared = flags[0] if len(flags) == 1 else flags or None
+    if isinstance(declared, list) and len(declared) == 1:
+        declared = declared[0]
+    name = saved or (declared if isinstance(declared, str) else None) or "mean"
+    if name in ("prompt", "first_last_avg"):
+        raise Unsupported(f"model folder {folder}: {name} pooling is dictembed's own; load it with Encoder.load")
+    if name not in POOLING_MODES:
+        raise ModelLoadError(f"model folder {folder}: unknown pooling {name!r}")
+    return (str(name),)
+
+
+def _prompts(path: Path) -> tuple[dict[str, str], str | None]:
+    """The prompts and the default prompt's name of config_sentence_transformers.json."""
+    config = _json(path, required=False)
+    prompts = config.get("prompts") or {}
+    default = config.get("default_prompt_name")
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise ModelLoadError(f"{path}: prompts is not an object of texts")
+    if default is not None and default not in prompts:
+        raise ModelLoadError(f"{path}: default_prompt_name {default!r} is not one of its prompts")
+    return {str(k): v for k, v in prompts.items()}, default
+
+
+def _max_length(
+    folder: Path, saved: object, transformer: dict[str, Any], tokenizer: dict[str, Any], config: dict[str, Any]
+) -> int:
+    """The window `Encoder.load` uses: the record's encoder.max_length (`saved`), else the Transformer module's
+    max_seq_length, else the tokenizer's model_max_length within the model's positions; at most the positions."""
+    positions = config.get("max_position_embeddings")
+    positions = positions if isinstance(positions, int) and not isinstance(positions, bool) else None
+    declared = transformer.get("max_seq_length")
+    if declared is None:
+        declared = tokenizer.get("model_max_length", NO_LIMIT)
+        if positions is not None and positions != -1 and isinstance(declared, int | float):
+            declared = min(declared, positions)
+    value = saved if saved is not None else declared
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ModelLoadError(f"model folder {folder}: max_seq_length {value!r} is not a positive whole number")
+    limit = positions if positions is not None and positions > 0 else None
+    if limit is not None and "roberta" in str(config.get("model_type", "")):
+        limit -= int(config.get("pad_token_id") or 0) + 1
+    if limit is not None and value > limit:
+        log.warning("model folder %s: max_seq_length is %d, more than the model's %d positions", folder, value, limit)
+        return limit
+    return value
+
+
+def _token(config: dict[str, Any], key: str) -> str | None:
+    """A special token's text in tokenizer_config.json (a string or an {"content": ...} object)."""
+    value = config.get(key)
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str], prompt_length: int = 0) -> np.ndarray:
+    """sentence-transformers' `Pooling` of token states `hidden` [batch, tokens, dim] under the attention `mask`
+    [batch, tokens], the first `prompt_length` tokens (after any left padding) left out; the modes concatenated."""
+    original = mask
+    if prompt_length:
+        mask = mask.copy()
+        starts = mask.argmax(1)
+        mask[np.arange(mask.shape[1])[None, :] < (starts + prompt_length)[:, None]] = 0
+    weights = mask[..., None].astype(np.float32)
+    rows, length = np.arange(len(hidden)), hidden.shape[1]
+    out = []
+    for mode in modes:
+        if mode == "cls":
+            out.append(hidden[rows, mask.argmax(1)])
+        elif mode == "max":
+            out.append(np.where(weights > 0, hidden, -np.inf).max(1).astype(np.float32))
+        elif mode in ("mean", "mean_sqrt_len_tokens"):
+            total = (hidden * weights).sum(1, dtype=np.float32)
+            count = np.maximum(weights.sum(1), 1e-9)
+            out.append(total / (count if mode == "mean" else np.sqrt(count)))
+        elif mode == "weightedmean":
+            position = np.arange(1, length + 1, dtype=np.float32)[None, :, None] - original.argmax(1)[:, None, None]
+            weighted = weights * position
+            out.append((hidden * weighted).sum(1) / np.maximum(weighted.sum(1), 1e-9))
+        elif mode == "lasttoken":
+            flipped = mask[:, ::-1]
+            last = np.where(flipped.max(1) == 0, length - 1, flipped.argmax(1))
+            out.append((hidden * weights)[rows, length - last - 1])
+        else:
+            raise DictEmbedError(f"unknown pooling mode {mode!r}")
+    return np.concatenate(out, axis=-1).astype(np.float32, copy=False)
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows divided by their L2 norm (at least 1e-12), as torch's `F.normalize`."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+class OnnxQueryEncoder:
+    """An exported model folder's sentence vectors from ONNX Runtime and `tokenizers` (no torch): `embed` and
+    `encode` as `Encoder`'s, on the CPU. Like `OnnxBackbone`, an encode of at least `threads` batches runs them
+    `threads` at once on a single-threaded session (opened at the first such encode); fewer run one at a time on a
+    session with `threads` intra-op threads (default: the physical cores)."""
+
+    device = "cpu"
+
+    def __init__(self, layout: QueryLayout, name: str, threads: int | None = None) -> None:
+        if threads is not None and threads < 1:
+            raise DictEmbedError(f"threads must be at least 1, got {threads}")
+        self.layout, self.name, self.path = layout, name, layout.folder
+        self.threads = threads or physical_cores()
+        self.manifest = layout.manifest
+        self.max_length = layout.max_length
+        self.prompts, self.default_prompt_name = layout.prompts, layout.default_prompt_name
+        self.normalize = layout.normalize
+        self.pooling = "+".join(layout.modes)
+        self.dim = layout.hidden_size * len(layout.modes)
+        self.tokenizer = self._tokenizer(truncate=True)
+        self._counter: Tokenizer | None = None  # the tokenizer without truncation nor padding (`count_tokens`)
+        self.session = open_session(layout.graph, self.threads)
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        self._single: Any = self.session if self.threads == 1 else None
+        self._lock = threading.Lock()
+        self._truncated = 0
+
+    @classmethod
+    def open(cls, folder: str | Path | ModelFolder, threads: int | None = None) -> OnnxQueryEncoder:
+        """The query encoder of an exported model folder (a path or an offline model's name); a folder it cannot
+        run, or a file that does not parse, is a one-line `ModelLoadError`."""
+        model_folder = ModelFolder.open(folder)
+        return cls(QueryLayout.read(model_folder.path), model_folder.name, threads)
+
+    @staticmethod
+    def unsupported(folder: str | Path | ModelFolder) -> str | None:
+        """Why the query encoder cannot run `folder` (no export, a module after the pooling it does not run,
+        dictembed's own pooling, a file that does not parse, ...), or None when it can. Reads the folder's JSON
+        files only: the graph and the tokenizer are opened by `open`."""
+        try:
+            QueryLayout.read(ModelFolder.open(folder).path)
+        except DictEmbedError as err:
+            return str(err)
+        return None
+
+    def _tokenizer(self, truncate: bool) -> Tokenizer:
+        """The folder's tokenizer: with `truncate`, set as `Encoder.tokenize` calls it (cut at max_length, padded to
+        the batch's longest with the tokenizer_config's pad token and sides), else with neither."""
+        path, config = self.layout.tokenizer_file, self.layout.tokenizer_config
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as err:  # noqa: BLE001 - tokenizers raises a bare Exception on a bad file
+            raise ModelLoadError(f"{path} is corrupt ({' '.join(str(err).split())[:200]})") from None
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        if not truncate:
+            return tokenizer
+        side = config.get("truncation_side", "right")
+        tokenizer.enable_truncation(self.max_length, stride=0, strategy="longest_first", direction=side)
+        pad = _token(config, "pad_token")
+        pad_id = tokenizer.token_to_id(pad) if pad is not None else None
+        if pad is None or pad_id is None:
+            raise ModelLoadError(f"{path}: the tokenizer has no padding token (tokenizer_config.json: pad_token)")
+        tokenizer.enable_padding(
+            direction=config.get("padding_side", "right"),
+            pad_id=pad_id,
+            pad_type_id=int(config.get("pad_token_type_id", 0) or 0),
+            pad_token=pad,
+        )
+        return tokenizer
+
+    @property
+    def default_prompt(self) -> str | None:
+        """The text of the model's default prompt (e5's "query: "), or None when it has none."""
+        return self.prompts.get(self.default_prompt_name) if self.default_prompt_name else None
+
+    def count_tokens(self, sentences: Sequence[str]) -> list[int]:
+        """Each sentence's tokens after the default prompt, special ones included, before the cut at max_length."""
+        if not sentences:
+            return []
+        prompt = self.default_prompt or ""
+        return [len(e.ids) for e in self._counting().encode_batch([prompt + s for s in sentences])]
+
+    def _counting(self) -> Tokenizer:
+        """The tokenizer without truncation nor padding, loaded at its first use."""
+        if self._counter is None:
+            self._counter = self._tokenizer(truncate=False)
+        return self._counter
+
+    def _prompt_length(self, prompt: str) -> int:
+        """The leading tokens a Pooling with include_prompt=False leaves out: the prompt's own, and the start token
+        (as `Encoder.tokenize` counts them)."""
+        if not prompt or self.layout.include_prompt:
+            return 0
+        return len(self._counting().encode(prompt).ids) - 1
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        batch_size: int = 32,
+        normalize_embeddings: bool = False,
+        prompt: str | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> np.ndarray:
+        """Like `Encoder.encode`: a list gives a float32 (n, dim) array, one string a (dim,) vector, each after
+        `prompt` (default: the model's default prompt; "" for none); `normalize_embeddings` L2-normalises."""
+        single = isinstance(sentences, str)
+        if not single and not isinstance(sentences, Iterable):
+            raise DictEmbedError(f"sentences must be a str or a list of str, got {type(sentences).__name__}")
+        texts = [sentences] if isinstance(sentences, str) else list(sentences)
+        vectors = np.concatenate(
+            [np.zeros((0, self.dim), np.float32), *self.embed(texts, batch_size, prompt, show_progress_bar)]
+        )
+        if normalize_embeddings:
+            vectors = l2_normalize(vectors)
+        return vectors[0] if single else vectors
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        prompt: str | None = None,
+        show_progress: bool | None = None,
+        chunk: int | None = None,
+    ) -> Iterator[np.ndarray]:
+        """`Encoder.embed`'s contract: the float32 vectors of `texts` (after the modules that follow the pooling),
+        `chunk` texts at a time (default: all at once), in input order, each after `prompt` (default: the model's
+        default prompt; "" for none). Within a chunk the batches are length-sorted and the order restored.
+        Truncated sentences are counted and reported once."""
+        if batch_size < 1:
+            raise DictEmbedError(f"batch_size must be at least 1, got {batch_size}")
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise DictEmbedError(f"sentence {i} is {type(text).__name__}, not str")
+        prompt = self.default_prompt if prompt is None else prompt
+        chunk = chunk or max(len(texts), 1)
+        show = len(texts) > 10 * batch_size if show_progress is None else show_progress
+        self._truncated = 0
+        batches = sum(-(-len(texts[start : start + chunk]) // batch_size) for start in range(0, len(texts), chunk))
+        with Progress(batches, "encode", unit="batch", rate_unit="batches", show=show, leave=False, logger=log) as bar:
+            for start in range(0, len(texts), chunk):
+                yield self._embed_chunk(texts[start : start + chunk], batch_size, prompt or "", bar.update)
+        self.report_truncated(len(texts))
+
+    def report_truncated(self, total: int) -> None:
+        """Warn once, with the count, when some of `total` sentences were cut at max_length (as `Encoder`)."""
+        if self._truncated:
+            cut, length = self._truncated, self.max_length
+            log.warning("%d of %d sentences were longer than %d tokens and were truncated", cut, total, length)
+        self._truncated = 0
+
+    def _embed_chunk(self, texts: list[str], batch_size: int, prompt: str, done: Callable[[int], Any]) -> np.ndarray:
+        """The vectors of `texts` in order, run as length-sorted batches (longest first); `done(1)` after each."""
+        order = np.argsort([-len(s) for s in texts], kind="stable")
+        batches = [[texts[i] for i in order[start : start + batch_size]] for start in range(0, len(order), batch_size)]
+        skip = self._prompt_length(prompt)
+        tokenized = (self._tokenize(batch, prompt) for batch in batches)
+        if self.threads > 1 and len(batches) >= self.threads:
+            single = self._single_session()
+            pooled = ordered_map(lambda encodings: self._forward(single, encodings, skip), tokenized, self.threads)
+        else:
+            pooled = (self._forward(self.session, encodings, skip) for encodings in tokenized)
+        parts = [np.zeros((0, self.dim), np.float32)]
+        for vectors in pooled:
+            parts.append(vectors)
+            done(1)
+        result = np.empty((len(texts), self.dim), np.float32)
+        result[order] = np.concatenate(parts)
+        return result
+
+    def _single_session(self) -> Any:
+        """The single-threaded session that worker threads run, opened once."""
+        with self._lock:
+            if self._single is None:
+                self._single = open_session(self.layout.graph, 1)
+            return self._single
+
+    def _tokenize(self, texts: list[str], prompt: str) -> list[Encoding]:
+        """The batch's encodings (on the caller's thread, in order), the cut sentences counted."""
+        encodings = self.tokenizer.encode_batch([prompt + s for s in texts])
+        self._truncated += sum(bool(e.overflowing) for e in encodings)
+        return encodings
+
+    def _forward(self, session: Any, encodings: list[Encoding], prompt_length: int) -> np.ndarray:
+        """The pooled vectors of one tokenized batch, after the modules that follow the pooling."""
+        columns = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        shape = columns["input_ids"].shape
+        feeds = {name: columns.get(name, np.zeros(shape, np.int64)) for name in self.inputs}
+        (hidden,) = session.run(["last_hidden_state"], feeds)
+        vectors = pool(hidden, columns["attention_mask"], self.layout.modes, prompt_length)
+        return l2_normalize(vectors) if self.normalize else vectors

@@ -1,0 +1,399 @@
+"""The torch-free query encoder (`dictembed.backends.onnx.query.OnnxQueryEncoder`) and the complete export folder:
+the same vectors as `Encoder.load` (the same graph through `OnnxBackbone`), the torch backend and
+sentence-transformers; prompts, pooling modes, truncation, what it refuses; the export's entry space, definitions
+and search index, without fp32 weights unless kept; no torch imported."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+from dictembed.backends.onnx.export import drop_weights, export  # noqa: E402
+from dictembed.backends.onnx.graph import INT8_FILE  # noqa: E402
+from dictembed.backends.onnx.query import OnnxQueryEncoder, pool  # noqa: E402
+from dictembed.cli import main  # noqa: E402
+from dictembed.encoder import Encoder  # noqa: E402
+from dictembed.errors import ModelLoadError  # noqa: E402
+from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, WEIGHTS_FILE, read_record  # noqa: E402
+
+SENTENCES = [
+    "a domesticated animal that barks",
+    "water that falls from clouds",
+    "the male ruler of a kingdom",
+    "pages bound together for reading, a written work you read at home or in a library",
+    "food",
+    "a vehicle with four wheels and an engine that you drive on roads to work every day",
+    "to move fast on foot",
+]
+MANY = [f"{s}, number {i}" + " word" * (3 * (i % 30)) for i, s in enumerate(SENTENCES * 9)]  # some over 64 tokens
+QUERY_LOG = "dictembed.backends.onnx.query"
+TRUNCATED = "{} of {} sentences were longer than 64 tokens and were truncated"
+
+
+def _st_folder(bert_path: Path, folder: Path, pooling: str, include_prompt: bool = True, **prompts: Any) -> Path:
+    """The tiny BERT as a sentence-transformers folder: `pooling`, Normalize, and `prompts` (prompts=...,
+    default_prompt_name=...)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as st
+
+    transformer = st.Transformer(str(bert_path), max_seq_length=64)
+    modules = [transformer, st.Pooling(32, pooling, include_prompt=include_prompt), st.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu", **prompts).save(str(folder), create_model_card=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folders(bert_path: Path, roberta_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Source folders: "plain" (mean pooling, no prompt) and "prompted" (cls pooling that leaves out the default
+    prompt "query: "); exports of them with their fp32 weights kept ("fp32", "int8", "prompted-fp32"), a
+    weightless int8 export ("int8-light"), and the tiny RoBERTa's (a BPE tokenizer, no token types) max-pooled
+    export ("roberta-fp32")."""
+    root = tmp_path_factory.mktemp("query")
+    plain = _st_folder(bert_path, root / "plain", "mean")
+    roberta = _st_folder(roberta_path, root / "roberta", "max")
+    prompts = {"prompts": {"query": "query: ", "document": ""}, "default_prompt_name": "query"}
+    prompted = _st_folder(bert_path, root / "prompted", "cls", include_prompt=False, **prompts)
+    return {
+        "plain": plain,
+        "prompted": prompted,
+        "fp32": export(plain, root / "fp32", keep_weights=True),
+        "int8": export(plain, root / "int8", quantize="int8", keep_weights=True),
+        "int8-light": export(plain, root / "int8-light", quantize="int8"),
+        "prompted-fp32": export(prompted, root / "prompted-fp32", keep_weights=True),
+        "roberta": roberta,
+        "roberta-fp32": export(roberta, root / "roberta-fp32", keep_weights=True),
+    }
+
+
+def _torch_vectors(folder: Path, **kwargs: Any) -> np.ndarray:
+    return Encoder.load(folder, device="cpu", backend="torch").encode(MANY, batch_size=8, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["fp32", "int8", "prompted-fp32", "roberta-fp32"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_vectors_of_encoder_load(folders: dict[str, Path], name: str, threads: int) -> None:
+    """The same graph through `Encoder.load` (OnnxBackbone): equal within 1e-5, int8 too (the same length-sorted
+    batches, so the same per-batch activation scales), one thread or several batches at once."""
+    encoder = OnnxQueryEncoder.open(folders[name], threads=threads)
+    assert encoder.device == "cpu" and encoder.dim == 32 and encoder.max_length == 64 and encoder.normalize
+    assert ("token_type_ids" in encoder.inputs) is (name != "roberta-fp32")
+    vectors = encoder.encode(MANY, batch_size=8)
+    reference = Encoder.load(folders[name]).encode(MANY, batch_size=8)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(MANY), 32)
+    np.testing.assert_allclose(vectors, reference, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)  # Normalize
+
+
+@pytest.mark.parametrize("name,source", [("fp32", "plain"), ("prompted-fp32", "prompted"), ("roberta-fp32", "roberta")])
+def test_the_vectors_of_the_torch_backend(folders: dict[str, Path], name: str, source: str) -> None:
+    vectors = OnnxQueryEncoder.open(folders[name]).encode(MANY, batch_size=8)
+    np.testing.assert_allclose(vectors, _torch_vectors(folders[source]), atol=1e-4, rtol=0)
+
+
+def test_the_default_prompt_is_prefixed_and_left_out_of_the_pooling(folders: dict[str, Path]) -> None:
+    """e5-style: "query: " before every sentence unless a prompt is given ("" for none); with include_prompt=False
+    cls pooling takes the first token after the prompt, as `Encoder` and sentence-transformers do."""
+    encoder = OnnxQueryEncoder.open(folders["prompted-fp32"])
+    assert encoder.default_prompt == "query: " and encoder.prompts == {"query": "query: ", "document": ""}
+    assert encoder.pooling == "cls"
+    torch_encoder = Encoder.load(folders["prompted"], device="cpu", backend="torch")
+    for prompt in (None, "", "passage: "):
+        np.testing.assert_allclose(
+            encoder.encode(SENTENCES, prompt=prompt),
+            torch_encoder.encode(SENTENCES, prompt=prompt),
+            atol=1e-4,
+            rtol=0,
+        )
+    default, none = encoder.encode(SENTENCES), encoder.encode(SENTENCES, prompt="")
+    assert not np.allclose(default, none, atol=1e-3)
+
+
+def test_one_string_chunks_and_order(folders: dict[str, Path]) -> None:
+    encoder = OnnxQueryEncoder.open(folders["fp32"])
+    whole = encoder.encode(MANY, batch_size=8)
+    np.testing.assert_allclose(encoder.encode(MANY[3]), whole[3], atol=1e-5)
+    assert encoder.encode(MANY[3]).shape == (32,) and encoder.encode([]).shape == (0, 32)
+    chunks = list(encoder.embed(MANY, batch_size=8, chunk=20))
+    assert [len(c) for c in chunks] == [20, 20, 20, 3]
+    np.testing.assert_allclose(np.concatenate(chunks), whole, atol=1e-5)
+    raw = OnnxQueryEncoder.open(folders["fp32"]).encode(SENTENCES, normalize_embeddings=True)
+    np.testing.assert_allclose(np.linalg.norm(raw, axis=1), 1, atol=1e-6)
+
+
+def test_truncation_is_counted_and_warned_once(folders: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    encoder = OnnxQueryEncoder.open(folders["int8"], threads=2)
+    too_long = sum(n > 64 for n in encoder.count_tokens(MANY))
+    assert 0 < too_long < len(MANY)
+    with caplog.at_level(logging.WARNING):
+        list(encoder.embed(MANY, batch_size=8, chunk=25))
+    assert [r.getMessage() for r in caplog.records if r.name == QUERY_LOG] == [TRUNCATED.format(too_long, len(MANY))]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        Encoder.load(folders["int8"]).encode(MANY, batch_size=8)
+    messages = [r.getMessage() for r in caplog.records if r.name == "dictembed.encoder"]
+    assert messages == [TRUNCATED.format(too_long, len(MANY))]  # the same words
+
+
+@pytest.mark.parametrize("mode", ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"])
+@pytest.mark.parametrize("prompt_length", [0, 2])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pooling_is_sentence_transformers_pooling(mode: str, prompt_length: int, side: str) -> None:
+    from sentence_transformers.sentence_transformer import modules as st
+
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(4, 7, 5)).astype(np.float32)
+    lengths = [7, 5, 3, 4]
+    mask = np.zeros((4, 7), np.int64)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+        if side == "left":
+            mask[row] = mask[row, ::-1]
+    features = {"token_embeddings": torch.from_numpy(hidden), "attention_mask": torch.from_numpy(mask)}
+    if prompt_length:
+        features["prompt_length"] = torch.tensor([prompt_length])
+    expected = st.Pooling(5, mode, include_prompt=not prompt_length)(features)["sentence_embedding"].numpy()
+    np.testing.assert_allclose(pool(hidden, mask, [mode], prompt_length), expected, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------- refusals
+def _one_line(err: pytest.ExceptionInfo[BaseException]) -> str:
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def _damaged(folders: dict[str, Path], tmp_path: Path, name: str = "int8-light") -> Path:
+    return Path(shutil.copytree(folders[name], tmp_path / name))
+
+
+def test_a_folder_that_is_no_export(folders: dict[str, Path]) -> None:
+    reason = OnnxQueryEncoder.unsupported(folders["plain"])
+    assert reason is not None and "holds no ONNX export" in reason and str(folders["plain"]) in reason
+    with pytest.raises(ModelLoadError) as caught:
+        OnnxQueryEncoder.open(folders["plain"])
+    assert _one_line(caught) == reason
+    assert OnnxQueryEncoder.unsupported(folders["int8-light"]) is None
+
+
+def test_a_module_after_the_pooling_is_refused_and_keeps_the_weights(
+    folders: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = _damaged(folders, tmp_path, "int8")
+    modules = json.loads((folder / "modules.json").read_text())
+    dense = {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.base.modules.dense.Dense"}
+    (folder / "modules.json").write_text(json.dumps([*modules, dense]))
+    reason = OnnxQueryEncoder.unsupported(folder)
+    assert reason is not None and "3_Dense" in reason and "Dense" in reason and "Encoder.load" in reason
+    with pytest.raises(ModelLoadError) as caught:
+        OnnxQueryEncoder.open(folder)
+    assert "3_Dense" in _one_line(caught)
+    with caplog.at_level(logging.WARNING):
+        drop_weights(folder)  # what export does: a folder only Encoder.load runs keeps its weights
+    assert (folder / WEIGHTS_FILE).is_file() and "3_Dense" in caplog.text
+
+
+@pytest.mark.parametrize("pooling", ["prompt", "first_last_avg"])
+def test_dictembeds_own_poolings_are_refused(folders: dict[str, Path], tmp_path: Path, pooling: str) -> None:
+    folder = _damaged(folders, tmp_path)
+    record = json.loads((folder / "dictembed.json").read_text())
+    record["encoder"]["pooling"] = pooling
+    (folder / "dictembed.json").write_text(json.dumps(record))
+    with pytest.raises(ModelLoadError) as caught:
+        OnnxQueryEncoder.open(folder)
+    assert f"{pooling} pooling" in _one_line(caught) and str(folder) in str(caught.value)
+
+
+def test_the_records_pooling_wins_as_in_encoder_load(folders: dict[str, Path], tmp_path: Path) -> None:
+    folder = _damaged(folders, tmp_path, "int8")
+    record = json.loads((folder / "dictembed.json").read_text())
+    record["encoder"]["pooling"] = "max"
+    (folder / "dictembed.json").write_text(json.dumps(record))
+    encoder = OnnxQueryEncoder.open(folder)
+    assert encoder.pooling == "max"
+    np.testing.assert_allclose(encoder.encode(SENTENCES), Encoder.load(folder).encode(SENTENCES), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "file,text,expected",
+    [
+        ("tokenizer.json", "{not json", "tokenizer.json is corrupt"),
+        ("onnx/export.json", "{not json", "export.json is corrupt"),
+        ("modules.json", "[{}]", "corrupt module list"),
+        ("1_Pooling/config.json", "[1]", "config.json is corrupt"),
+        (f"onnx/{INT8_FILE}", "garbage", "is corrupt or unreadable"),
+    ],
+)
+def test_a_corrupt_file_is_a_one_line_error(
+    folders: dict[str, Path], tmp_path: Path, file: str, text: str, expected: str
+) -> None:
+    folder = _damaged(folders, tmp_path)
+    (folder / file).write_text(text)
+    with pytest.raises(ModelLoadError) as caught:
+        OnnxQueryEncoder.open(folder)
+    assert expected in _one_line(caught) and str(folder) in str(caught.value)
+
+
+def test_no_torch_is_imported(folders: dict[str, Path]) -> None:
+    script = f"""
+        import sys
+        from dictembed.backends.onnx.query import OnnxQueryEncoder
+        encoder = OnnxQueryEncoder.open({str(folders["int8-light"])!r})
+        vectors = encoder.encode(["a domesticated animal that barks"] * 40, batch_size=4)
+        assert vectors.shape == (40, 32), vectors.shape
+        print([m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules])
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------------------------- the server
+def test_the_servers_token_counter_and_encode_step(folders: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    from dictembed.serve_scheduling import TokenCounter, encode_step
+
+    query = OnnxQueryEncoder.open(folders["prompted-fp32"])
+    torch_encoder = Encoder.load(folders["prompted"], device="cpu", backend="torch")
+    counter = TokenCounter(query)
+    counts = counter.count(MANY)
+    assert counter.window == 64 and counts == TokenCounter(torch_encoder).count(MANY)
+    assert counts[0] == len(torch_encoder.tokenizer("query: " + MANY[0])["input_ids"])  # after the default prompt
+    with caplog.at_level(logging.WARNING):
+        vectors = encode_step(query, MANY, normalize=True)
+    assert not [r for r in caplog.records if r.name == QUERY_LOG]  # held back: the request counts the cut ones
+    np.testing.assert_allclose(vectors, torch_encoder.encode(MANY, normalize_embeddings=True), atol=1e-4, rtol=0)
+
+
+# ------------------------------------------------------------------------------------------------- the export folder
+@pytest.fixture(scope="module")
+def served_export(served_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The served reverse dictionary with a search index planted in a copy, and its int8 export (no weights)."""
+    source = Path(shutil.copytree(served_model, tmp_path_factory.mktemp("served-source") / "model"))
+    (source / SEARCH_DIR).mkdir(exist_ok=True)
+    (source / SEARCH_DIR / "planted.json").write_text('{"planted": true}\n')
+    return source, export(source, tmp_path_factory.mktemp("served-export") / "int8", quantize="int8")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_int8_export_is_a_complete_model_folder(served_export: tuple[Path, Path]) -> None:
+    from dictembed.entry_space import EntrySpace
+
+    source, exported = served_export
+    assert not (exported / WEIGHTS_FILE).exists() and not list(exported.glob("*.safetensors"))
+    assert (exported / "onnx" / INT8_FILE).is_file()
+    assert (exported / DEFINITIONS_FILE).read_bytes() == (source / DEFINITIONS_FILE).read_bytes()
+    for name in (SPACE_DIR, SEARCH_DIR):
+        assert _files(exported / name) == _files(source / name) != {}, name
+    assert not [p for p in exported.rglob("*") if p.is_symlink()]  # copies, never links
+    assert read_record(exported).entry_space == read_record(source).entry_space is not None
+    encoder = OnnxQueryEncoder.open(exported)
+    assert EntrySpace.load(exported).words == EntrySpace.load(source).words
+    space = EntrySpace.load(exported)
+    assert encoder.dim == space.vectors().shape[1]
+    assert encoder.name == "int8" and encoder.path == exported
+
+
+def test_encoder_load_of_a_weightless_export_is_a_one_line_error(served_export: tuple[Path, Path]) -> None:
+    """Never a torch backbone without its weights: `Encoder.load` refuses the folder, on either backend."""
+    _, exported = served_export
+    for backend in (None, "torch", "onnx"):
+        with pytest.raises(ModelLoadError) as caught:
+            Encoder.load(exported, backend=backend)
+        message = _one_line(caught)
+        assert str(exported) in message and "OnnxQueryEncoder" in message and "--keep-weights" in message
+
+
+def test_cli_export_leaves_the_weights_out_unless_kept(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_log_level: None
+) -> None:
+    for kept in (False, True):
+        out = tmp_path / f"kept-{kept}"
+        argv = ["export", "--model", str(folders["plain"]), "--output", str(out), "--quantize", "int8", "--json"]
+        assert main(argv + (["--keep-weights"] if kept else [])) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["weights"] is kept and (out / WEIGHTS_FILE).is_file() is kept
+        assert report["file"] == f"onnx/{INT8_FILE}"
+    np.testing.assert_allclose(
+        OnnxQueryEncoder.open(tmp_path / "kept-False").encode(SENTENCES),
+        Encoder.load(tmp_path / "kept-True").encode(SENTENCES),
+        atol=1e-5,
+        rtol=0,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- sentence-transformers
+class OrtStandIn:
+    """What sentence-transformers' ONNX backend loads (optimum's ORTModelForFeatureExtraction), reduced to a plain
+    onnxruntime session: the file is found by sentence-transformers' own rules (`backend_should_export`)."""
+
+    def __init__(self, folder: str, config: Any, **kwargs: Any) -> None:
+        import onnxruntime as ort
+        from sentence_transformers.backend.utils import backend_should_export
+
+        export_needed, kwargs = backend_should_export(Path(folder), True, kwargs, "model.onnx", "*.onnx", "ONNX")
+        assert not export_needed, kwargs
+        self.file = Path(folder, kwargs.get("subfolder", ""), kwargs["file_name"])
+        self.session = ort.InferenceSession(str(self.file), providers=["CPUExecutionProvider"])
+        self.config, self.names = config, [i.name for i in self.session.get_inputs()]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs: Any) -> SimpleNamespace:
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        feeds["token_type_ids"] = kwargs.get("token_type_ids", torch.zeros_like(input_ids))
+        (hidden,) = self.session.run(["last_hidden_state"], {n: feeds[n].numpy() for n in self.names})
+        return SimpleNamespace(last_hidden_state=torch.from_numpy(hidden))
+
+    __call__ = forward
+
+
+def test_sentence_transformers_onnx_backend_reads_the_export(
+    folders: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sentence-transformers finds the int8 graph of a weightless export by its file name, without exporting, and
+    its tokenizer, default prompt, Pooling and Normalize over that graph give the query encoder's vectors (optimum,
+    which its ONNX backend needs, has no release for transformers 5: a stand-in runs the graph)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import transformer
+
+    folder = Path(shutil.copytree(folders["int8-light"], tmp_path / "m"))
+    prompts = {"prompts": {"query": "query: "}, "default_prompt_name": "query"}
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(prompts))
+
+    def stand_in(model_name_or_path: str, config: Any, task_name: str, **kwargs: Any) -> OrtStandIn:
+        assert task_name == "feature-extraction"
+        return OrtStandIn(model_name_or_path, config, **kwargs)
+
+    monkeypatch.setattr(transformer, "load_onnx_model", stand_in)
+    model = SentenceTransformer(str(folder), backend="onnx", device="cpu", model_kwargs={"file_name": INT8_FILE})
+    np.testing.assert_allclose(
+        model.encode(SENTENCES), OnnxQueryEncoder.open(folder).encode(SENTENCES), atol=1e-4, rtol=0
+    )
+    with pytest.raises(OSError, match="no file named model.safetensors"):  # the torch backend: no random weights
+        SentenceTransformer(str(folder), device="cpu")
+
+
+def test_sentence_transformers_onnx_backend_with_optimum(folders: dict[str, Path]) -> None:
+    """The same through optimum itself, where it is installed."""
+    pytest.importorskip("optimum.onnxruntime")
+    from sentence_transformers import SentenceTransformer
+
+    folder = folders["int8-light"]
+    model = SentenceTransformer(str(folder), backend="onnx", device="cpu", model_kwargs={"file_name": INT8_FILE})
+    np.testing.assert_allclose(
+        model.encode(SENTENCES), OnnxQueryEncoder.open(folder).encode(SENTENCES), atol=1e-4, rtol=0
+    )
