@@ -397,3 +397,39 @@ def test_sentence_transformers_onnx_backend_with_optimum(folders: dict[str, Path
     np.testing.assert_allclose(
         model.encode(SENTENCES), OnnxQueryEncoder.open(folder).encode(SENTENCES), atol=1e-4, rtol=0
     )
+
+
+def test_predict_on_the_int8_export_answers_without_torch(served_export: tuple[Path, Path]) -> None:
+    """`ReverseDictionary.load` of an export queries through `OnnxQueryEncoder`; `predict` never imports torch."""
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    _, exported = served_export
+    rd = ReverseDictionary.load(exported)
+    assert isinstance(rd.encoder, OnnxQueryEncoder)
+    expected = [r.words for r in rd.search("a pet that barks", k=3)]
+    code = (
+        "import json, sys\n"
+        "from dictembed.cli import main\n"
+        f"assert main(['predict', '--model', {str(exported)!r}, 'a pet that barks', '--top-k', '3', '--json']) == 0\n"
+        "print(json.dumps([m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [row["words"] for row in json.loads("\n".join(out[:-1]))] == expected
+    assert json.loads(out[-1]) == []
+
+
+def test_serve_on_the_int8_export(served_export: tuple[Path, Path]) -> None:
+    from fastapi.testclient import TestClient
+
+    from dictembed.serve import create_app
+
+    _, exported = served_export
+    with TestClient(create_app(exported)) as client:
+        found = client.get("/api/reverse", params={"q": "a pet that barks", "k": 3})
+        assert found.status_code == 200 and found.json()["results"]
+        encoded = client.post("/api/encode", json={"sentences": ["a dog barks", "rain"], "normalize": True})
+        assert encoded.status_code == 200
+        vectors = np.asarray(encoded.json()["embeddings"])
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+        expected = OnnxQueryEncoder.open(exported).encode(["a dog barks", "rain"], normalize_embeddings=True)
+        np.testing.assert_allclose(vectors, expected, atol=1e-6)

@@ -37,7 +37,7 @@ from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.frequency_prior import FrequencyPrior
 from dictembed.model_folder import SEARCH_DIR, ModelDictionary, ModelFolder
-from dictembed.paths import public_name
+from dictembed.paths import cache_root, public_name
 from dictembed.search_index import (
     COARSE_DIMS,
     COARSE_MIN_GROUPS,
@@ -154,7 +154,7 @@ def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDi
             senses = EntrySenses.of(space.words, source.load())
         except Exception as err:  # the search then says once that results come without definitions
             log.debug("cannot index the definitions of %s: %s", folder.path, err)
-    index = SearchIndex.build(space, senses)
+    index = SearchIndex.build(space, senses, frequency_cache=cache_root())
     if senses is not None or not own:
         try:
             index.save(cached_index_dir(source_print), source_print)

@@ -199,9 +199,16 @@ class SearchIndex:
     frequency_source: str | None = None  # what they derive from (`word_frequency.frequency_source`)
 
     @classmethod
-    def build(cls, space: SearchSpace, senses: EntrySenses | None = None, with_frequencies: bool = True) -> SearchIndex:
+    def build(
+        cls,
+        space: SearchSpace,
+        senses: EntrySenses | None = None,
+        with_frequencies: bool = True,
+        frequency_cache: Path | None = None,
+    ) -> SearchIndex:
         """The index of `space` (with `senses`, when given, and the words' frequencies in the language recognised,
-        `entry_frequencies(words, "auto")`, when asked and wordfreq is installed)."""
+        `entry_frequencies(words, "auto")`, when asked and wordfreq is installed; read from and written to the
+        word-frequency cache in `frequency_cache`, when given)."""
         groups = EntryGroups.of(space.matrix)
         first = groups.first
         rows = np.asarray(space.matrix[first], dtype=np.float32)
@@ -211,9 +218,7 @@ class SearchIndex:
             coarse = CoarseIndex.of(rows * inverse[:, None], COARSE_DIMS)
         frequencies, source = None, None
         if with_frequencies and (source := frequency_source("auto")) is not None:
-            from dictembed.paths import cache_root
-
-            frequencies = entry_frequencies(space.words, "auto", cache_root())
+            frequencies = entry_frequencies(space.words, "auto", frequency_cache)
         return cls(groups, inverse, coarse, senses, frequencies, source if frequencies is not None else None)
 
     def unit(self, space: SearchSpace) -> np.ndarray:
@@ -294,4 +299,5 @@ def write_search_index(folder: Path, dictionary: Dictionary | None) -> Path | No
         return None
     space = SearchSpace.open(folder)
     senses = EntrySenses.of(space.words, dictionary) if dictionary is not None else None
+    # no word-frequency cache: the index keeps them, and a save never writes outside its folder
     return SearchIndex.build(space, senses).save(folder / SEARCH_DIR, fingerprint(folder))

@@ -91,7 +91,7 @@ def register(subparsers: Any) -> None:
     add_model(shared, required=True)
     add_device(shared)
 
-    p, (shared, _) = add_command(subparsers, "serve", run_serve, COMMANDS["serve"], check=check_served)
+    p, (shared, _) = add_command(subparsers, "serve", run_serve, COMMANDS["serve"], check=check_serve)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=port, default=8000, help="port to listen on")
     add_ranking(p)
@@ -140,6 +140,14 @@ def check_served(args: argparse.Namespace) -> None:
     check_model(args.model)
     if args.dictionary is not None:
         check_sources(args.dictionary)
+
+
+def check_serve(args: argparse.Namespace) -> None:
+    """The host and port `serve` listens on (`serve.check_port`), then its --model and --dictionary."""
+    from dictembed.serve import check_port
+
+    check_port(args.host, args.port)
+    check_served(args)
 
 
 def check_predict(args: argparse.Namespace) -> None:
