@@ -2,6 +2,7 @@
 results and time per single query.
 
     python benchmarks/coarse_search.py outputs/minilm-defsent-plus --queries 500
+    python benchmarks/coarse_search.py outputs/minilm-defsent-plus --dims 64     # a coarse stage of 64 dimensions
 
 Queries: the everyday descriptions and seeded Oxford definitions, one at a time as a server gets them. For each
 query both searches list k=10 results with the product's ranking; agreement is counted on the words of the
@@ -14,30 +15,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
-import torch
+from machine import machine
 
 from dictembed.dictionary import load_dictionary
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_index import CoarseIndex, SearchIndex
+from dictembed.search_space import SearchSpace
 
 DESCRIPTIONS = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
 
 
-def cpu() -> dict[str, object]:
-    """The CPU model and whether it has AVX2, AVX-512, VNNI and AMX."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    wanted = ("avx2", "avx512f", "avx512_vnni", "amx_tile")
-    return {"model": model or platform.processor(), "flags": [f for f in wanted if f in flags]}
-
-
-def timed_search(rd: ReverseDictionary, vectors: torch.Tensor, k: int) -> tuple[list[list[str]], list[float]]:
+def timed_search(rd: ReverseDictionary, vectors: np.ndarray, k: int) -> tuple[list[list[str]], list[float]]:
     """The words of the top-k results of each query vector, searched one at a time, and each search's seconds."""
     words, seconds = [], []
     for vector in vectors:
@@ -48,30 +43,39 @@ def timed_search(rd: ReverseDictionary, vectors: torch.Tensor, k: int) -> tuple[
     return words, seconds
 
 
+def with_index(rd: ReverseDictionary, index: SearchIndex) -> ReverseDictionary:
+    """`rd` searching with `index` (the same encoder, space, dictionary and ranking)."""
+    return ReverseDictionary(rd.encoder, rd.space, rd.source, rd.name, rd.ranking, rd.language, index)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", nargs="?", default="outputs/minilm-defsent-plus")
     parser.add_argument("--queries", type=int, default=500, help="Oxford definitions added to the descriptions")
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--dims", type=int, default=None, help="rebuild the coarse stage with this many dimensions")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     rd = ReverseDictionary.load(args.model).prepare()
+    index = rd.index
+    if index is None or index.coarse is None:
+        raise SystemExit(f"{args.model}: too small a space for the two-stage search")
+    if args.dims is not None:
+        space = cast(SearchSpace, rd.space)
+        rd = with_index(rd, replace(index, coarse=CoarseIndex.of(index.unit(space), args.dims)))
     texts = [d for d, _ in load_description_pairs(DESCRIPTIONS)]
     oxford = [d for _, d in load_dictionary("oxford").pairs()]
     rng = np.random.default_rng(0)
     texts += [oxford[i] for i in rng.choice(len(oxford), size=min(args.queries, len(oxford)), replace=False)]
-    vectors = torch.from_numpy(rd.encoder.encode(texts))
-    coarse = rd._coarse
-    if coarse is None:
-        raise SystemExit(f"{args.model}: too small a space for the two-stage search")
+    vectors = np.asarray(rd.encoder.encode(texts))
+    exact_rd = with_index(rd, replace(cast(SearchIndex, rd.index), coarse=None)).prepare()
     timed_search(rd, vectors[:20], args.k)  # warm-up
     two_stage, two_stage_s = timed_search(rd, vectors, args.k)
-    rd._coarse = None
-    exact, exact_s = timed_search(rd, vectors, args.k)
-    rd._coarse = coarse
+    exact, exact_s = timed_search(exact_rd, vectors, args.k)
     overlap = [len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(two_stage, exact, strict=True)]
     report = {
-        "cpu": cpu(),
+        "cpu": machine()["cpu"],
+        "coarse_dims": int(cast(SearchIndex, rd.index).coarse.vectors.shape[1]),  # type: ignore[union-attr]
         "load_before": load,
         "load_after": os.getloadavg()[0],
         "queries": len(texts),
