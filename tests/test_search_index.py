@@ -48,7 +48,8 @@ def test_a_saved_model_folder_stores_its_search_index(served_model: Path) -> Non
 def test_the_mapped_folder_gives_the_results_of_the_parsed_one(model: Path) -> None:
     """Mapped space and stored index against the torch space and the dictionary parsed from definitions.jsonl."""
     mapped = ReverseDictionary.load(model)
-    assert isinstance(mapped.space, SearchSpace) and isinstance(mapped.space.matrix, np.memmap)
+    matrix = mapped.space.matrix if isinstance(mapped.space, SearchSpace) else None
+    assert matrix is not None and isinstance(matrix.base, np.memmap) and not matrix.flags.writeable  # mapped
     parsed = ReverseDictionary(mapped.encoder, EntrySpace.load(model), load_dictionary(str(model / DEFINITIONS_FILE)))
     for filters in ({}, {"pos": "v"}, {"pos": "n", "initial": "c"}):
         assert results(mapped, **filters) == results(parsed, **filters)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,9 +54,9 @@ class EntryGroups:
     def __len__(self) -> int:
         return len(self.starts)
 
-    @property
+    @cached_property
     def first(self) -> np.ndarray:
-        """One entry index per group (its first)."""
+        """One entry index per group (its first), computed once."""
         return self.order[self.starts]
 
     def members(self, group: int) -> np.ndarray:
