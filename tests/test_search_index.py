@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -154,3 +155,32 @@ def test_searching_a_mapped_folder_imports_no_torch(served_model: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("True []"), out
+
+
+def test_two_processes_index_a_folder_once_into_the_cache(model: Path, tmp_path: Path) -> None:
+    shutil.rmtree(model / SEARCH_DIR)
+    cache = tmp_path / "cache"
+    code = (
+        "import json\n"
+        "from dictembed.reverse_dictionary import ReverseDictionary\n"
+        f"rd = ReverseDictionary.load({str(model)!r})\n"
+        "print(json.dumps([r.to_dict() for r in rd.search('a pet that barks', k=4)]))\n"
+    )
+    env = {**os.environ, "DICTEMBED_CACHE": str(cache)}
+    runs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0] and outputs[0] == outputs[1] and json.loads(outputs[0])
+    folders = [p.name for p in (cache / "search_index").iterdir() if p.is_dir()]
+    assert folders == [fingerprint(model)]  # one index, no staging or old copy left behind
+
+
+def test_a_cache_that_cannot_be_written_still_searches(model: Path, tmp_path: Path, monkeypatch, caplog) -> None:
+    before = results(ReverseDictionary.load(model))
+    shutil.rmtree(model / SEARCH_DIR)
+    (tmp_path / "cache-is-a-file").write_text("")
+    monkeypatch.setenv("DICTEMBED_CACHE", str(tmp_path / "cache-is-a-file"))
+    with caplog.at_level(logging.INFO):
+        assert results(ReverseDictionary.load(model)) == before
+    assert "is not cached" in caplog.text

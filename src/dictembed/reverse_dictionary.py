@@ -141,25 +141,45 @@ def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | No
 def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDictionary) -> SearchIndex:
     """The search index of a folder's matrix space: the folder's own (`search_index/`), else the one cached for
     it, else built now (the entries' senses from the folder's own definitions, when it is the dictionary used)
-    and cached (a cache that cannot be written is only logged)."""
+    and cached, under a lock so that processes loading the same folder build it once (a cache that cannot be
+    written is only logged)."""
     own = Path(source.spec) == folder.definitions
     source_print = fingerprint(folder.path)
-    for where in (folder.file(SEARCH_DIR), cached_index_dir(source_print)):
+    cached = cached_index_dir(source_print)
+
+    def stored(where: Path) -> SearchIndex | None:
         index = SearchIndex.open(where, source_print, len(space))
         if index is not None and (index.senses is not None or not own):
             return index if own else replace(index, senses=None)  # another dictionary's senses come with it
-    senses = None
-    if own:
+        return None
+
+    for where in (folder.file(SEARCH_DIR), cached):
+        if (index := stored(where)) is not None:
+            return index
+    with contextlib.ExitStack() as stack:
+        writable = True
         try:
-            senses = EntrySenses.of(space.words, source.load())
-        except Exception as err:  # the search then says once that results come without definitions
-            log.debug("cannot index the definitions of %s: %s", folder.path, err)
-    index = SearchIndex.build(space, senses, frequency_cache=cache_root())
-    if senses is not None or not own:
-        try:
-            index.save(cached_index_dir(source_print), source_print)
-        except OSError as err:
+            from filelock import FileLock
+
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(FileLock(f"{cached}.lock", timeout=600))
+            if (index := stored(cached)) is not None:  # another process built it meanwhile
+                return index
+        except OSError as err:  # a cache that cannot be written (or locked): build without it
+            writable = False
             log.info("the search index of %s is not cached (%s); it is built again at the next load", folder, err)
+        senses = None
+        if own:
+            try:
+                senses = EntrySenses.of(space.words, source.load())
+            except Exception as err:  # the search then says once that results come without definitions
+                log.debug("cannot index the definitions of %s: %s", folder.path, err)
+        index = SearchIndex.build(space, senses, frequency_cache=cache_root() if writable else None)
+        if writable and (senses is not None or not own):
+            try:
+                index.save(cached, source_print)
+            except OSError as err:
+                log.info("the search index of %s is not cached (%s); it is built again at the next load", folder, err)
     return index
 
 
