@@ -1544,7 +1544,7 @@ def server_cases() -> list[Case]:
             server="nodict",
             path=reverse + "q=a+pet&pos=n",
             status=422,
-            has=("secret.tsv",),
+            has=("'wordnet'",),
             lacks=lacks,
         ),
         fails(
@@ -2383,8 +2383,9 @@ def prepare(root: Path, start_zygote: Callable[[dict[str, str]], Future[Zygote] 
 
 
 def start_servers(ws: Workspace) -> None:
-    """`dictembed serve` of the model, of a moved copy and of a copy whose dictionary is gone (its record names an
-    outside file, which a folder may not: the user names it with --dictionary, and it is not there)."""
+    """`dictembed serve` of the model, of a moved copy and of a copy whose dictionary is gone (no definitions.jsonl,
+    its record names WordNet, and the server's WordNet folder, $WNSEARCHDIR, is not there: a --dictionary file
+    that is not there is refused before the server starts)."""
     moved = ws.root / "servers" / "elsewhere" / "toy-moved"
     moved.parent.mkdir(parents=True)
     shutil.copytree(ws.model, ws.root / "servers" / "toy")
@@ -2393,16 +2394,16 @@ def start_servers(ws: Workspace) -> None:
     shutil.copytree(ws.model, nodict)
     (nodict / "definitions.jsonl").unlink()
     record = json.loads((nodict / "dictembed.json").read_text())
-    record["config"]["dictionary"] = str(ws.root / "gone" / "secret.tsv")
+    record["config"]["dictionary"] = "wordnet"
     (nodict / "dictembed.json").write_text(json.dumps(record))
-    gone = ["--dictionary", str(ws.root / "gone" / "secret.tsv")]
-    for name, folder, extra in [("main", ws.model, []), ("moved", moved, []), ("nodict", nodict, gone)]:
+    gone = {**ws.env, "WNSEARCHDIR": str(ws.root / "gone" / "wordnet")}
+    for name, folder, env in [("main", ws.model, ws.env), ("moved", moved, ws.env), ("nodict", nodict, gone)]:
         port = free_port()
-        argv = [*DICTEMBED, "serve", "--model", str(folder), "--port", str(port), *extra]
+        argv = [*DICTEMBED, "serve", "--model", str(folder), "--port", str(port)]
         process = subprocess.Popen(
             argv,
             cwd=ws.root,
-            env=ws.env,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             preexec_fn=lambda: _child(None),
