@@ -40,7 +40,7 @@ from dictembed.io import with_umask
 from dictembed.loading import load_masked_lm_info
 from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
 from dictembed.objectives.mlm import mlm_head_module
-from dictembed.search_space import SearchSpace, saved_problem
+from dictembed.search_space import SearchSpace, definition_rows, saved_problem
 from dictembed.vocab import single_token_words
 
 log = logging.getLogger(__name__)
@@ -355,11 +355,7 @@ class DefinitionSpace(MatrixSpace):
         """The rows of `definitions` of each of `entries`, one after another, and where each entry's rows start
         among them (for `np.maximum.reduceat`). Needs the counts."""
         counts = self.check_counts()
-        first = np.cumsum(counts) - counts  # the first row of each entry
-        sizes = counts[entries]
-        starts = np.cumsum(sizes) - sizes
-        rows = np.repeat(first[entries] - starts, sizes) + np.arange(int(sizes.sum()))
-        return rows, starts
+        return definition_rows(np.cumsum(counts) - counts, counts, entries)
 
     def check_leave_one_out(self) -> np.ndarray:
         """The per-entry counts, or a one-line DictEmbedError when leave-one-out is impossible (ICA, no counts)."""

@@ -161,13 +161,23 @@ class SearchSpace:
         """The float32 rows `rows` of the matrix scaled to unit length by their `inverse_norms`."""
         return np.asarray(self.matrix[rows], dtype=np.float32) * inverse_norms[:, None]
 
-    def definition_rows(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The rows of `definitions` of each of `entries`, one after another, and where each entry's rows start."""
+    @cached_property
+    def first_definitions(self) -> np.ndarray:
+        """The row of `definitions` where each entry's rows start (computed once)."""
         counts = np.asarray(self.counts)
-        first = np.cumsum(counts) - counts
-        sizes = counts[entries]
-        starts = np.cumsum(sizes) - sizes
-        return np.repeat(first[entries] - starts, sizes) + np.arange(int(sizes.sum())), starts
+        return np.cumsum(counts) - counts
+
+    def definition_rows(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of `definitions` of each of `entries` (`definition_rows`)."""
+        return definition_rows(self.first_definitions, np.asarray(self.counts), entries)
+
+
+def definition_rows(first: np.ndarray, counts: np.ndarray, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The definition rows of each of `entries`, one after another, and where each entry's rows start among them
+    (for `np.maximum.reduceat`), of a space whose entry i has `counts[i]` rows from row `first[i]`."""
+    sizes = counts[entries]
+    starts = np.cumsum(sizes) - sizes
+    return np.repeat(first[entries] - starts, sizes) + np.arange(int(sizes.sum())), starts
 
 
 def saved_problem(
