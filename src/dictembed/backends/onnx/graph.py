@@ -11,6 +11,7 @@ import copy
 import logging
 import re
 import shutil
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from torch import nn
 
 from dictembed.extras import require
 
+log = logging.getLogger(__name__)
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_qint8.onnx"
 # model types onnxruntime's transformer optimizer knows how to fuse (attention, LayerNorm, GELU)
@@ -70,7 +72,11 @@ def export_backbone(encoder: Any, path: Path, opset: int = 17) -> list[str]:
         torch.tensor(sample[n]) if n in sample else torch.zeros_like(torch.tensor(sample["input_ids"])) for n in names
     )
     axes = {n: {0: "batch", 1: "sequence"} for n in names} | {"last_hidden_state": {0: "batch", 1: "sequence"}}
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # the tracer's notes on the model's Python control flow (masks, padding) hold for these dynamic axes
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message=r"Exporting aten::index operator", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r"You are using the legacy TorchScript", category=DeprecationWarning)
         torch.onnx.export(
             _Forward(backbone, names),
             inputs,
@@ -132,10 +138,15 @@ def quantize_int8(source: Path, target: Path, settings: QuantizeSettings | None 
 
 @contextlib.contextmanager
 def quiet_root_info() -> Iterator[None]:
-    """Drop the INFO and DEBUG records logged straight to the root logger while inside."""
+    """While inside, the records onnxruntime's quantiser logs straight to the root logger (a line per tensor, and
+    a warning to pre-process the graph that a user of the export cannot act on) go to dictembed's debug log;
+    errors stay."""
 
     def keep(record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or record.name != "root"
+        if record.levelno >= logging.ERROR or record.name != "root":
+            return True
+        log.debug("onnxruntime quantisation: %s", record.getMessage())
+        return False
 
     root = logging.getLogger()
     root.addFilter(keep)
