@@ -82,7 +82,7 @@ def profile_int8(folder: Path, sentences: list[str], batch_size: int, threads: i
     summed node times)."""
     import onnxruntime as ort
 
-    from dictembed.backends.onnx.runtime import session_options
+    from dictembed.backends.onnx.session import session_options
 
     encoder = onnx_encoder(folder, threads)
     backbone = encoder.onnx

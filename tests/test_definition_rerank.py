@@ -212,7 +212,7 @@ def test_the_two_stage_search_equals_the_exact_one_when_it_keeps_every_group(
     _coarse(monkeypatch, candidates=len(space))
     rd = ReverseDictionary(encoder, space, dictionary, language="en")
     assert [r.to_dict() for r in rd.search(query, k=5)] == [r.to_dict() for r in exact]
-    assert rd._coarse is not None
+    assert rd.index is not None and rd.index.coarse is not None
 
 
 def test_the_two_stage_search_scores_its_candidates_exactly(space, encoder, dictionary, monkeypatch) -> None:

@@ -19,37 +19,26 @@ head) scores by the model's softmax probability instead.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.frequency_prior import FrequencyPrior
-from dictembed.model_folder import SEARCH_DIR, ModelDictionary, ModelFolder
-from dictembed.paths import cache_root, public_name
-from dictembed.search_index import (
-    COARSE_DIMS,
-    COARSE_MIN_GROUPS,
-    EntryGroups,
-    SearchIndex,
-    WordIndex,
-    cached_index_dir,
-    fingerprint,
-    top_indices,
-)
+from dictembed.model_folder import ModelDictionary, ModelFolder
+from dictembed.paths import public_name
+from dictembed.query_encoder import QueryEncoder, as_rows, exported_query_encoder, search_threads
+from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
 from dictembed.search_options import SEARCH_MODES, Filters, Ranking, normalize_pos, word_test
-from dictembed.search_space import MATRIX_SPACES, SearchSpace
+from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
 
 if TYPE_CHECKING:
     import torch
@@ -57,130 +46,11 @@ if TYPE_CHECKING:
     from dictembed.entry_space import EntrySpace
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
-# A large matrix space is searched in two stages (`CoarseIndex`): every group by a projection of the unit entry
-# vectors on their first COARSE_DIMS principal directions (`search_index`), then the COARSE_CANDIDATES best exactly.
+# A large matrix space is searched in two stages (`search_index.CoarseIndex`): every group by a projection of the
+# unit entry vectors on their first principal directions, then the COARSE_CANDIDATES best exactly.
 COARSE_CANDIDATES = 1000
-__all__ = ["COARSE_DIMS", "COARSE_MIN_GROUPS", "ReverseDictionary", "Result"]
-
-
-class QueryEncoder(Protocol):
-    """What a search needs of an encoder: `Encoder` (torch) or `OnnxQueryEncoder` (ONNX Runtime alone)."""
-
-    @property
-    def dim(self) -> int: ...
-
-    @property
-    def device(self) -> Any: ...
-
-    def embed(
-        self,
-        texts: Sequence[str],
-        batch_size: int = 32,
-        prompt: str | None = None,
-        show_progress: bool | None = None,
-        chunk: int | None = None,
-    ) -> Iterator[Any]: ...
-
-
-# numpy's BLAS and torch's OpenMP threads each want every core: while torch's threads spin after an encoder
-# pass, a multi-threaded BLAS call waits on them (a single search took 39 ms instead of 20 on 2 cores), so beside
-# a torch encoder the search's numpy products run on one thread. ONNX Runtime's threads sleep between runs
-# (`session_options`): beside it BLAS keeps every core (the coarse stage of a search 13.2 -> 9.6 ms on 2 cores).
-@functools.cache
-def _blas() -> ThreadpoolController:
-    """The thread pools of the libraries loaded (found once: a scan takes about a millisecond)."""
-    return ThreadpoolController()
-
-
-def search_threads(encoder: Any) -> contextlib.AbstractContextManager:
-    """The BLAS threads a search beside `encoder` may use: one beside a torch encoder, else all."""
-    if type(encoder).__module__.startswith("dictembed.backends.onnx"):
-        return contextlib.nullcontext()
-    return _blas().limit(limits=1, user_api="blas")
-
 
 log = logging.getLogger(__name__)
-
-
-def as_rows(vectors: Any) -> np.ndarray:
-    """Pooled vectors (a torch tensor on any device, or an array) as a 2-D float32 numpy array."""
-    if hasattr(vectors, "detach"):
-        vectors = vectors.detach().float().cpu().numpy()
-    rows = np.asarray(vectors, dtype=np.float32)
-    return rows[None] if rows.ndim == 1 else rows
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    """`rows` scaled to unit length (as `torch.nn.functional.normalize`: a zero row stays zero)."""
-    return rows / np.maximum(np.linalg.norm(rows, axis=-1, keepdims=True), 1e-12)
-
-
-def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | None) -> QueryEncoder | None:
-    """The ONNX Runtime encoder of an exported folder, torch never imported (None: no export, another device or
-    precision asked for, or a model the ONNX path cannot run: the torch `Encoder` then runs the folder's graph)."""
-    if (
-        not folder.is_exported
-        or str(device or "auto") not in ("auto", "cpu")
-        or (precision or "auto")
-        not in (
-            "auto",
-            "fp32",
-        )
-    ):
-        return None
-    try:
-        from dictembed.backends.onnx.query import OnnxQueryEncoder
-    except ImportError:  # onnxruntime not installed: the torch Encoder says what to install
-        return None
-    if (reason := OnnxQueryEncoder.unsupported(folder.path)) is not None:
-        log.debug("%s: the torch encoder runs the export (%s)", folder.path, reason)
-        return None
-    return cast(QueryEncoder, OnnxQueryEncoder.open(folder.path))
-
-
-def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDictionary) -> SearchIndex:
-    """The search index of a folder's matrix space: the folder's own (`search_index/`), else the one cached for
-    it, else built now (the entries' senses from the folder's own definitions, when it is the dictionary used)
-    and cached, under a lock so that processes loading the same folder build it once (a cache that cannot be
-    written is only logged)."""
-    own = Path(source.spec) == folder.definitions
-    source_print = fingerprint(folder.path)
-    cached = cached_index_dir(source_print)
-
-    def stored(where: Path) -> SearchIndex | None:
-        index = SearchIndex.open(where, source_print, len(space))
-        if index is not None and (index.senses is not None or not own):
-            return index if own else replace(index, senses=None)  # another dictionary's senses come with it
-        return None
-
-    for where in (folder.file(SEARCH_DIR), cached):
-        if (index := stored(where)) is not None:
-            return index
-    with contextlib.ExitStack() as stack:
-        writable = True
-        try:
-            from filelock import FileLock
-
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(FileLock(f"{cached}.lock", timeout=600))
-            if (index := stored(cached)) is not None:  # another process built it meanwhile
-                return index
-        except OSError as err:  # a cache that cannot be written (or locked): build without it
-            writable = False
-            log.info("the search index of %s is not cached (%s); it is built again at the next load", folder, err)
-        senses = None
-        if own:
-            try:
-                senses = EntrySenses.of(space.words, source.load())
-            except Exception as err:  # the search then says once that results come without definitions
-                log.debug("cannot index the definitions of %s: %s", folder.path, err)
-        index = SearchIndex.build(space, senses, frequency_cache=cache_root() if writable else None)
-        if writable and (senses is not None or not own):
-            try:
-                index.save(cached, source_print)
-            except OSError as err:
-                log.info("the search index of %s is not cached (%s); it is built again at the next load", folder, err)
-    return index
 
 
 @dataclass
@@ -305,18 +175,18 @@ class ReverseDictionary:
             for start in range(0, len(rows), batch_size):
                 yield rows[start : start + batch_size]
 
-    def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
-        """Entry scores [n_definitions, n_entries] (unnormalised logits)."""
+    def _logits(self, h: np.ndarray) -> torch.Tensor:
+        """The model's own logits [batch, n_entries] (float32, on the encoder's device) of pooled vectors `h`."""
         import torch
 
-        device = getattr(self.encoder, "device", "cpu")
-        space = self.logit_space.to(device)
+        device = self.encoder.device
         with torch.no_grad():
-            out = [
-                space(torch.from_numpy(h).to(device)).float().cpu().numpy()
-                for h in self._pooled(definitions, batch_size)
-            ]
-        return np.concatenate(out) if out else np.zeros((0, len(space)), dtype=np.float32)
+            return self.logit_space.to(device)(torch.from_numpy(h).to(device)).float()
+
+    def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
+        """Entry scores [n_definitions, n_entries] (unnormalised logits)."""
+        out = [self._logits(h).cpu().numpy() for h in self._pooled(definitions, batch_size)]
+        return np.concatenate(out) if out else np.zeros((0, len(self.space)), dtype=np.float32)
 
     def predict(self, definition: str, top_k: int = 10) -> list[tuple[str, float]]:
         """The top-k entries for one definition with their softmax probabilities."""
@@ -360,14 +230,9 @@ class ReverseDictionary:
     def index(self) -> SearchIndex | None:
         """The search index of a matrix space (built on first use for a space in memory); None for an MLM head."""
         with self._lock:
-            if self._index is None and isinstance(self.space, SearchSpace):
-                self._index = SearchIndex.build(self.space)
+            if self._index is None and isinstance(self.space, SearchSpace):  # the prior reads the frequencies
+                self._index = SearchIndex.build(self.space, with_frequencies=False)
             return self._index
-
-    @property
-    def _coarse(self) -> Any:
-        index = self.index
-        return index.coarse if index is not None else None
 
     @property
     def groups(self) -> EntryGroups:
@@ -452,16 +317,10 @@ class ReverseDictionary:
         softmax probability (see `score_kind`)."""
         groups = self.groups
         if self._unit is not None:
-            cosine = unit(h) @ self._unit.T
+            cosine = l2_normalize(h) @ self._unit.T
             prior = self.group_prior
             return cosine if prior is None else cosine + prior
-        import torch
-
-        device = getattr(self.encoder, "device", "cpu")
-        with torch.no_grad():
-            logits = self.logit_space.to(device)(torch.from_numpy(h).to(device))
-            probs = logits.float().softmax(-1).cpu().numpy()
-        return probs[:, groups.first]
+        return self._logits(h).softmax(-1).cpu().numpy()[:, groups.first]
 
     def _best_groups(
         self, h: np.ndarray, allowed: np.ndarray | None, n: int
@@ -470,15 +329,14 @@ class ReverseDictionary:
         by group), and their scores. A `CoarseIndex` picks `COARSE_CANDIDATES` groups first and only those are
         scored exactly: the scores are exact, the choice nearly so (benchmarks/coarse_search.py)."""
         index = self.index
-        coarse = index.coarse if index is not None else None
-        if coarse is None or index is None:
+        if index is None or index.coarse is None:
             for row in self._group_scores(h):
                 top = top_indices(row, allowed, n)
                 yield top, row[top]
             return
         space, prior, first = cast(SearchSpace, self.space), self.group_prior, self.groups.first
-        queries = unit(h)
-        for query, rough in zip(queries, coarse.scores(queries), strict=True):
+        queries = l2_normalize(h)
+        for query, rough in zip(queries, index.coarse.scores(queries), strict=True):
             candidates = top_indices(rough if prior is None else rough + prior, allowed, max(n, COARSE_CANDIDATES))
             exact = space.unit_rows(first[candidates], index.inverse_norms[candidates]) @ query
             if prior is not None:
@@ -660,7 +518,7 @@ class ReverseDictionary:
                     self._vector_unit = index.unit(cast(SearchSpace, self.space))
                 else:
                     vectors = cast("EntrySpace", self.space).vectors()[groups.first]
-                    self._vector_unit = unit(np.asarray(vectors, dtype=np.float32))
+                    self._vector_unit = l2_normalize(np.asarray(vectors, dtype=np.float32))
             return self._vector_unit
 
     def neighbours(

@@ -9,10 +9,11 @@ a fingerprint of the files it derives from and checked against it at every load.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,12 +22,22 @@ import numpy as np
 
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
+from dictembed.model_folder import (
+    DEFINITIONS_FILE,
+    SEARCH_DIR,
+    SPACE_DIR,
+    SPACE_META,
+    SPACE_TENSORS,
+    ModelDictionary,
+    ModelFolder,
+)
+from dictembed.paths import cache_root
 from dictembed.search_options import word_length
+from dictembed.search_space import MATRIX_SPACES, SearchSpace, mapped_tensors
 from dictembed.word_frequency import entry_frequencies, frequency_source
 
 if TYPE_CHECKING:
     from dictembed.dictionary.core import Dictionary
-    from dictembed.search_space import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +180,6 @@ def fingerprint(folder: Path) -> str:
     """A digest of the files a search index derives from: the entry space (space.json whole; the tensors' size
     and `SAMPLES` blocks) and the definitions file (likewise), so that an index built from other files is never
     taken for this folder's, while checking it reads about 2 MB rather than the 300 MB it summarises."""
-    from dictembed.model_folder import DEFINITIONS_FILE, SPACE_DIR, SPACE_META, SPACE_TENSORS
-
     digest = hashlib.blake2b(f"search-index-{INDEX_FORMAT}".encode(), digest_size=20)
     digest.update((folder / SPACE_DIR / SPACE_META).read_bytes())
     for path in (folder / SPACE_DIR / SPACE_TENSORS, folder / DEFINITIONS_FILE):
@@ -253,8 +262,6 @@ class SearchIndex:
     def open(cls, folder: Path, source: str, entries: int) -> SearchIndex | None:
         """The index saved in `folder`, mapped, if it was built from the files of `fingerprint` `source` for a space
         of `entries` entries; None when there is none, it is another's, or damaged (logged)."""
-        from dictembed.search_space import mapped_tensors
-
         meta_path = folder / INDEX_META
         if not meta_path.is_file():
             return None
@@ -285,20 +292,60 @@ class SearchIndex:
 
 def cached_index_dir(source: str) -> Path:
     """Where dictembed's cache keeps the search index of a folder that has none, by its `fingerprint`."""
-    from dictembed.paths import cache_root
-
     return cache_root() / "search_index" / source
 
 
 def write_search_index(folder: Path, dictionary: Dictionary | None) -> Path | None:
     """Store the search index of the matrix space saved in `folder` in its `search_index/`, with the entries' senses
     in `dictionary` (the folder's own definitions); None for a space without a matrix (an MLM head)."""
-    from dictembed.model_folder import SEARCH_DIR
-    from dictembed.search_space import MATRIX_SPACES, SearchSpace
-
     if SearchSpace.saved_type(folder) not in MATRIX_SPACES:
         return None
     space = SearchSpace.open(folder)
     senses = EntrySenses.of(space.words, dictionary) if dictionary is not None else None
     # no word-frequency cache: the index keeps them, and a save never writes outside its folder
     return SearchIndex.build(space, senses).save(folder / SEARCH_DIR, fingerprint(folder))
+
+
+def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDictionary) -> SearchIndex:
+    """The search index of a folder's matrix space: the folder's own (`search_index/`), else the one cached for
+    it, else built now (the entries' senses from the folder's own definitions, when it is the dictionary used)
+    and cached, under a lock so that processes loading the same folder build it once (a cache that cannot be
+    written is only logged)."""
+    own = Path(source.spec) == folder.definitions
+    source_print = fingerprint(folder.path)
+    cached = cached_index_dir(source_print)
+
+    def stored(where: Path) -> SearchIndex | None:
+        index = SearchIndex.open(where, source_print, len(space))
+        if index is not None and (index.senses is not None or not own):
+            return index if own else replace(index, senses=None)  # another dictionary's senses come with it
+        return None
+
+    for where in (folder.file(SEARCH_DIR), cached):
+        if (index := stored(where)) is not None:
+            return index
+    with contextlib.ExitStack() as stack:
+        writable = True
+        try:
+            from filelock import FileLock
+
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(FileLock(f"{cached}.lock", timeout=600))
+            if (index := stored(cached)) is not None:  # another process built it meanwhile
+                return index
+        except OSError as err:  # a cache that cannot be written (or locked): build without it
+            writable = False
+            log.info("the search index of %s is not cached (%s); it is built again at the next load", folder, err)
+        senses = None
+        if own:
+            try:
+                senses = EntrySenses.of(space.words, source.load())
+            except Exception as err:  # the search then says once that results come without definitions
+                log.debug("cannot index the definitions of %s: %s", folder.path, err)
+        index = SearchIndex.build(space, senses, frequency_cache=cache_root() if writable else None)
+        if writable and (senses is not None or not own):
+            try:
+                index.save(cached, source_print)
+            except OSError as err:
+                log.info("the search index of %s is not cached (%s); it is built again at the next load", folder, err)
+    return index

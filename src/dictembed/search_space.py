@@ -73,6 +73,11 @@ def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
         raise DictEmbedError(f"{path}: corrupt or truncated ({type(err).__name__}: {err})") from None
 
 
+def l2_normalize(rows: np.ndarray) -> np.ndarray:
+    """Rows divided by their L2 norm (at least 1e-12, as torch's `F.normalize`: a zero row stays zero)."""
+    return rows / np.maximum(np.linalg.norm(rows, axis=-1, keepdims=True), 1e-12)
+
+
 @dataclass
 class SearchSpace:
     """A matrix space's words and arrays in numpy (memory maps when opened from a folder): `matrix` [entries, dim]

@@ -13,11 +13,11 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 from dictembed.backends.onnx import query
-from dictembed.errors import DictEmbedError
-from dictembed.reverse_dictionary import QueryEncoder, Result, ReverseDictionary
+from dictembed.query_encoder import QueryEncoder
+from dictembed.reverse_dictionary import Result, ReverseDictionary
 from dictembed.search_options import DEFAULT_K, Filters
 
 T = TypeVar("T")
@@ -140,32 +140,14 @@ class QueryBatcher:
             p.future.set_result(results)
 
 
-@runtime_checkable
-class BulkEncoder(Protocol):
-    """What a bulk encode needs of the served encoder: `Encoder` (torch) and `OnnxQueryEncoder` are both one."""
-
-    max_length: int
-
-    def count_tokens(self, sentences: Sequence[str]) -> list[int]: ...
-
-    def encode(self, sentences: list[str], batch_size: int = 32, *, normalize_embeddings: bool = False) -> Any: ...
-
-
-def bulk_encoder(encoder: QueryEncoder | BulkEncoder) -> BulkEncoder:
-    """`encoder` as a `BulkEncoder`; an encoder that cannot count its tokens or encode is a `DictEmbedError`."""
-    if not isinstance(encoder, BulkEncoder):
-        raise DictEmbedError(f"{type(encoder).__name__} cannot count tokens and encode in bulk")
-    return encoder
-
-
 class TokenCounter:
     """Sentences' tokens as the encoder reads them (after its default prompt, `count_tokens`), counted on the
     model's thread: that thread owns the tokenizer (a fast tokenizer refuses to serve two threads at once), and
     work beside the model's own threads stalls them. `COUNT_STEP` sentences make a step, so that counting a bulk
     encode holds up a search no longer than a step of encoding does."""
 
-    def __init__(self, encoder: QueryEncoder | BulkEncoder) -> None:
-        self.encoder = bulk_encoder(encoder)
+    def __init__(self, encoder: QueryEncoder) -> None:
+        self.encoder = encoder
         self.window = self.encoder.max_length
 
     def count(self, sentences: Sequence[str]) -> list[int]:
@@ -214,8 +196,8 @@ for _name in ("dictembed.encoder", query.__name__):
     logging.getLogger(_name).addFilter(_ENCODER_QUIET)
 
 
-def encode_step(encoder: QueryEncoder | BulkEncoder, sentences: list[str], normalize: bool) -> Any:
+def encode_step(encoder: QueryEncoder, sentences: list[str], normalize: bool) -> Any:
     """One step of a bulk encode (on the model's thread): the vectors of `sentences`, with the encoder's warning
     about cut sentences held back (the request counts them once, for all its steps)."""
     with _ENCODER_QUIET.quiet():
-        return bulk_encoder(encoder).encode(sentences, normalize_embeddings=normalize)
+        return encoder.encode(sentences, normalize_embeddings=normalize)

@@ -29,6 +29,7 @@ from dictembed.backends.onnx.session import exported_file, open_session, ordered
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, ModelFolder, is_exported, read_record
 from dictembed.progress import Progress
+from dictembed.search_space import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -257,11 +258,6 @@ def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str], prompt_leng
         else:
             raise DictEmbedError(f"unknown pooling mode {mode!r}")
     return np.concatenate(out, axis=-1).astype(np.float32, copy=False)
-
-
-def l2_normalize(vectors: np.ndarray) -> np.ndarray:
-    """Rows divided by their L2 norm (at least 1e-12), as torch's `F.normalize`."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
 class OnnxQueryEncoder:

@@ -21,7 +21,6 @@ import torch
 
 from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph
 from dictembed.backends.onnx.session import exported_file, open_session, ordered_map, physical_cores
-from dictembed.backends.onnx.session import session_options as session_options  # benchmarks/onnx_int8.py's import
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.model_folder import is_exported
