@@ -132,17 +132,51 @@ def test_the_length_and_initial_controls_filter_the_results(page, base_url) -> N
     assert "min_length 4 is more than max_length 3" in page.locator("#status").text_content()
 
 
-def test_a_one_word_query_shows_words_like_it(page, base_url) -> None:
+def _reverse_request(page, action) -> str:
+    """The URL of the `/api/reverse` request that `action` makes the page send."""
+    with page.expect_request(lambda request: "/api/reverse?" in request.url) as request:
+        action()
+    return request.value.url
+
+
+def test_the_similar_words_switch(page, base_url) -> None:
+    """The page describes by default, as `predict` does (it tells the API, whose own default is auto); the
+    switch to similar words sends that mode and shows the words like the query."""
     _open(page, base_url)
+    assert page.locator("#mode-describe").is_checked() and not page.locator("#mode-similar").is_checked()
     page.select_option("#k", "50")
-    words = _search(page, "car")
+    assert "mode=describe" in _reverse_request(page, lambda: _search(page, "car"))
+    _status_starts(page, f"{len(HEADWORDS) - 2} results")  # "car" described, as predict does
+    assert "car" in page.locator("#results .word").all_text_contents()
+    assert "mode=similar" in _reverse_request(page, lambda: page.get_by_text("Similar words", exact=True).click())
     _status_starts(page, "Words like “car”")
     assert page.locator("#results .result").first.locator(".word").all_text_contents() == ["automobile", "motor car"]
-    assert "car" not in words and "car" not in page.locator("#results .word").all_text_contents()
+    assert "car" not in page.locator("#results .word").all_text_contents()
     assert "entry vectors" in page.locator("#score-note").text_content()
-    _search(page, "zebra")  # no entry: described
+    assert "mode=similar" in page.url and page.locator("#q").get_attribute("placeholder").startswith("Type a word")
+    page.reload()  # the link keeps the mode
+    _status_starts(page, "Words like “car”")
+    assert page.locator("#mode-similar").is_checked()
+    page.locator("#q").fill("zebra")  # no entry: the API's message
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#status.error")
+    assert "not an entry" in page.locator("#status").text_content()
+    page.get_by_text("Describe", exact=True).click()  # described
     _status_starts(page, f"{len(HEADWORDS) - 2} results")
     assert "closest definition" in page.locator("#score-note").text_content()  # cosine+definition+frequency
+    assert "mode=" not in page.url  # the default mode is left out of the link
+
+
+def test_the_sense_that_matched_shows_first(page, base_url) -> None:
+    """`rain`'s card starts with its verb sense (its second) for a description of the verb; the noun follows."""
+    _open(page, base_url)
+    assert "rain" in _search(page, "to fall as drops of water from the sky")
+    card = page.locator("#results .result").filter(has=page.get_by_role("link", name="rain", exact=True))
+    assert card.locator(".defs li").all_text_contents() == [
+        "verbto fall as drops of water from the sky",
+        "nounwater that falls from clouds",
+    ]
+    assert card.locator(".defs li").first.is_visible()
 
 
 def test_clicking_a_word_looks_it_up(page, base_url) -> None:
@@ -150,7 +184,8 @@ def test_clicking_a_word_looks_it_up(page, base_url) -> None:
     assert "dog" in _search(page, "a domesticated animal that barks")[:3]
     page.get_by_role("link", name="dog", exact=True).click()
     _status_starts(page, "Words like “dog”")
-    assert page.locator("#q").input_value() == "dog" and "?q=dog" in page.url
+    assert page.locator("#q").input_value() == "dog" and "?q=dog&mode=similar" in page.url
+    assert page.locator("#mode-similar").is_checked()  # the switch follows
     assert "dog" not in page.locator("#results .word").all_text_contents()
     page.locator("#results a.word").first.click()  # and on: a word of these results
     page.wait_for_function("document.getElementById('q').value !== 'dog'")
@@ -160,6 +195,7 @@ def test_clicking_a_word_looks_it_up(page, base_url) -> None:
     page.go_back()
     page.wait_for_function("document.getElementById('q').value === 'a domesticated animal that barks'")
     page.wait_for_function("/^\\d+ results/.test(document.getElementById('status').textContent)")
+    assert page.locator("#mode-describe").is_checked()
 
 
 def test_sorting_reorders_the_results_without_a_new_search(page, base_url) -> None:
@@ -186,6 +222,38 @@ def test_the_page_links_the_api_docs(page, base_url) -> None:
     assert page.locator("#api").get_attribute("href") == "docs"
     response = page.request.get(base_url + "/openapi.json")
     assert response.ok and "/api/reverse" in response.json()["paths"]
+
+
+def test_the_api_docs_work_offline(page, base_url) -> None:
+    """`/docs` lists the routes with every request to another host refused (as on a machine without a network),
+    and its Try it form sends a request to the server."""
+    local = base_url.split("://", 1)[1]
+    outside: list[str] = []
+
+    def only_local(route) -> None:
+        url = route.request.url
+        if url.split("://", 1)[-1].startswith(local) or url.startswith("data:"):
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    page.context.route("**/*", only_local)
+    page.goto(base_url + "/docs")
+    page.wait_for_selector("#routes li")
+    assert page.locator("#routes .path").all_text_contents() == ["/health", "/api/reverse", "/api/encode"]
+    assert page.locator("#routes .method").all_text_contents() == ["GET", "GET", "POST"]
+    assert page.locator("#schema-ReverseAnswer").is_visible() and "ResultRow" in page.locator("#schemas").text_content()
+    section = page.locator("section#reverse_api_reverse_get")
+    assert "the description, or a word (see mode)" in section.text_content()
+    section.locator("summary").click()
+    section.locator("input[name=q]").fill("water that falls from clouds")
+    section.get_by_role("button", name="Send").click()
+    section.locator("pre").wait_for()
+    assert "→ 200" in section.locator(".status").text_content() and '"rain"' in section.locator("pre").text_content()
+    assert outside == []
+    page.get_by_role("link", name="Search page").click()
+    page.wait_for_function("document.getElementById('model').textContent.includes('entries')")
 
 
 def test_a_dictionary_of_two_languages_shows_the_language_control(page, base_url, bert_path) -> None:

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import TOY_WORDS
 
-from dictembed.card_metadata import DICTIONARIES
 from dictembed.cli import main
+from dictembed.dictionary.catalog import CATALOG
 from dictembed.dictionary.load import SOURCES
 from dictembed.model_card import render_model_card
 from dictembed.model_folder import read_record
@@ -145,7 +145,7 @@ def test_card_metadata_follows_the_base_model_and_dictionary(
 
 
 def test_every_named_dictionary_has_a_language_and_a_licence_entry() -> None:
-    assert set(DICTIONARIES) == set(SOURCES)
+    assert set(CATALOG) == set(SOURCES)
 
 
 def test_sts_test_figures_of_a_record_come_before_the_dev_figure() -> None:

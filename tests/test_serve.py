@@ -185,7 +185,7 @@ def test_sorting(client, mode) -> None:
 def test_the_api_is_documented(client) -> None:
     docs = client.get("/docs")
     assert docs.status_code == 200 and docs.headers["content-type"].startswith("text/html")
-    assert "swagger" in docs.text.lower() and "/openapi.json" in docs.text
+    assert 'fetch("openapi.json")' in docs.text and client.head("/docs").status_code == 200
     response = client.get("/openapi.json")
     assert response.status_code == 200
     schema = response.json()
@@ -203,6 +203,112 @@ def test_the_api_is_documented(client) -> None:
     body = encode["requestBody"]["content"]["application/json"]["schema"]
     assert body["required"] == ["sentences"] and body["properties"]["sentences"]["maxItems"] == 256
     assert 'href="docs"' in client.get("/").text  # the page links the API
+
+
+def test_the_docs_page_needs_nothing_outside_the_server(client) -> None:
+    """`/docs` works offline: no script, style, font or link of another host (FastAPI's Swagger UI came from a
+    CDN), the schema read from this server's own `openapi.json`."""
+    docs = client.get("/docs").text
+    assert re.findall(r"(?i)\b(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}", docs) == []  # no absolute or protocol-relative URL
+    assert re.findall(r"(?i)(?:src|href)=\"([^\"]*)\"", docs) == ["data:,", "./", "openapi.json", "openapi.json"]
+    page = client.get("/").text
+    assert re.findall(r"(?i)\b(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}", page) == []
+
+
+def test_the_page_and_predict_default_to_the_same_mode() -> None:
+    """The page's describe / similar-words switch starts on `predict --mode`'s default, describe; the API's own
+    default stays auto, and the page always sends its mode."""
+    from dictembed.cli import build_parser
+    from dictembed.search_options import DEFAULT_MODE
+    from dictembed.serve_routes import page_html
+
+    predict = build_parser(["predict"]).parse_args(["predict", "--model", "m", "x"])
+    assert predict.mode == DEFAULT_MODE == "describe"
+    switch = re.findall(r'<input id="mode-(\w+)" type="radio" name="mode" value="(\w+)"( checked)?>', page_html())
+    assert switch == [("describe", "describe", " checked"), ("similar", "similar", "")]
+    assert 'const MODES = ["describe", "similar"]' in page_html()
+
+
+MINCE = [
+    ("make less severe or harsh", "v"),
+    ("cut food into very small pieces", "v"),
+    ("meat that has been cut into very small pieces", "n"),
+]
+
+
+@pytest.fixture(scope="module")
+def mince(bert_path):
+    """A reverse dictionary whose definition vectors are the tiny BERT's own (`DefinitionSpace.build`), so that a
+    query that is one of `mince`'s definitions matches that sense exactly; `mince`'s first sense is another."""
+    from dictembed.dictionary.core import Dictionary
+    from dictembed.encoder import Encoder
+    from dictembed.entry_space import DefinitionSpace
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.search_options import Ranking
+
+    dictionary = Dictionary(name="mince")
+    for definition, pos in MINCE:
+        dictionary.add("mince", definition, pos=pos)
+    dictionary.add("chop", "cut into pieces with a knife", pos="v")
+    dictionary.add("soften", "make less hard or severe", pos="v")
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    space = DefinitionSpace.build(encoder, dictionary, "amp", similarity="cosine")
+    return ReverseDictionary(encoder, space, dictionary=dictionary, name="mince", ranking=Ranking(frequency_weight=0))
+
+
+def _senses(results, word: str) -> list[str]:
+    return next(r.definitions[word] for r in results if word in r.words)
+
+
+def test_the_sense_that_matched_comes_first(mince) -> None:
+    """A result's senses start with the one whose definition vector is nearest the query, the others after it in
+    dictionary order (with a pos filter: the best of that part of speech, then that part of speech first)."""
+    harsh, cut, meat = (definition for definition, _ in MINCE)
+    assert _senses(mince.search(cut), "mince") == [cut, harsh, meat]
+    assert _senses(mince.search(meat), "mince") == [meat, harsh, cut]
+    assert _senses(mince.search(harsh), "mince") == [harsh, cut, meat]
+    assert _senses(mince.search(cut, pos="n"), "mince") == [meat, harsh, cut]  # only a noun sense can match
+    assert _senses(mince.search(meat, pos="v"), "mince") == [cut, harsh, meat]  # the best verb sense, then verbs
+    assert _senses(mince.search(cut, max_definitions=1), "mince") == [cut]
+    assert mince.search(cut)[0].pos["mince"] == ["v", "v", "n"]
+    assert _senses(mince.neighbours("chop"), "mince") == [harsh, cut, meat]  # no description: dictionary order
+
+
+def test_the_api_lists_the_matched_sense_first(mince) -> None:
+    from fastapi.testclient import TestClient
+
+    from dictembed.serve import create_app
+
+    client = TestClient(create_app(reverse_dictionary=mince))
+    results = _reverse(client, q=MINCE[1][0])["results"]
+    row = next(r for r in results if r["words"] == ["mince"])
+    assert row["definitions"]["mince"] == [MINCE[1][0], MINCE[0][0], MINCE[2][0]]
+    assert row["pos"]["mince"] == ["v", "v", "n"]
+
+
+def test_senses_of_another_dictionary_keep_their_order(mince, bert_path) -> None:
+    """Shown definitions that are not the ones the definition vectors were made from (here one sense more) keep the
+    dictionary's order: no vector says which of them matched."""
+    from dictembed.dictionary.core import Dictionary
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    other = Dictionary(name="other")
+    for definition, pos in [*MINCE, ("walk with short quick steps", "v")]:
+        other.add("mince", definition, pos=pos)
+    rd = ReverseDictionary(mince.encoder, mince.space, dictionary=other, name="other", ranking=mince.ranking)
+    assert _senses(rd.search(MINCE[1][0]), "mince") == [d for d, _ in MINCE] + ["walk with short quick steps"]
+
+
+def test_predict_prints_the_sense_that_matched(model_dir, capsys) -> None:
+    """`predict`'s table shows each result's first definition: for `rain` its verb sense, the second in the
+    dictionary, when that is what the description says."""
+    verb = "to fall as drops of water from the sky"
+    assert main(["predict", "--model", str(model_dir), verb, "--top-k", "20"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.split()[1] == "rain")
+    assert line.endswith(verb)
+    assert main(["predict", "--model", str(model_dir), verb, "--top-k", "20", "--json"]) == 0
+    rain = next(r for r in json.loads(capsys.readouterr().out) if r["words"] == ["rain"])
+    assert rain["definitions"]["rain"] == [verb, "water that falls from clouds"] and rain["pos"]["rain"] == ["v", "n"]
 
 
 def test_single_words_keep_the_group_without_its_phrase(client) -> None:

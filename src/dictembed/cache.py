@@ -46,10 +46,11 @@ log = logging.getLogger(__name__)
 LOCK_DIR = ".locks"
 PREFIX = "definitions-"
 # Names this project writes in the cache folder (and nothing else is ever listed or removed): the matrix,
-# its sidecar, the reverse dictionary's word frequencies (`dictembed.word_frequency`), a temporary file of an
-# interrupted write (`NAME.<pid>.partial`) and the lock files.
+# its sidecar, the reverse dictionary's word frequencies (`dictembed.word_frequency`), JMdict's decompressed database
+# (`dictionary.sources.jmdict`), a temporary file of an interrupted write (`NAME.<pid>.partial`) and the lock files.
 OWN_FILE = re.compile(
-    rf"({PREFIX}[0-9a-f]{{16}}\.(safetensors|json)|frequency-[0-9a-f]{{16}}\.npy)(\.\d+{re.escape(STAGING_SUFFIX)})?"
+    rf"({PREFIX}[0-9a-f]{{16}}\.(safetensors|json)|frequency-[0-9a-f]{{16}}\.npy|jmdict-[0-9a-f]{{16}}\.sqlite)"
+    rf"(\.\d+{re.escape(STAGING_SUFFIX)})?"
 )
 OWN_LOCK = re.compile(rf"{PREFIX}[0-9a-f]{{16}}\.lock")
 # The parts of an unfinished build (`PartialBuild`): a folder per space, holding numbered parts and a manifest.

@@ -1,70 +1,27 @@
 """The Hub metadata of a model card: the licences of the weights and of the dictionary, the languages and datasets
 (the dictionary's), and the `model-index` results. `model_card` writes them into the card's front matter.
 
-The licence data is the two tables below: base models by Hub name, dictionaries by the source names of
-`dictembed.dictionary.load.SOURCES`. A base model or dictionary not in them (a local folder, a table file) has no
-known licence: the card omits `license` and says so, and lists the file's dictionary licence as `unknown`.
+The licence data: base models by Hub name (below), dictionaries in their catalogue (`dictionary.catalog`). A base
+model or dictionary not in them (a local folder, a table file) has no known licence: the card omits `license`
+and says so, and lists the file's dictionary licence as `unknown`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from dictembed.dictionary.catalog import CATALOG, NamedDictionary
+from dictembed.licences import APACHE_2, MIT, Licence
 from dictembed.offline_models import MODELS as OFFLINE_MODELS
 from dictembed.paths import public_name
-
-
-@dataclass(frozen=True)
-class Licence:
-    """A licence as the Hub names it: `hub_id` from the Hub's list, else "other" with `hub_name`."""
-
-    hub_id: str
-    name: str
-    link: str
-    hub_name: str | None = None  # the Hub's `license_name` when `hub_id` is "other"
-
-    @property
-    def key(self) -> str:
-        """One word for the licence: the Hub id, or its `license_name` when the id is "other"."""
-        return self.hub_name or self.hub_id
-
-
-APACHE_2 = Licence("apache-2.0", "Apache 2.0", "https://www.apache.org/licenses/LICENSE-2.0")
-MIT = Licence("mit", "MIT", "https://opensource.org/license/mit")
-GPL_3 = Licence("gpl-3.0", "GPL-3.0", "https://www.gnu.org/licenses/gpl-3.0.html")
-WORDNET = Licence(
-    "other", "WordNet 3.0 license (BSD-like)", "https://wordnet.princeton.edu/license-and-commercial-use", "wordnet"
-)
-
-
-@dataclass(frozen=True)
-class DictionarySource:
-    """A named dictionary as the card lists it (its name is its `datasets` id): its language and its licence
-    (None: not known)."""
-
-    language: str
-    licence: Licence | None
-
 
 # The weights' licence of each base model whose licence is known, by Hub name.
 BASE_MODEL_LICENCES: dict[str, Licence] = {
     "sentence-transformers/all-MiniLM-L6-v2": APACHE_2,
     "sentence-transformers/all-mpnet-base-v2": APACHE_2,
     "intfloat/multilingual-e5-small": MIT,
-}
-# The named dictionaries (`--dictionary NAME`). Oxford, Chang and CWN come from research repositories that state
-# no licence for the files (the shared data's README: Oxford content is for research use).
-DICTIONARIES: dict[str, DictionarySource] = {
-    "wordnet": DictionarySource("en", WORDNET),
-    "wordnet-examples": DictionarySource("en", WORDNET),
-    "gcide": DictionarySource("en", GPL_3),
-    "oxford": DictionarySource("en", None),
-    "oxford-autodict": DictionarySource("en", None),
-    "chang": DictionarySource("en", None),
-    "cwn": DictionarySource("zh", None),
 }
 UNKNOWN = "unknown"
 
@@ -89,9 +46,9 @@ def dictionary_parts(spec: str | None) -> list[str]:
     return [part.strip() for part in (spec or "").split(",") if part.strip()]
 
 
-def dictionary_source(part: str) -> DictionarySource | None:
+def dictionary_source(part: str) -> NamedDictionary | None:
     """The named dictionary `part`, or None (a table file)."""
-    return DICTIONARIES.get(part.lower())
+    return CATALOG.get(part.lower())
 
 
 def dictionary_metadata(spec: str | None) -> dict[str, Any]:

@@ -6,8 +6,9 @@ Two views of one model:
 - `search` and `search_many` are for people. Entries whose vectors are identical (WordNet synonyms that share
   all their definitions, e.g. `transitory`, `fugacious`, `short-lived`) come back as ONE `Result` listing
   all their words. Results can be filtered by part of speech, by a pattern, by word count, by length in
-  letters, by initial letters and by pinyin initials (Chinese), and carry each word's definitions from the
-  dictionary the model was trained on.
+  letters, by initial letters and by pinyin initials (Chinese), given as `Filters` or as the keywords that
+  `predict` and the API take (`rd.search(q, length=6)`: `Filters.of`), and carry each word's definitions from the
+  dictionary the model was trained on, the sense that matched the query first (`_best_sense`).
 - `neighbours` lists an entry's near-synonyms: the entries nearest to its own entry vector, itself left out.
 
 The `score` of a `Result`, for the matrix spaces of DefSent+ (and the word-embedding fallback), is the cosine
@@ -404,11 +405,37 @@ class ReverseDictionary:
             )
         return senses.with_pos(tag)
 
+    def _best_sense(self, entry: int, query: np.ndarray, senses: list[tuple[str, str | None]], tag: str | None) -> int:
+        """Which of entry `entry`'s `senses` (dictionary order) matched the pooled `query`: the one whose definition
+        vector is nearest to it (among those of part of speech `tag`, when it has any), or -1: the space keeps no
+        definition vectors (an MLM head, ICA, an older save) or not as many as the entry has senses (another
+        dictionary's definitions are shown)."""
+        space = self.space
+        if not isinstance(space, SearchSpace) or space.definitions is None or space.counts is None:
+            return -1
+        count = int(space.counts[entry])
+        if count != len(senses) or count < 2:
+            return -1
+        start = int(space.first_definitions[entry])
+        vectors = np.asarray(space.definitions[start : start + count], dtype=np.float32)
+        cosine = vectors @ query / np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
+        if tag is not None:
+            kept = np.array([normalize_pos(p) == tag for _, p in senses])
+            cosine = np.where(kept, cosine, -np.inf) if kept.any() else cosine
+        return int(np.argmax(cosine))
+
     def _result(
-        self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None, pos: str | None = None
+        self,
+        group: int,
+        score: float,
+        mask: np.ndarray | None,
+        max_definitions: int | None,
+        pos: str | None = None,
+        query: np.ndarray | None = None,
     ) -> Result:
-        """The result of one group: its words that pass `mask`, each with up to `max_definitions` senses in
-        dictionary order, those of part of speech `pos` (when given) first."""
+        """The result of one group: its words that pass `mask`, each with up to `max_definitions` senses: the one
+        that matched the pooled `query` first (`_best_sense`, when given), then the others in dictionary order,
+        those of part of speech `pos` (when given) first."""
         members = [int(i) for i in self.groups.members(group) if mask is None or mask[i]]
         result = Result([self.space.words[i] for i in members], float(score))
         senses_of = self.senses
@@ -417,9 +444,17 @@ class ReverseDictionary:
             for i in members:
                 if senses_of.holds(i):
                     senses = senses_of.senses(i)
+                    order = list(range(len(senses)))
                     if tag is not None:
-                        senses = sorted(senses, key=lambda s: normalize_pos(s[1]) != tag)  # stable
-                    senses = senses[:max_definitions]
+                        order.sort(key=lambda j: normalize_pos(senses[j][1]) != tag)  # stable
+                    if (
+                        query is not None
+                        and max_definitions != 0
+                        and (best := self._best_sense(i, query, senses, tag)) >= 0
+                    ):
+                        order.remove(best)
+                        order.insert(0, best)
+                    senses = [senses[j] for j in order[:max_definitions]]
                     word = self.space.words[i]
                     result.definitions[word] = [definition for definition, _ in senses]
                     result.pos[word] = [normalize_pos(p) for _, p in senses]
@@ -432,8 +467,10 @@ class ReverseDictionary:
         filters: Filters | None = None,
         max_definitions: int | None = 10,
         batch_size: int = 64,
+        **options: Any,
     ) -> list[list[Result]]:
         """The k best results for each query (see `search`), encoding the queries in batches."""
+        filters = Filters.resolve(filters, options)
         if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
             raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
         out = []
@@ -442,11 +479,16 @@ class ReverseDictionary:
         return out
 
     def search_vectors(
-        self, vectors: Any, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
+        self,
+        vectors: Any,
+        k: int = 10,
+        filters: Filters | None = None,
+        max_definitions: int | None = 10,
+        **options: Any,
     ) -> list[list[Result]]:
         """The k best results for each pooled query vector (a row of `vectors`, an array or tensor, as the encoder
         pools a description), among the words that pass `filters` (see `search`)."""
-        filters = filters or Filters()
+        filters = Filters.resolve(filters, options)
         vectors = as_rows(vectors)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
@@ -459,19 +501,29 @@ class ReverseDictionary:
                 if reranks and len(top):
                     top, scores = self._rerank(vector, top, scores)
                 results = zip(top[:k], scores[:k], strict=True)
-                out.append([self._result(int(g), score, mask, max_definitions, filters.pos) for g, score in results])
+                out.append(
+                    [self._result(int(g), score, mask, max_definitions, filters.pos, vector) for g, score in results]
+                )
         return out
 
     def search(
-        self, query: str, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
+        self,
+        query: str,
+        k: int = 10,
+        filters: Filters | None = None,
+        max_definitions: int | None = 10,
+        **options: Any,
     ) -> list[Result]:
         """The k best results for a description, best first. Entries with identical vectors are one result.
 
         `filters` (`search_options.Filters`: part of speech, pattern, word count, length, initial letters, pinyin
-        initials, script) keep the words that pass all of them; a result lists only its passing words, and a
-        result with none is dropped. Each word carries up to `max_definitions` definitions, in the dictionary's
-        sense order, those of the filter's part of speech (when given) first."""
-        return self.search_many([query], k, filters, max_definitions)[0]
+        initials, script), or the same as keywords by the names `predict` and the API take (`pos`, `pattern`,
+        `words`, `length`, `min_length`, `max_length`, `initial`, `pinyin`, `script`: `Filters.of`), keep the
+        words that pass all of them; a result lists only its passing words, and a result with none is dropped.
+        Each word carries up to `max_definitions` definitions: the sense whose definition vector is nearest the
+        query first (in a space that keeps them), then the dictionary's sense order, those of the filter's part of
+        speech (when given) first."""
+        return self.search_many([query], k, filters, max_definitions, **options)[0]
 
     # ------------------------------------------------------------------ near-synonyms of an entry
     @property
@@ -522,15 +574,21 @@ class ReverseDictionary:
             return self._vector_unit
 
     def neighbours(
-        self, word: str, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
+        self,
+        word: str,
+        k: int = 10,
+        filters: Filters | None = None,
+        max_definitions: int | None = 10,
+        **options: Any,
     ) -> list[Result]:
         """The k results nearest to the entry `word` (see `entry_of`) by the cosine of their entry vectors, best
         first: its near-synonyms, the word itself left out (the other words of its own group come first, at 1).
-        The filters are those of `search`; the score is always a cosine."""
+        The filters are those of `search` (`filters=` or keywords); the score is always a cosine, and the senses
+        come in dictionary order."""
+        filters = Filters.resolve(filters, options)
         entry = self.entry_of(word)
         if entry is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        filters = filters or Filters()
         entry_mask = self._entry_mask(filters)
         mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
         index = self.space.index[entry]

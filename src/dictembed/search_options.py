@@ -1,5 +1,6 @@
 """The options of a reverse-dictionary search that `dictembed predict` and `dictembed serve` both take: their
-choices, defaults and checks (`Filters`, `pattern_matcher`), torch-free so that the command line can build its
+choices, defaults and checks (`Filters`, `Filters.of`: the filters by the names that `predict`, `/api/reverse` and
+`ReverseDictionary.search` share; `pattern_matcher`), torch-free so that the command line can build its
 options without loading a model."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import re2
 
@@ -21,6 +22,7 @@ WORD_COUNTS: tuple[WordCount, ...] = get_args(WordCount)
 # `mode`: auto (an entry's near-synonyms when the query is an entry, else a description), describe, similar
 SearchMode = Literal["auto", "describe", "similar"]
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+DEFAULT_MODE: SearchMode = "describe"  # `predict` and the page (the page's switch: describe or similar words)
 # `script`: any, words written in CJK characters (Chinese, Japanese), words in Latin letters (English)
 Script = Literal["any", "cjk", "latin"]
 SCRIPTS: tuple[Script, ...] = get_args(Script)
@@ -38,6 +40,8 @@ RERANK_DEPTH = 200  # the best results by the rest of the score that the definit
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
+# the filters by the names that `predict` (--min-length ...), `/api/reverse` and `ReverseDictionary.search` take
+FILTER_OPTIONS = ("pos", "pattern", "words", "length", "min_length", "max_length", "initial", "pinyin", "script")
 
 
 def normalize_pos(pos: str | None) -> str | None:
@@ -87,6 +91,15 @@ def length_bounds(
     if min_length is not None or max_length is not None:
         raise DictEmbedError("length: give an exact length or min_length/max_length, not both")
     return length, length
+
+
+def check_letters(name: str, value: object) -> None:
+    """Refuse a length option `name` (`length`, `min_length`, `max_length`) that is not a whole number of letters
+    from 1 to `MAX_WORD_LENGTH`."""
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORD_LENGTH
+    ):
+        raise DictEmbedError(f"{name}: a whole number of letters from 1 to {MAX_WORD_LENGTH}, not {value!r}")
 
 
 def pattern_matcher(pattern: str) -> Callable[[str], bool]:
@@ -146,11 +159,7 @@ class Filters:
         if self.pattern is not None:
             pattern_matcher(self.pattern)  # fail early on a bad pattern
         for name in ("min_length", "max_length"):
-            value = getattr(self, name)
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORD_LENGTH
-            ):
-                raise DictEmbedError(f"{name}: a whole number of letters from 1 to {MAX_WORD_LENGTH}, not {value!r}")
+            check_letters(name, getattr(self, name))
         if self.min_length is not None and self.max_length is not None and self.min_length > self.max_length:
             raise DictEmbedError(f"min_length {self.min_length} is more than max_length {self.max_length}")
         object.__setattr__(self, "initial", (self.initial or "").strip() or None)
@@ -158,6 +167,35 @@ class Filters:
             raise DictEmbedError(f"initial too long: at most {MAX_INITIAL_CHARS} characters")
         pinyin = (self.pinyin or "").strip()
         object.__setattr__(self, "pinyin", check_pinyin(pinyin) if pinyin else None)
+
+    @classmethod
+    def of(cls, **options: Any) -> Filters:
+        """The filters of `options` named as `FILTER_OPTIONS` (the names of `predict`, `/api/reverse` and
+        `ReverseDictionary.search`): the fields, and an exact `length` in place of `min_length`/`max_length`
+        (`length_bounds`); None leaves an option unset. An unknown name is a one-line error listing the valid ones."""
+        if unknown := [name for name in options if name not in FILTER_OPTIONS]:
+            named = ", ".join(map(repr, unknown))
+            raise DictEmbedError(
+                f"unknown filter{'s' * (len(unknown) > 1)} {named}; the filters are {', '.join(FILTER_OPTIONS)}"
+            )
+        given = {name: value for name, value in options.items() if value is not None}
+        for name, value in given.items():
+            if not name.endswith("length") and not isinstance(value, str):
+                raise DictEmbedError(f"{name}: a string, not {value!r}")
+        length = given.pop("length", None)
+        check_letters("length", length)
+        low, high = length_bounds(length, given.pop("min_length", None), given.pop("max_length", None))
+        return cls(min_length=low, max_length=high, **given)
+
+    @classmethod
+    def resolve(cls, filters: Filters | None, options: dict[str, Any]) -> Filters:
+        """`filters`, or else `Filters.of(**options)` of the filter keywords (none: no filter); both at once is a
+        one-line error. How `ReverseDictionary.search` and its kin read their filters."""
+        if filters is not None and options:
+            raise DictEmbedError(f"give filters=Filters(...) or filter keywords ({', '.join(options)}), not both")
+        if filters is not None and not isinstance(filters, Filters):
+            raise DictEmbedError(f"filters: a Filters, not {type(filters).__name__}")
+        return filters if filters is not None else cls.of(**options)
 
     @property
     def active(self) -> bool:

@@ -7,11 +7,13 @@ Endpoints (the model is loaded once, when the app is created; `serve_routes`):
 - `GET /api/reverse?q=...&k=10[&pos=n&pattern=gir*&words=single&length=5|min_length=4&max_length=6&initial=g
   &pinyin=sc&script=any|cjk|latin&mode=auto|describe|similar&sort=relevance|alphabet|length]` -> {"query", "mode",
   "entry", "model", "entries", "score_kind", "results": [{"words", "score", "definitions": {word: [...]},
-  "pos": {word: [...]}}]}; in mode auto a query that is an entry lists its near-synonyms
-  (`ReverseDictionary.neighbours`), else it is described;
+  "pos": {word: [...]}}]} (each word's matched sense first); in mode auto (the API's default; the page always
+  sends describe or similar) a query that is an entry lists its near-synonyms (`ReverseDictionary.neighbours`),
+  else it is described;
 - `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model",
   "truncated"};
-- `GET /docs` (Swagger UI) and `GET /openapi.json`: the API, documented.
+- `GET /docs` (`static/docs.html`: drawn in the browser from the schema, no external resources, so it works
+  offline) and `GET /openapi.json`: the API, documented.
 
 Limits (`serve_limits`): a query or sentence holds at most 2,000 characters (longer is refused, not truncated),
 k lies in 1..100, one request encodes at most 256 sentences and 32,768 tokens, and a request body holds at

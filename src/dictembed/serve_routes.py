@@ -1,6 +1,8 @@
 """The endpoints of `dictembed serve` and the answers they document: the page, `/health`, `/api/reverse` and
-`/api/encode`. Searches and the steps of an encode go to the model's thread (`serve_scheduling`); filters, token
-counts and JSON are made off it, and nothing here runs the model on the event loop's thread.
+`/api/encode`, and `/docs`, the API's documentation drawn in the browser from `/openapi.json` by a page of the
+package (`static/docs.html`: no external resources, unlike FastAPI's Swagger UI from a CDN, so it works offline).
+Searches and the steps of an encode go to the model's thread (`serve_scheduling`); filters, token counts and JSON
+are made off it, and nothing here runs the model on the event loop's thread.
 
 Imported only when a server is made: FastAPI comes with the `serve` extra."""
 
@@ -37,7 +39,6 @@ from dictembed.search_options import (
     SearchMode,
     SortOrder,
     WordCount,
-    length_bounds,
     word_length,
     word_script,
 )
@@ -78,7 +79,8 @@ class ResultRow(BaseModel):
         "prior as score_kind names them (or probability, see score_kind)"
     )
     definitions: dict[str, list[str]] = Field(
-        description="word -> its definitions, in sense order, those of the `pos` filter first"
+        description="word -> its definitions: the sense that matched the description first (its definition vector "
+        "nearest the query's), then the others in sense order, those of the `pos` filter first"
     )
     pos: dict[str, list[str | None]] = Field(description="word -> the part of speech of each")
 
@@ -109,9 +111,9 @@ def documented(model: type[BaseModel], errors: dict[int, str]) -> dict[int | str
     return {200: {"model": model}, **{code: {"model": ApiError, "description": why} for code, why in errors.items()}}
 
 
-def page_html() -> str:
-    """The search page, from the package's static folder."""
-    return resources.files("dictembed").joinpath("static").joinpath("index.html").read_text(encoding="utf-8")
+def page_html(name: str = "index.html") -> str:
+    """A page of the package's static folder: the search page, or `docs.html`."""
+    return resources.files("dictembed").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 def sort_results(results: list[Result], order: str) -> list[Result]:
@@ -145,14 +147,14 @@ class Served:
     def __post_init__(self) -> None:
         self.batcher = QueryBatcher(self.rd, self.model)
         self.counter = TokenCounter(self.rd.encoder)
-        self.page = page_html()
+        self.page, self.docs = page_html(), page_html("docs.html")
         self.chinese = looks_chinese(self.rd.space.words[:5000])
         self.scripts = Counter(map(word_script, self.rd.space.words))
 
     def start_search(self, query: str, k: int, mode: str, **options: Any) -> tuple[str | None, Future[list[Result]]]:
         """Off the event loop: the entry whose neighbours answer `query` (None: a description), and its search,
-        queued for the model with the `Filters` of `options`, whose entry mask is computed first, here."""
-        filters = Filters(**options)
+        queued for the model with the filters of `options` (`Filters.of`), whose entry mask is computed first, here."""
+        filters = Filters.of(**options)
         entry = self.rd.similar_entry(query, mode)
         if entry is None:
             return None, self.batcher.submit(query, k, filters)
@@ -197,7 +199,7 @@ def api(served: Served) -> FastAPI:
         title="dictembed reverse dictionary",
         version=__version__,
         description=API_DESCRIPTION,
-        docs_url="/docs",
+        docs_url=None,  # FastAPI's Swagger UI loads its scripts from a CDN: `/docs` is the package's own page
         redoc_url=None,
     )
     app.state.served, app.state.batcher, app.state.model = served, served.batcher, served.model
@@ -216,6 +218,10 @@ def api(served: Served) -> FastAPI:
     @get_and_head("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> Any:
         return HTMLResponse(served.page)
+
+    @get_and_head("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs() -> Any:
+        return HTMLResponse(served.docs)
 
     @get_and_head(
         "/health",
@@ -323,9 +329,8 @@ def api(served: Served) -> FastAPI:
         query = q.strip()
         if not query:
             return error(422, "q: the query is empty")
-        low, high = length_bounds(length, min_length, max_length)
-        options = {"pos": pos, "pattern": pattern, "words": words, "min_length": low, "max_length": high}
-        options |= {"initial": initial, "pinyin": pinyin, "script": script}
+        options = {"pos": pos, "pattern": pattern, "words": words, "length": length, "min_length": min_length}
+        options |= {"max_length": max_length, "initial": initial, "pinyin": pinyin, "script": script}
         entry, search = await run_in_threadpool(served.start_search, query, k, mode, **options)
         results = await until_done(request, search)
         return {

@@ -1,5 +1,5 @@
-"""`dictembed` commands: train | encode | export | predict | serve | evaluate | finetune | head | data | plot | push |
-cache | models.
+"""`dictembed` commands: train | encode | export | predict | serve | evaluate | finetune | head | data | plot |
+dictionaries | push | cache | models.
 
 Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
 --json stdout is exactly one JSON document and the human-readable text goes to stderr. Logging always goes
@@ -7,17 +7,16 @@ to stderr. Exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupt
 `dictembed: error: ...` on stderr.
 
 Layout: one module per command group (`train`, `encode`, `predict`, `evaluate`, `finetune`, `head`, `data`,
-`hub`, `cache`, `models`), each with `COMMANDS` (name -> one-line help), `register(subparsers)` adding its parsers and
-options, and the `run_*` handlers beside them; `options` holds the options several commands share, `report` the
-printing. Registration is lazy: `main` registers in full only the command its arguments name, and every other
-command by name and help alone, so `dictembed --help` and `--version` import neither torch nor transformers.
-For that reason the command modules import the torch-heavy parts of the package inside their handlers (and
-`train`, whose options come from the recipes, inside its `register`), the one deliberate place for function-local
-imports in the package. Before a handler runs, its command's `check` (given to `options.add_command`) checks the
-arguments without importing torch: inputs that cannot be read, outputs that would be replaced, model paths that
-are not there, options that do not fit together are refused at once, before logging is set up (which imports
-transformers). `train`'s checks also run before its parser is built (`train.check_command_line`).
-"""
+`dictionaries`, `hub`, `cache`, `models`), each with `COMMANDS` (name -> one-line help), `register(subparsers)`
+adding its parsers and options, and the `run_*` handlers beside them; `options` holds the options several commands
+share, `report` the printing. Registration is lazy: `main` registers in full only the command its arguments name,
+and every other command by name and help alone, so `dictembed --help` and `--version` import neither torch nor
+transformers. For that reason the command modules import the torch-heavy parts of the package inside their handlers
+(and `train`, whose options come from the recipes, inside its `register`), the one deliberate place for
+function-local imports in the package. Before a handler runs, its command's `check` (given to `options.add_command`)
+checks the arguments without importing torch: inputs that cannot be read, outputs that would be replaced, model
+paths that are not there, options that do not fit together are refused at once, before logging is set up (which
+imports transformers). `train`'s checks also run before its parser is built (`train.check_command_line`)."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ import sys
 from collections.abc import Iterable
 
 from dictembed import __version__
-from dictembed.cli import cache, data, encode, evaluate, finetune, head, hub, models, predict, train
+from dictembed.cli import cache, data, dictionaries, encode, evaluate, finetune, head, hub, models, predict, train
 from dictembed.cli.encode import read_sentences
 from dictembed.cli.options import HelpFormatter, add_output_options
 from dictembed.cli.report import UsageError, emit, run_command
@@ -42,7 +41,7 @@ from dictembed.progress import bars_turned_off
 __all__ = ["build_parser", "main", "read_sentences", "train_options"]
 
 # In the order --help lists them.
-COMMAND_MODULES = (train, encode, predict, evaluate, finetune, head, data, hub, cache, models)
+COMMAND_MODULES = (train, encode, predict, evaluate, finetune, head, data, dictionaries, hub, cache, models)
 EPILOG = """\
 output: a human-readable table on stdout; with --json exactly one JSON document on stdout and the table on
 stderr. Logging always goes to stderr.

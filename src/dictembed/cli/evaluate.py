@@ -1,4 +1,4 @@
-"""`dictembed evaluate sts | senteval | reverse-dictionary | lexsub | mteb`."""
+"""`dictembed evaluate sts | sts-multi | senteval | reverse-dictionary | lexsub | mteb`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dictembed.cli.options import (
     check_known,
     check_model,
     load_encoder,
+    names,
 )
 from dictembed.cli.report import Report, UsageError, table
 
@@ -35,6 +36,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--aggregation", choices=["all", "mean", "wmean"], default="all", help="STS12-16 subsets")
     p.add_argument("--per-subset", action="store_true", help="also report every STS12-16 subset")
     p.add_argument("--whiten", action="store_true", help="BERT-whitening fitted on each task's sentences")
+    add_encoder(shared)
+
+    text = "STS-B machine-translated into ten languages, plus English"
+    p, (shared, _) = add_command(tasks, "sts-multi", run_sts_multi, text, check=check_sts_multi)
+    p.add_argument(
+        "--languages", type=names, default=None, help="comma list, e.g. fr,de,ru,zh,ja (default: all eleven)"
+    )
+    p.add_argument("--split", choices=["dev", "test"], default="test", help="choose models on dev")
     add_encoder(shared)
 
     p, (shared, _) = add_command(tasks, "senteval", run_senteval, "SentEval transfer tasks", check=check_senteval)
@@ -113,6 +122,16 @@ def check_sts(args: argparse.Namespace) -> None:
     check_model(args.model)
 
 
+def check_sts_multi(args: argparse.Namespace) -> None:
+    """--languages that are STS-B languages, their files there, then the --model."""
+    from dictembed.evaluation.sts_multi import STS_MULTI_LANGUAGES, sts_multi_path  # numpy and scipy, no torch
+
+    check_known(args.languages, STS_MULTI_LANGUAGES, "--languages")
+    for language in args.languages or STS_MULTI_LANGUAGES:
+        sts_multi_path(language, args.split)
+    check_model(args.model)
+
+
 def check_senteval(args: argparse.Namespace) -> None:
     """--tasks that are SentEval tasks, then the --model."""
     if args.tasks:
@@ -131,6 +150,15 @@ def run_sts(args: argparse.Namespace) -> Report:
             encoder, tasks=args.tasks, aggregation=args.aggregation, per_subset=args.per_subset, whitening=args.whiten
         )
     return Report(result, table(result, f"STS (Spearman x 100, {args.aggregation})"))
+
+
+def run_sts_multi(args: argparse.Namespace) -> Report:
+    from dictembed.evaluation.sts_multi import evaluate_sts_multi
+
+    encoder = load_encoder(args)
+    with encoder.autocast():
+        result = evaluate_sts_multi(encoder, languages=args.languages, split=args.split)
+    return Report(result, table(result, f"multilingual STS-B {args.split} (Spearman x 100)"))
 
 
 def run_senteval(args: argparse.Namespace) -> Report:

@@ -24,7 +24,7 @@ from dictembed.cli.options import (
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
-from dictembed.search_options import SCRIPTS, SEARCH_MODES, Filters, length_bounds
+from dictembed.search_options import DEFAULT_MODE, FILTER_OPTIONS, SCRIPTS, SEARCH_MODES, Filters
 
 COMMANDS = {
     "predict": "reverse dictionary: the words for a definition (or a file of them)",
@@ -82,9 +82,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--mode",
         choices=SEARCH_MODES,
-        default="describe",
+        default=DEFAULT_MODE,
         help="describe: the query is a description; similar: the query is an entry, list its near-synonyms; "
-        "auto: similar when the query is an entry, else describe (default: describe)",
+        f"auto: similar when the query is an entry, else describe (default: {DEFAULT_MODE}, as on the web page)",
     )
     add_ranking(p)
     add_served_dictionary(p)
@@ -122,8 +122,8 @@ def display_width(text: str) -> int:
 
 
 def results_table(results: list[Any], entry: str | None = None) -> str:
-    """One line a result: rank, words, score and the first definition (after `words like ENTRY:` for an
-    entry's near-synonyms)."""
+    """One line a result: rank, words, score and its first definition, the sense that matched the description
+    (`ReverseDictionary.search`; after `words like ENTRY:` for an entry's near-synonyms)."""
     lines = [] if entry is None else [f"words like {entry}:"]
     for rank, r in enumerate(results, 1):
         gloss = next((defs[0] for defs in r.definitions.values() if defs), "")
@@ -156,12 +156,9 @@ def check_predict(args: argparse.Namespace) -> None:
     if (args.definition is None) == (args.input is None):
         raise UsageError("give either one definition or --input FILE")
     try:
-        low, high = length_bounds(args.length, args.min_length, args.max_length)
-        args.filters = Filters(args.pos, args.pattern, args.words, low, high, args.initial, args.pinyin, args.script)
+        args.filters = Filters.of(**{name: getattr(args, name) for name in FILTER_OPTIONS})
     except DictEmbedError as err:
-        raise UsageError(
-            f"--pos/--pattern/--words/--length/--min-length/--max-length/--initial/--pinyin/--script: {err}"
-        ) from None
+        raise UsageError(f"{'/'.join('--' + name.replace('_', '-') for name in FILTER_OPTIONS)}: {err}") from None
     queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
     if not queries:
         raise DictEmbedError(f"{args.input}: no queries (one definition per line)")

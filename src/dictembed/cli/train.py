@@ -127,7 +127,9 @@ def register(subparsers: Any) -> None:
 
 def check_train(args: argparse.Namespace) -> None:
     """What `train` checks before the training code loads: a --config that is not there, an --output that would
-    lose something (`check_run_output`), a --model path that is not there, a --dictionary that cannot be read."""
+    lose something (`check_run_output`), a --model path that is not there, a --dictionary that cannot be read, a
+    --descriptions corpus that cannot be read."""
+    from dictembed.description_corpus import load_descriptions
     from dictembed.dictionary.load import check_sources
 
     if args.config and not Path(args.config).exists():
@@ -137,6 +139,8 @@ def check_train(args: argparse.Namespace) -> None:
     check_model(args.model)
     if args.dictionary is not None:
         check_sources(args.dictionary, args.columns)
+    if getattr(args, "descriptions", None):
+        load_descriptions(args.descriptions)  # read in full: a bad line is refused before the model loads
 
 
 class LenientParser(argparse.ArgumentParser):
@@ -151,7 +155,7 @@ def check_command_line(argv: list[str]) -> None:
     generated from import torch): only the options the checks read, spelled in full; arguments this reading cannot
     make sense of are left to the parser, which reports them."""
     parser = LenientParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-    for name in ("--output", "--config", "--model", "--dictionary", "--columns"):
+    for name in ("--output", "--config", "--model", "--dictionary", "--columns", "--descriptions"):
         parser.add_argument(name)
     parser.add_argument("--overwrite", action="store_true")
     try:

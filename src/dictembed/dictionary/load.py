@@ -5,30 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from dictembed.dictionary.catalog import CATALOG, remember_counts
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import merge_dictionaries
-from dictembed.dictionary.sources import (
-    load_chang,
-    load_cwn,
-    load_gcide,
-    load_oxford,
-    load_oxford_autodict,
-    load_wordnet,
-    load_wordnet_examples,
-)
+from dictembed.dictionary.sources import load_wordnet
 from dictembed.dictionary.sources.table import COLUMN_NAMES, FORMATS, parse_columns, read_table, table_dictionary
 from dictembed.errors import DictEmbedError
 from dictembed.io import check_readable
 
-SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {
-    "wordnet": lambda wordnet_dir: load_wordnet(wordnet_dir),
-    "gcide": lambda _: load_gcide(),
-    "oxford": lambda _: load_oxford(),
-    "oxford-autodict": lambda _: load_oxford_autodict(),
-    "chang": lambda _: load_chang(),
-    "wordnet-examples": lambda _: load_wordnet_examples(),
-    "cwn": lambda _: load_cwn(),
-}
+
+def _load_named(name: str) -> Callable[[str | Path | None], Dictionary]:
+    """The catalogue's loader of `name` as a source (WordNet's takes the database folder, the others nothing)."""
+    if name == "wordnet":
+        return lambda wordnet_dir: load_wordnet(wordnet_dir)
+    return lambda _: CATALOG[name].load_function()()
+
+
+# The named dictionaries (`dictionary.catalog`), by name: each a function of the WordNet folder override.
+SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {name: _load_named(name) for name in CATALOG}
 
 
 def load_user_table(path: str | Path, encoding: str = "utf-8", columns: str | None = None) -> Dictionary:
@@ -50,7 +44,10 @@ def load_source(
     (the named sources have their own, known encodings); `columns`: see `load_user_table`."""
     path = source_file(item, columns)
     if path is None:
-        return SOURCES[item.strip().lower()](wordnet_dir)
+        name = item.strip().lower()
+        dictionary = SOURCES[name](wordnet_dir)
+        remember_counts(name, dictionary)
+        return dictionary
     return load_user_table(path, encoding, columns)
 
 

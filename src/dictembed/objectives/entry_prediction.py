@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from dictembed.description_corpus import Description
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace
@@ -45,6 +46,23 @@ def entry_examples(dictionary: Dictionary, space: EntrySpace) -> list[Example]:
             examples.append((definition, index))
     if missing:
         log.warning("%d definitions skipped: their headword is not an entry of the %s space", missing, space.kind)
+    return examples
+
+
+def description_examples(descriptions: list[Description], dictionary: Dictionary, space: EntrySpace) -> list[Example]:
+    """(description, entry index) pairs for the descriptions whose word is a headword of `dictionary` (the training
+    split: a description of a dev or test word would leak it) and an entry of the space; the others are counted and
+    logged."""
+    headwords = set(dictionary.headwords)
+    examples, outside = [], 0
+    for description in descriptions:
+        index = space.index.get(description.word) if description.word in headwords else None
+        if index is None:
+            outside += 1
+        else:
+            examples.append((description.text, index))
+    if outside:
+        log.info("%d of %d descriptions skipped: their word is not a training headword", outside, len(descriptions))
     return examples
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from torch import nn
 
+from dictembed.description_corpus import load_descriptions
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary, seeded_sample, single_token_filter, split_by_headword
 from dictembed.dictionary.core import Dictionary
@@ -16,7 +17,13 @@ from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
 from dictembed.errors import MissingHeadError
 from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.evaluation.sts import evaluate_stsb_dev
-from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples, token_lengths
+from dictembed.objectives.entry_prediction import (
+    EntryPrediction,
+    description_examples,
+    entry_collate,
+    entry_examples,
+    token_lengths,
+)
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.options import MethodOptions, option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
@@ -35,6 +42,15 @@ class EntryOptions(MethodOptions):
 
     pooling: str = option("mean", "pooling of the sentence vector", choices=POOLINGS)
     pooler: str = option("none", "apply the model's own dense pooler", choices=("none", "model"))
+    descriptions: str = option(
+        "",
+        "a description corpus whose descriptions of training headwords are further queries of their entries: "
+        "'everyday' (the corpus shipped with dictembed) or a TSV (description, word)",
+    )
+    # 0.25: the best description sets at the least STS cost over 0.25 / 1 / all on 5,000 definitions (docs/results.md)
+    description_ratio: float = option(
+        0.25, "description examples per definition example (a seeded sample; at most every description)", positive=False
+    )
 
 
 @dataclass
@@ -105,7 +121,12 @@ class EntryRecipe(Recipe):
     def build(self, config: RunConfig, stage: Stage, seed: int) -> Built:
         encoder = base_encoder(config)
         space = stage_space(stage)
-        examples = seeded_sample(entry_examples(stage.data["splits"]["train"], space), config.limit, seed)
+        train = stage.data["splits"]["train"]
+        examples = seeded_sample(entry_examples(train, space), config.limit, seed)
+        options = config.options_as(EntryOptions)
+        if options.descriptions:
+            described = description_examples(load_descriptions(options.descriptions), train, space)
+            examples += seeded_sample(described, round(options.description_ratio * len(examples)), seed)
         lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
         return Built(EntryPrediction(encoder, space), examples, entry_collate(encoder), lengths=lengths)
 

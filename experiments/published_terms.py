@@ -1,0 +1,114 @@
+"""The reverse dictionary on the published systems' terms: people's descriptions ranked over all entries and over
+the N most frequent single-word headwords (WantWords and its successors rank about 50-66k words), without and
+with a hint (the initial letter, or the length, known), gold words matched lemma-aware ("facts" counts *fact*).
+
+    python experiments/published_terms.py outputs/minilm-defsent-plus                 # test split, 66,421 words
+    python experiments/published_terms.py MODEL --split dev --vocabulary 50000 --json out.json
+
+Ranks are 0-based (the number of results above the first that holds a gold word); a gold word not in the top
+`--depth` counts as not found (above every found rank in the median). The candidate set is the N single-word
+headwords (no space) of highest `wordfreq` Zipf frequency, ties (WordNet has 63,368 single words with a frequency
+above 0) broken alphabetically: the search lists single words (`Filters(words="single")`, with the hint's filter)
+and the results whose words are all outside the set are dropped before ranking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from statistics import median
+
+from lemminflect import getAllLemmas
+
+from dictembed.evaluation.descriptions import DESCRIPTION_SPLITS, load_description_pairs
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import Filters
+from dictembed.word_frequency import zipf_frequencies
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
+HINTS = ("none", "initial", "length")
+
+
+def gold_forms(expected: list[str]) -> set[str]:
+    """The expected words and their lemmas, lower-cased."""
+    forms = {word.lower() for word in expected}
+    for word in expected:
+        forms.update(lemma.lower() for lemmas in getAllLemmas(word.lower()).values() for lemma in lemmas)
+    return forms
+
+
+def hint_filters(expected: list[str], hint: str) -> Filters:
+    """The filter a hint about the first expected word gives: single words, and its initial or its length."""
+    word = expected[0]
+    if hint == "initial":
+        return Filters(words="single", initial=word[0])
+    if hint == "length":
+        return Filters(words="single", min_length=len(word), max_length=len(word))
+    return Filters(words="single")
+
+
+def summary(ranks: list[float]) -> dict[str, float]:
+    """Median rank (0-based) and accuracy at 1, 10 and 100."""
+    return {
+        "median": median(ranks),
+        **{f"acc@{k}": sum(r < k for r in ranks) / len(ranks) for k in (1, 10, 100)},
+        "n": len(ranks),
+    }
+
+
+def rank_of(
+    rd: ReverseDictionary, query: str, gold: set[str], filters: Filters | None, depth: int, vocabulary: set[str] | None
+) -> float:
+    """The 0-based rank of the first result holding a gold word among the results holding a word of `vocabulary`
+    (None: every result); inf when none of the `depth` results searched holds one."""
+    results = rd.search(query, k=depth, filters=filters, max_definitions=0)
+    if vocabulary is not None:
+        results = [r for r in results if any(word in vocabulary for word in r.words)]
+    for rank, result in enumerate(results):
+        if any(word.lower() in gold for word in result.words):
+            return rank
+    return math.inf
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="a trained model folder")
+    parser.add_argument("--data", type=Path, default=DATA, help="description<TAB>word|word<TAB>split TSV")
+    parser.add_argument("--split", choices=DESCRIPTION_SPLITS, default="test")
+    parser.add_argument("--vocabulary", type=int, default=66_421, help="the N most frequent single-word headwords")
+    parser.add_argument("--depth", type=int, default=1000, help="results searched for a gold word")
+    parser.add_argument("--json", type=Path, default=None, help="also write the table here")
+    args = parser.parse_args()
+
+    pairs = load_description_pairs(args.data, split=args.split)
+    rd = ReverseDictionary.load(args.model).prepare()
+    single = [w for w in rd.space.words if " " not in w and "_" not in w]
+    zipf = zipf_frequencies(single, "en")
+    ranked = sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))
+    vocabulary = {single[i] for i in ranked[: args.vocabulary]}
+    floor = float(zipf[ranked[min(args.vocabulary, len(ranked)) - 1]])
+    table = {
+        "all entries, hint none": summary([rank_of(rd, q, gold_forms(e), None, args.depth, None) for q, e in pairs])
+    }
+    for hint in HINTS:
+        ranks = [rank_of(rd, q, gold_forms(e), hint_filters(e, hint), args.depth, vocabulary) for q, e in pairs]
+        table[f"top {len(vocabulary):,}, hint {hint}"] = summary(ranks)
+    print(
+        f"{args.model}, {args.split} ({len(pairs)} descriptions); the {len(vocabulary):,} most frequent single "
+        f"words (Zipf >= {floor:.2f})"
+    )
+    for name, row in table.items():
+        print(
+            f"  {name:<28} median {row['median']:>5}  "
+            + "  ".join(f"{k} {row[k]:.3f}" for k in ("acc@1", "acc@10", "acc@100"))
+        )
+    if args.json:
+        args.json.write_text(
+            json.dumps({"model": args.model, "split": args.split, "floor": floor, "table": table}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()

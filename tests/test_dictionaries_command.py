@@ -1,0 +1,69 @@
+"""`dictembed dictionaries`: the catalogue of named dictionaries, their licences, and counts once loaded."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from conftest import cli_succeeds
+
+from dictembed.dictionary import catalog
+from dictembed.dictionary.catalog import CATALOG, known_counts
+from dictembed.dictionary.load import SOURCES, load_source
+
+LANGUAGES = {"fr-wiktionary": "fr", "de-wiktionary": "de", "ru-wordnet": "ru", "cc-cedict": "zh", "jmdict": "ja"}
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DICTEMBED_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _rows(capsys) -> dict[str, dict]:
+    out, _ = cli_succeeds(capsys, ["dictionaries", "--json"])
+    return {row["name"]: row for row in json.loads(out)["dictionaries"]}
+
+
+def test_every_named_source_is_listed_with_its_language_licence_and_extra(cache, capsys) -> None:
+    rows = _rows(capsys)
+    assert list(rows) == list(CATALOG) == list(SOURCES)
+    for name, language in LANGUAGES.items():
+        assert rows[name]["language"] == language and rows[name]["licence"] and rows[name]["extra"]
+    assert rows["cc-cedict"]["definition_language"] == "en" and rows["jmdict"]["definition_language"] == "en"
+    assert rows["wordnet"]["licence_id"] == "wordnet" and rows["gcide"]["licence_id"] == "gpl-3.0"
+    assert all(row["headwords"] is None for row in rows.values())  # nothing loaded in this cache yet
+
+
+def test_counts_appear_once_a_dictionary_has_loaded_and_go_with_its_version(cache, capsys, monkeypatch) -> None:
+    cwn = load_source("cwn")
+    assert known_counts()["cwn"]["headwords"] == len(cwn)
+    row = _rows(capsys)["cwn"]
+    assert (row["headwords"], row["definitions"]) == (len(cwn), cwn.num_definitions())
+    gcide = CATALOG["gcide"]
+    counts = {"gcide": {"headwords": 5, "definitions": 7, "version": "0.0.1"}}
+    assert catalog.counts_of(gcide, counts) is None  # counted on another version of the data package
+    counts["gcide"]["version"] = gcide.data_version()
+    assert catalog.counts_of(gcide, counts) == counts["gcide"]
+
+
+def test_a_dictionary_whose_package_is_missing_names_its_extra(cache, capsys, monkeypatch) -> None:
+    missing = replace(CATALOG["jmdict"], package="no-such-package-here")
+    monkeypatch.setitem(CATALOG, "jmdict", missing)
+    row = _rows(capsys)["jmdict"]
+    assert row["installed"] is False and row["extra"] == "ja"
+    out, _ = cli_succeeds(capsys, ["dictionaries"])
+    assert 'pip install "dictembed[ja]"' in out
+
+
+def test_the_model_card_names_each_named_dictionarys_licence() -> None:
+    from dictembed.card_metadata import dictionary_metadata
+
+    meta = dictionary_metadata("fr-wiktionary,jmdict,mine.tsv")
+    assert meta["language"] == ["fr", "ja"]
+    assert meta["dictionary_licenses"] == {
+        "fr-wiktionary": "cc-by-sa-4.0",
+        "jmdict": "cc-by-sa-3.0",
+        "mine.tsv": "unknown",
+    }

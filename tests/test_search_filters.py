@@ -1,0 +1,133 @@
+"""The filters of a search by one set of names (`search_options.Filters.of`): `ReverseDictionary.search` and its kin
+take them as keywords, as `predict` takes them as options and `/api/reverse` as parameters; a misspelt one is one
+line naming it, not a TypeError. On a tiny space of random vectors with the tiny BERT as encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace
+from dictembed.errors import DictEmbedError
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import FILTER_OPTIONS, Filters, Ranking
+
+SENSES = {
+    "giraffe": ("tallest living quadruped with a very long neck", "n"),
+    "girl": ("a young woman", "n"),
+    "gird": ("prepare oneself for something difficult", "v"),
+    "ice cream": ("frozen dessert made of cream and sugar", "n"),
+    "run": ("move fast by using one's feet", "v"),
+    "quickly": ("with rapid movements", "r"),
+    "rapid": ("done or happening in a short time", "a"),
+}
+QUERY = "an animal with a long neck"
+
+
+@pytest.fixture(scope="module")
+def rd(bert_path) -> ReverseDictionary:
+    dictionary = Dictionary(name="filters")
+    for word, (definition, pos) in SENSES.items():
+        dictionary.add(word, definition, pos=pos)
+    rows = np.random.default_rng(0).normal(size=(len(SENSES), 32)).astype(np.float32)
+    space = DefinitionSpace(list(SENSES), rows, similarity="cosine", temperature=0.05)
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy", ranking=Ranking(frequency_weight=0))
+
+
+def _words(results) -> list[str]:
+    return [word for result in results for word in result.words]
+
+
+# ------------------------------------------------------------------ Filters.of: one mapping of the names
+def test_filters_of_maps_every_option_name() -> None:
+    assert Filters.of() == Filters()
+    assert Filters.of(length=6) == Filters(min_length=6, max_length=6)
+    assert Filters.of(min_length=3, max_length=None) == Filters(min_length=3)
+    options = {"pos": "noun", "pattern": "gi*", "words": "single", "initial": "G", "pinyin": None, "script": "latin"}
+    assert Filters.of(**options, max_length=7) == Filters("n", "gi*", "single", None, 7, "G", None, "latin")
+    assert Filters.of(words=None, script=None) == Filters()  # None: the option's default
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"lenght": 6}, "unknown filter 'lenght'; the filters are pos, pattern, words, length, min_length"),
+        ({"part_of_speech": "n", "size": 3}, "unknown filters 'part_of_speech', 'size'; the filters are pos,"),
+        ({"length": 5, "min_length": 4}, "length: give an exact length or min_length/max_length, not both"),
+        ({"length": 0}, "length: a whole number of letters from 1 to 100, not 0"),
+        ({"length": "5"}, "length: a whole number of letters from 1 to 100, not '5'"),
+        ({"pos": 5}, "pos: a string, not 5"),
+        ({"pos": "x"}, "unknown part of speech 'x'"),
+        ({"words": "many"}, "unknown word count 'many'"),
+        ({"min_length": 5, "max_length": 4}, "min_length 5 is more than max_length 4"),
+    ],
+)
+def test_filters_of_refuses_in_one_line(options, message) -> None:
+    with pytest.raises(DictEmbedError) as caught:
+        Filters.of(**options)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_command_line_and_the_api_use_the_same_names(rd) -> None:
+    """`FILTER_OPTIONS` are `predict`'s option names (dashes for underscores) and `/api/reverse`'s parameters."""
+    from fastapi.testclient import TestClient
+
+    from dictembed.cli import build_parser
+    from dictembed.serve import create_app
+
+    predict = vars(build_parser(["predict"]).parse_args(["predict", "--model", "m", "x"]))
+    assert set(FILTER_OPTIONS) <= set(predict)
+    schema = TestClient(create_app(reverse_dictionary=rd)).get("/openapi.json").json()
+    parameters = {p["name"] for p in schema["paths"]["/api/reverse"]["get"]["parameters"]}
+    assert parameters - {"q", "k", "mode", "sort"} == set(FILTER_OPTIONS)
+
+
+# ------------------------------------------------------------------ the Python API takes them as keywords
+def test_search_takes_every_filter_as_a_keyword(rd) -> None:
+    for options in (
+        {"length": 4},
+        {"min_length": 5, "max_length": 7},
+        {"pos": "n"},
+        {"pattern": "gi*"},
+        {"initial": "r"},
+        {"words": "phrase"},
+        {"script": "latin", "max_length": 3},
+        {"pos": "verb", "initial": "g"},
+    ):
+        by_keyword = rd.search(QUERY, k=10, **options)
+        assert [r.to_dict() for r in by_keyword] == [r.to_dict() for r in rd.search(QUERY, 10, Filters.of(**options))]
+    assert sorted(_words(rd.search(QUERY, length=4))) == ["gird", "girl"]
+    assert _words(rd.search(QUERY, words="phrase")) == ["ice cream"]
+    assert sorted(_words(rd.search(QUERY, pos="v"))) == ["gird", "run"]
+    assert sorted(_words(rd.search(QUERY, min_length=5, max_length=7))) == ["giraffe", "quickly", "rapid"]
+
+
+def test_search_many_search_vectors_and_neighbours_take_them_too(rd) -> None:
+    many = rd.search_many([QUERY, "a young person"], 5, initial="g", max_length=4)
+    assert [sorted(_words(results)) for results in many] == [["gird", "girl"], ["gird", "girl"]]
+    vector = rd.encoder.encode([QUERY])
+    assert sorted(_words(rd.search_vectors(vector, 5, pattern="/^g/")[0])) == ["giraffe", "gird", "girl"]
+    assert sorted(_words(rd.neighbours("girl", 10, initial="gi"))) == ["giraffe", "gird"]
+    assert _words(rd.neighbours("girl", 10, words="phrase")) == ["ice cream"]
+
+
+def test_a_misspelt_filter_is_one_line_naming_it(rd) -> None:
+    for call in (
+        lambda: rd.search(QUERY, lenght=6),
+        lambda: rd.search_many([QUERY], 5, lenght=6),
+        lambda: rd.neighbours("girl", lenght=6),
+    ):
+        with pytest.raises(DictEmbedError, match=r"^unknown filter 'lenght'; the filters are pos, pattern, .*script$"):
+            call()
+
+
+def test_filters_and_keywords_at_once_are_refused(rd) -> None:
+    with pytest.raises(DictEmbedError, match=r"give filters=Filters\(...\) or filter keywords \(length\), not both"):
+        rd.search(QUERY, filters=Filters(pos="n"), length=4)
+    with pytest.raises(DictEmbedError, match="filters: a Filters, not dict"):
+        rd.search(QUERY, 10, {"pos": "n"})  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="length: give an exact length or min_length/max_length, not both"):
+        rd.search(QUERY, length=4, max_length=6)
