@@ -213,13 +213,15 @@ def test_train_preset_paper_and_explicit_override(bert_path, toy_tsv, tmp_path, 
     assert main(_train(bert_path, toy_tsv, tmp_path / "paper", "--preset", "paper", "--json")) == 0
     config = _flat(_json_stdout(capsys)[0]["config"])
     assert {k: config[k] for k in PAPER_PLUS} == PAPER_PLUS and config["preset"] == "paper"
-    assert "preset paper: pooling=cls pooler=model entries=ac similarity=dot" in caplog.text
+    assert "preset paper: pooling=cls pooler=model descriptions= " in caplog.text
+    assert " entries=ac similarity=dot" in caplog.text
 
     assert main(_train(bert_path, toy_tsv, tmp_path / "cls", "--pooling", "cls", "--lr-grid", "1e-3")) == 0
     saved = _flat(json.loads((tmp_path / "cls" / "dictembed.json").read_text())["config"])
     assert {k: saved[k] for k in BEST_PLUS} == {**BEST_PLUS, "pooling": "cls", "lrs": [1e-3]}
     assert saved["preset"] == "best"
-    assert "preset best: pooling=cls pooler=none entries=amp similarity=cosine" in caplog.text
+    assert "preset best: pooling=cls pooler=none descriptions= " in caplog.text
+    assert " entries=amp similarity=cosine" in caplog.text
     explicit = [line.split("set explicitly: ")[1] for line in caplog.text.splitlines() if "preset best:" in line]
     assert explicit and set(explicit[-1].rstrip(")").split(", ")) == {"pooling", "lrs", "dictionary"}
     assert "saved " in capsys.readouterr().out

@@ -67,3 +67,23 @@ def test_the_model_card_names_each_named_dictionarys_licence() -> None:
         "jmdict": "cc-by-sa-3.0",
         "mine.tsv": "unknown",
     }
+
+
+def test_every_dictionary_extra_is_declared_and_installs_its_package() -> None:
+    from pathlib import Path
+
+    import tomllib
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser as a package
+        tomllib = pytest.importorskip("tomli")
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    for named in CATALOG.values():
+        if named.package is not None:
+            assert named.extra in extras, named.name
+            assert named.package in {Requirement(r).name for r in extras[named.extra]}, named.name
+    (everything,) = extras["dictionaries"]
+    assert set(Requirement(everything).extras) == {n.extra for n in CATALOG.values() if n.extra and n.extra != "gcide"}
