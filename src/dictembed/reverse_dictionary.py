@@ -411,14 +411,9 @@ class ReverseDictionary:
         definition vectors (an MLM head, ICA, an older save) or not as many as the entry has senses (another
         dictionary's definitions are shown)."""
         space = self.space
-        if not isinstance(space, SearchSpace) or space.definitions is None or space.counts is None:
+        cosine = space.definition_cosines(entry, query) if isinstance(space, SearchSpace) else None
+        if cosine is None or len(cosine) != len(senses) or len(senses) < 2:
             return -1
-        count = int(space.counts[entry])
-        if count != len(senses) or count < 2:
-            return -1
-        start = int(space.first_definitions[entry])
-        vectors = np.asarray(space.definitions[start : start + count], dtype=np.float32)
-        cosine = vectors @ query / np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
         if tag is not None:
             kept = np.array([normalize_pos(p) == tag for _, p in senses])
             cosine = np.where(kept, cosine, -np.inf) if kept.any() else cosine

@@ -176,6 +176,14 @@ class SearchSpace:
         """The rows of `definitions` of each of `entries` (`definition_rows`)."""
         return definition_rows(self.first_definitions, np.asarray(self.counts), entries)
 
+    def definition_cosines(self, entry: int, query: np.ndarray) -> np.ndarray | None:
+        """Each of entry `entry`'s definition vectors, in dictionary order, scaled to unit length, times `query` (their
+        cosines to it, all scaled alike by its norm); None for a space that keeps no definition vectors."""
+        if self.definitions is None or self.counts is None:
+            return None
+        start, count = int(self.first_definitions[entry]), int(self.counts[entry])
+        return l2_normalize(np.asarray(self.definitions[start : start + count], dtype=np.float32)) @ query
+
 
 def definition_rows(first: np.ndarray, counts: np.ndarray, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The definition rows of each of `entries`, one after another, and where each entry's rows start among them
