@@ -189,6 +189,43 @@ def served_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     return out
 
 
+# Two tiny dictionaries of two languages for a server of several: English words, and Chinese words with English
+# glosses (as CC-CEDICT defines them), served from folders `dictembed index` writes (`language_folders`).
+EN_WORDS = {word: definitions[0] for word, definitions in TOY_WORDS.items()}
+ZH_WORDS = {
+    "狗": "a domesticated animal that barks",
+    "猫": "a small pet that purrs and catches mice",
+    "汽车": "a vehicle with four wheels and an engine",
+    "雨": "water that falls from clouds",
+    "国王": "a man who rules a country",
+    "面包": "food made of baked flour",
+    "河": "a large natural stream of water",
+    "书": "pages bound together for reading",
+}
+
+
+@pytest.fixture(scope="session")
+def language_folders(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """`dictembed index` folders of the tiny BERT over EN_WORDS (`en.tsv`) and ZH_WORDS (`zh.tsv`), by language."""
+    import contextlib
+    import io
+
+    from dictembed.cli import main
+
+    root = tmp_path_factory.mktemp("languages")
+    folders = {}
+    for language, words in (("en", EN_WORDS), ("zh", ZH_WORDS)):
+        tsv = root / f"{language}.tsv"
+        tsv.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, d in words.items()), encoding="utf-8")
+        folders[language] = root / f"{language}-folder"
+        argv = ["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(folders[language])]
+        level = logging.getLogger().level
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main([*argv, "-q"]) == 0
+        logging.getLogger().setLevel(level)
+    return folders
+
+
 @pytest.fixture()
 def restore_log_level():
     """`dictembed.cli.main` sets the root logger's level (-v/-q); keep it from leaking into later tests."""

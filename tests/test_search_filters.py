@@ -82,7 +82,7 @@ def test_the_command_line_and_the_api_use_the_same_names(rd) -> None:
     assert set(FILTER_OPTIONS) <= set(predict)
     schema = TestClient(create_app(reverse_dictionary=rd)).get("/openapi.json").json()
     parameters = {p["name"] for p in schema["paths"]["/api/reverse"]["get"]["parameters"]}
-    assert parameters - {"q", "k", "mode", "sort"} == set(FILTER_OPTIONS)
+    assert parameters - {"q", "k", "mode", "sort", "lang", "dictionary"} == set(FILTER_OPTIONS)
 
 
 # ------------------------------------------------------------------ the Python API takes them as keywords

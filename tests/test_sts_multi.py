@@ -160,3 +160,12 @@ def test_default_prompt_is_prefixed_by_the_model(data: Path, bert_path: Path) ->
 
     assert prompted == pytest.approx(evaluate_sts_multi(ByHand(), ["fr"]))
     assert not np.allclose(encoder.encode(["Il pleut"]), encoder.encode(["Il pleut"], prompt=""))
+
+
+def test_dev_score_in_a_language_reads_its_dev_file(data: Path) -> None:
+    from dictembed.evaluation.sts_multi import evaluate_sts_dev
+
+    (data / "stsb-fr-dev.csv").write_bytes(FR_TEST.encode())
+    assert evaluate_sts_dev(AngleEncoder(), "fr") == pytest.approx(80.0)
+    with pytest.raises(DictEmbedError, match="stsb-ru-dev.csv: not found"):
+        evaluate_sts_dev(AngleEncoder(), "ru")

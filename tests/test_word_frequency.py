@@ -107,3 +107,19 @@ def test_a_dictionary_of_two_scripts_gets_each_word_in_its_own_language(caplog) 
     # one script with a few words of the other: the majority's language for all, as before
     few = english + chinese[:5]
     np.testing.assert_allclose(entry_frequencies(few, "auto"), zipf_frequencies(few, "en"))
+
+
+def test_most_frequent_keeps_the_frequent_headwords_in_dictionary_order() -> None:
+    from dictembed.errors import DictEmbedError
+    from dictembed.word_frequency import most_frequent
+
+    d = Dictionary(name="toy")
+    for word in ["zyzzyva", "house", "domicile", "the", "giraffe"]:
+        d.add(word, f"the meaning of {word}")
+    kept = most_frequent(d, 3, "en")
+    by_frequency = sorted(d.headwords, key=lambda w: -zipf_frequency(w, "en"))[:3]
+    assert set(kept.headwords) == set(by_frequency) == {"the", "house", "giraffe"}
+    assert kept.headwords == [w for w in d.headwords if w in by_frequency]  # the dictionary's order
+    assert most_frequent(d, 5, "en") is d  # nothing to cut
+    with pytest.raises(DictEmbedError, match="toy: no word frequencies"):
+        most_frequent(d, 2, None)

@@ -211,7 +211,12 @@ def _space_section(record: dict[str, Any], folder: Path | None) -> list[str]:
     rows = [(key, info[key]) for key in ("kind", "entries", "similarity", "temperature") if info.get(key) is not None]
     if record.get("pst_step") is not None:
         rows.append(("PST step", record["pst_step"]))
-    note = "The frozen entry space the encoder was trained against; it is saved in `entry_space/`."
+    note = (
+        "The frozen entry space the encoder was trained against; it is saved in `entry_space/`."
+        if record.get("method")
+        else "The entry space the encoder built over the dictionary (not trained against); it is saved in "
+        "`entry_space/`."
+    )
     return ["## Entry space", "", note, "", *_table(rows)]
 
 

@@ -9,7 +9,7 @@ Two views of one model:
   letters, by initial letters and by pinyin initials (Chinese), given as `Filters` or as the keywords that
   `predict` and the API take (`rd.search(q, length=6)`: `Filters.of`), and carry each word's definitions from the
   dictionary the model was trained on, the sense that matched the query first (`_best_sense`).
-- `neighbours` lists an entry's near-synonyms: the entries nearest to its own entry vector, itself left out.
+- `neighbours` lists an entry's near-synonyms, itself left out, scored by `near_synonyms`.
 
 The `score` of a `Result`, for the matrix spaces of DefSent+ (and the word-embedding fallback), is the cosine
 similarity of the query's vector and the entry vector, mixed with the cosine to the entry's best single
@@ -35,6 +35,7 @@ from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.frequency_prior import FrequencyPrior
 from dictembed.model_folder import ModelDictionary, ModelFolder
+from dictembed.near_synonyms import SynonymScoring, SynonymSearch, has_entry_vectors
 from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder, as_rows, exported_query_encoder, search_threads
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
@@ -117,7 +118,7 @@ class ReverseDictionary:
         self._senses: EntrySenses | None = index.senses if index is not None else None
         self._masks: dict[tuple[str, str], np.ndarray] = {}
         self._word_index: WordIndex | None = None
-        self._vector_unit: np.ndarray | None = None  # `neighbours`: every group's unit entry vector
+        self._synonyms: SynonymSearch | None = None
 
     @classmethod
     def load(
@@ -523,12 +524,8 @@ class ReverseDictionary:
     # ------------------------------------------------------------------ near-synonyms of an entry
     @property
     def has_entry_vectors(self) -> bool:
-        """Whether the space has a vector per entry for `neighbours` (a matrix, or an MLM head's output rows)."""
-        if isinstance(self.space, SearchSpace):
-            return True
-        from dictembed.entry_space import EntrySpace
-
-        return type(self.space).vectors is not EntrySpace.vectors
+        """Whether the space has a vector per entry for `neighbours` (`near_synonyms.has_entry_vectors`)."""
+        return has_entry_vectors(self.space)
 
     def entry_of(self, query: str) -> str | None:
         """The entry `query` names, exactly or else case-insensitively (the first such entry), or None."""
@@ -551,22 +548,22 @@ class ReverseDictionary:
             raise DictEmbedError(f"{query.strip()[:100]!r} is not an entry of this model; mode similar needs one")
         return entry if mode == "similar" or self.has_entry_vectors else None
 
-    def _entry_unit(self) -> np.ndarray:
-        """The unit entry vector of each group (of the matrix, else of the space's `vectors()`), computed once."""
+    @property
+    def synonym_search(self) -> SynonymSearch:
+        """What `neighbours` reads (`near_synonyms.SynonymSearch`), made once."""
         groups = self.groups
-        if self._unit is not None:
-            return self._unit
         with self._lock:
-            if self._vector_unit is None:
-                if not self.has_entry_vectors:
-                    raise DictEmbedError(f"{self.name}: the entry space has no entry vectors to find similar words")
-                index = self.index
-                if index is not None:
-                    self._vector_unit = index.unit(cast(SearchSpace, self.space))
-                else:
-                    vectors = cast("EntrySpace", self.space).vectors()[groups.first]
-                    self._vector_unit = l2_normalize(np.asarray(vectors, dtype=np.float32))
-            return self._vector_unit
+            if self._synonyms is None:
+                try:
+                    self._synonyms = SynonymSearch.of(self.space, groups, self.index, self.senses, self._unit)
+                except DictEmbedError as err:
+                    raise DictEmbedError(f"{self.name}: {err}") from None
+            return self._synonyms
+
+    @property
+    def synonym_score_kind(self) -> str:
+        """What the default `neighbours` score is: cosine+senses (mixed with the best pair of senses), or cosine."""
+        return "cosine+senses" if self.synonym_search.has_senses else "cosine"
 
     def neighbours(
         self,
@@ -574,27 +571,22 @@ class ReverseDictionary:
         k: int = 10,
         filters: Filters | None = None,
         max_definitions: int | None = 10,
+        scoring: SynonymScoring | None = None,
         **options: Any,
     ) -> list[Result]:
-        """The k results nearest to the entry `word` (see `entry_of`) by the cosine of their entry vectors, best
-        first: its near-synonyms, the word itself left out (the other words of its own group come first, at 1).
-        The filters are those of `search` (`filters=` or keywords); the score is always a cosine, and the senses
-        come in dictionary order."""
+        """The k results nearest to the entry `word` (see `entry_of`) by `scoring` (`near_synonyms`: the cosine of the
+        entry vectors mixed with that of the best pair of senses; `SynonymScoring(sense_weight=0)`: the first alone),
+        best first: its near-synonyms, the word itself left out (the other words of its own group come first). The
+        filters are those of `search` (`filters=` or keywords); the senses come in dictionary order."""
         filters = Filters.resolve(filters, options)
-        entry = self.entry_of(word)
-        if entry is None:
+        if (entry := self.entry_of(word)) is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        entry_mask = self._entry_mask(filters)
+        search, entry_mask, index = self.synonym_search, self._entry_mask(filters), self.space.index[entry]
         mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
-        index = self.space.index[entry]
         mask[index] = False
         group = int(self.word_index.group_of[index])
-        vectors = self._entry_unit()
+        allowed = self.groups.any(mask) if entry_mask is not None else None  # else no pass over the groups
+        alone = len(self.groups.members(group)) == 1  # unfiltered, its group drops out
         with search_threads(self.encoder):
-            row = vectors @ vectors[group]
-        if entry_mask is None:  # no pass over the groups: only the word's own group may drop out, if it is alone
-            alone = len(self.groups.members(group)) == 1
-            top = [g for g in top_indices(row, None, k + 1) if not (alone and g == group)][:k]
-        else:
-            top = list(top_indices(row, self.groups.any(mask), k))
-        return [self._result(int(g), row[g], mask, max_definitions, filters.pos) for g in top]
+            top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone)
+        return [self._result(int(g), s, mask, max_definitions, filters.pos) for g, s in zip(top, scores, strict=True)]

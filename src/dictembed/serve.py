@@ -1,15 +1,24 @@
 """`dictembed serve`: the reverse dictionary as a web page and a JSON API (FastAPI + uvicorn).
 
-Endpoints (the model is loaded once, when the app is created; `serve_routes`):
-- `GET /` the search page (`static/index.html`: one file, no external resources);
+One model folder is served, or several (`--model F1 --model F2`): each one dictionary, labelled with its name and
+language (`served_dictionaries`), the first the default. Endpoints (the models are loaded once, when the app is
+created; `serve_routes`):
+- `GET /` the search page (`static/index.html`: one file, no external resources); with several dictionaries it
+  has a selector of the language of the words wanted;
 - `GET /health` -> {"status": "ok", "model", "entries", "candidates", "results", "score_kind", "dictionary",
-  "definitions", "chinese", "scripts"} (`candidates`: the entries a search may list, see `--min-frequency`);
-- `GET /api/reverse?q=...&k=10[&pos=n&pattern=gir*&words=single&length=5|min_length=4&max_length=6&initial=g
-  &pinyin=sc&script=any|cjk|latin&mode=auto|describe|similar&sort=relevance|alphabet|length]` -> {"query", "mode",
-  "entry", "model", "entries", "score_kind", "results": [{"words", "score", "definitions": {word: [...]},
-  "pos": {word: [...]}}]} (each word's matched sense first); in mode auto (the API's default; the page always
-  sends describe or similar) a query that is an entry lists its near-synonyms (`ReverseDictionary.neighbours`),
-  else it is described;
+  "language", "definitions", "chinese", "scripts", "dictionaries": [{"dictionary", "language", "entries",
+  "model"}]} (the default dictionary's, then every served one; `candidates`: the entries a search may list, see
+  `--min-frequency`);
+- `GET /api/reverse?q=...&k=10[&lang=zh|dictionary=NAME&pos=n&pattern=gir*&words=single&length=5|min_length=4
+  &max_length=6&initial=g&pinyin=sc&script=any|cjk|latin&mode=auto|describe|similar&sort=relevance|alphabet
+  |length]` -> {"query", "mode", "entry", "model", "entries", "language", "dictionary", "score_kind", "results":
+  [{"words", "score", "definitions": {word: [...]}, "pos": {word: [...]}, "language", "dictionary"}]} (each word's
+  matched sense first); `lang` (the language of the words wanted) or `dictionary` chooses the dictionary searched
+  (default: the first served; one not served is a 422 listing the served ones); with several served, a
+  description in another language than the dictionary's is searched centred per language (`language_centring`;
+  `--no-centring` turns it off); in mode auto (the API's default; the page always sends describe or similar) a
+  query that is an entry of the dictionary lists its near-synonyms (`ReverseDictionary.neighbours`), else it is
+  described;
 - `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model",
   "truncated"};
 - `GET /docs` (`static/docs.html`: drawn in the browser from the schema, no external resources, so it works
@@ -40,7 +49,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,29 +89,36 @@ log = logging.getLogger(__name__)
 
 
 def create_app(
-    model_path: str | Path | None = None,
-    reverse_dictionary: ReverseDictionary | None = None,
+    model_path: str | Path | Sequence[str | Path] | None = None,
+    reverse_dictionary: ReverseDictionary | Sequence[ReverseDictionary] | None = None,
     device: str | None = None,
     precision: str | None = "auto",
     ranking: Ranking | None = None,
     budget: EncodeBudget | None = None,
     dictionary: str | None = None,
+    centring: bool = True,
 ) -> Any:
-    """The FastAPI app over one model: a saved model folder (loaded on `device`, "auto"/None: the best one,
-    with the compute `precision`, the score's weights `ranking` and the user's `dictionary` in place of the
-    folder's own, `ReverseDictionary.load`), or an already loaded `ReverseDictionary`. `budget`: the tokens of
-    one encode request and of one of its steps (default `EncodeBudget()`)."""
+    """The FastAPI app over one model or several: saved model folders (loaded on `device`, "auto"/None: the best
+    one, with the compute `precision`, the score's weights `ranking` and, for one folder, the user's `dictionary`
+    in place of the folder's own; `served_dictionaries.open_served`), or reverse dictionaries already loaded; the
+    first is the default target. `centring`: search a description in another language centred per language (with
+    several served). `budget`: the tokens of one encode request and of one of its steps (default `EncodeBudget()`)."""
     require("serve", "fastapi")
     from dictembed.serve_routes import Served, api
+    from dictembed.served_dictionaries import ServedDictionaries, open_served, served_of
 
     model = ModelThread()
-    if reverse_dictionary is None:
-        if model_path is None:
-            raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
-        load = ReverseDictionary.load
-        reverse_dictionary = model.call(load, model_path, device, precision, ranking, dictionary=dictionary)
-    rd = model.call(reverse_dictionary.prepare)
-    return api(Served(rd, model, budget or EncodeBudget()))
+    if reverse_dictionary is not None:
+        loaded = [reverse_dictionary] if isinstance(reverse_dictionary, ReverseDictionary) else reverse_dictionary
+        served = [served_of(rd) for rd in loaded]
+    elif model_path is not None:
+        paths = [model_path] if isinstance(model_path, str | Path) else list(model_path)
+        served = model.call(open_served, paths, device, precision, ranking, dictionary)
+    else:
+        raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
+    for one in served:
+        model.call(one.rd.prepare)
+    return api(Served(ServedDictionaries(served, model, centring), model, budget or EncodeBudget()))
 
 
 def check_port(host: str, port: int) -> None:
@@ -137,19 +153,23 @@ def server(app: Any, host: str = "127.0.0.1", port: int = 8000, log_level: str =
 
 
 def run_server(
-    model_path: str | Path,
+    model_path: str | Path | Sequence[str | Path],
     host: str = "127.0.0.1",
     port: int = 8000,
     device: str | None = None,
     precision: str | None = "auto",
     ranking: Ranking | None = None,
     dictionary: str | None = None,
+    centring: bool = True,
 ) -> None:
-    """Load the model, then serve until interrupted: Ctrl-C is the normal way to stop, not an error. A port
-    that cannot be listened on is a one-line error before the model is loaded."""
+    """Load the models (`create_app`), then serve until interrupted: Ctrl-C is the normal way to stop, not an error.
+    A port that cannot be listened on is a one-line error before a model is loaded."""
     check_port(host, port)
-    app = create_app(model_path, device=device, precision=precision, ranking=ranking, dictionary=dictionary)
-    log.info("serving %s on http://%s:%d", model_path, host, port)
+    app = create_app(
+        model_path, device=device, precision=precision, ranking=ranking, dictionary=dictionary, centring=centring
+    )
+    shown = model_path if isinstance(model_path, str | Path) else ", ".join(map(str, model_path))
+    log.info("serving %s on http://%s:%d", shown, host, port)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn shuts down gracefully, then re-raises the Ctrl-C
         server(app, host, port).run()
 

@@ -1,6 +1,7 @@
-"""The endpoints of `dictembed serve` and the answers they document: the page, `/health`, `/api/reverse` and
-`/api/encode`, and `/docs`, the API's documentation drawn in the browser from `/openapi.json` by a page of the
-package (`static/docs.html`: no external resources, unlike FastAPI's Swagger UI from a CDN, so it works offline).
+"""The endpoints of `dictembed serve` and the answers they document: the page, `/health`, `/api/reverse` (over the
+served dictionaries, `served_dictionaries`) and `/api/encode`, and `/docs`, the API's documentation drawn in the
+browser from `/openapi.json` by a page of the package (`static/docs.html`: no external resources, unlike FastAPI's
+Swagger UI from a CDN, so it works offline).
 Searches and the steps of an encode go to the model's thread (`serve_scheduling`); filters, token counts and JSON
 are made off it, and nothing here runs the model on the event loop's thread.
 
@@ -26,7 +27,7 @@ from starlette.exceptions import HTTPException
 
 from dictembed import __version__
 from dictembed.cjk import MAX_PINYIN_LETTERS, looks_chinese
-from dictembed.reverse_dictionary import Result, ReverseDictionary
+from dictembed.reverse_dictionary import Result
 from dictembed.search_options import (
     DEFAULT_K,
     MAX_INITIAL_CHARS,
@@ -44,16 +45,8 @@ from dictembed.search_options import (
 )
 from dictembed.serve_http import error, install_error_contract, json_body, until_done
 from dictembed.serve_limits import MAX_BODY_BYTES, MAX_K, MAX_QUERY_CHARS, MAX_SENTENCES, EncodeBudget
-from dictembed.serve_scheduling import (
-    BULK,
-    COUNT_STEP,
-    SEARCH,
-    ModelThread,
-    QueryBatcher,
-    TokenCounter,
-    encode_chunks,
-    encode_step,
-)
+from dictembed.serve_scheduling import BULK, COUNT_STEP, SEARCH, ModelThread, TokenCounter, encode_chunks, encode_step
+from dictembed.served_dictionaries import ServedDictionaries, ServedDictionary
 
 log = logging.getLogger("dictembed.serve")
 API_DESCRIPTION = """Describe a word and get the words (a reverse dictionary), or give a word and get its
@@ -83,6 +76,8 @@ class ResultRow(BaseModel):
         "nearest the query's), then the others in sense order, those of the `pos` filter first"
     )
     pos: dict[str, list[str | None]] = Field(description="word -> the part of speech of each")
+    language: str = Field(description="the language of the dictionary the words are from (und: not known)")
+    dictionary: str = Field(description="the name of that dictionary")
 
 
 class ReverseAnswer(BaseModel):
@@ -91,10 +86,13 @@ class ReverseAnswer(BaseModel):
     entry: str | None = Field(description="the entry whose neighbours are listed (mode similar)")
     model: str
     entries: int
+    language: str = Field(description="the language of the dictionary searched (`lang`)")
+    dictionary: str = Field(description="the name of the dictionary searched")
     score_kind: str = Field(
         description="cosine, with +definition ((cosine + w x the cosine to the entry's best single definition) / "
         "(1 + w)) and +frequency (+ weight x the word's Zipf frequency) when they are in use; or probability for a "
-        "space without a matrix"
+        "space without a matrix; in mode similar cosine+senses (the entry vectors' cosine mixed with the best pair "
+        "of senses', `near_synonyms`) or cosine"
     )
     results: list[ResultRow]
 
@@ -137,29 +135,34 @@ def json_rows(vectors: np.ndarray) -> list[str]:
 
 @dataclass
 class Served:
-    """What the endpoints share: the prepared model, its thread and batcher, the encode's token counter and
-    budget, and the page with what it offers (the pinyin filter for Chinese, the script filter for two)."""
+    """What the endpoints share: the prepared dictionaries (the default's model answers `/api/encode`), the
+    model's thread and the default's batcher, the encode's token counter and budget, and the page with what the
+    default offers (the pinyin filter for Chinese, the script filter for two)."""
 
-    rd: ReverseDictionary
+    dictionaries: ServedDictionaries
     model: ModelThread
     budget: EncodeBudget
 
     def __post_init__(self) -> None:
-        self.batcher = QueryBatcher(self.rd, self.model)
+        self.rd = self.dictionaries.default.rd
+        self.batcher = self.dictionaries.batcher_of(self.rd)
         self.counter = TokenCounter(self.rd.encoder)
         self.page, self.docs = page_html(), page_html("docs.html")
         self.chinese = looks_chinese(self.rd.space.words[:5000])
         self.scripts = Counter(map(word_script, self.rd.space.words))
 
-    def start_search(self, query: str, k: int, mode: str, **options: Any) -> tuple[str | None, Future[list[Result]]]:
-        """Off the event loop: the entry whose neighbours answer `query` (None: a description), and its search,
-        queued for the model with the filters of `options` (`Filters.of`), whose entry mask is computed first, here."""
+    def start_search(
+        self, query: str, k: int, mode: str, target: ServedDictionary, **options: Any
+    ) -> tuple[str | None, Future[list[Result]]]:
+        """Off the event loop: the entry of `target` whose neighbours answer `query` (None: a description), and its
+        search in `target` (`ServedDictionaries.batcher`), queued for the model with the filters of `options`
+        (`Filters.of`), whose entry mask is computed first, here."""
         filters = Filters.of(**options)
-        entry = self.rd.similar_entry(query, mode)
+        entry = target.rd.similar_entry(query, mode)
         if entry is None:
-            return None, self.batcher.submit(query, k, filters)
-        self.rd.filter_mask(filters)
-        return entry, self.model.submit(SEARCH, self.rd.neighbours, entry, k, filters)
+            return None, self.dictionaries.batcher(target, query).submit(query, k, filters)
+        target.rd.filter_mask(filters)
+        return entry, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters)
 
     async def encode(self, request: Request, sentences: list[str], normalize: bool) -> str:
         """The JSON answer of an encode: its sentences counted in tokens (413 over the budget), then encoded a
@@ -226,11 +229,13 @@ def api(served: Served) -> FastAPI:
     @get_and_head(
         "/health",
         summary="The model served",
-        description="Its name, entry count, result count after grouping, score kind and dictionary, and "
-        "whether its words are Chinese (the page then offers the pinyin filter), and how many entries are "
-        "written in CJK characters and in Latin letters (with both, the page offers the script filter).",
+        description="The default dictionary's model name, entry count, result count after grouping, score kind, "
+        "dictionary and language, whether its words are Chinese (the page then offers the pinyin filter), and how "
+        "many entries are written in CJK characters and in Latin letters (with both, the page offers the script "
+        "filter); and every served dictionary with its language, entries and model (`dictionaries`).",
     )
     def health() -> dict[str, Any]:
+        default = served.dictionaries.default
         return {
             "status": "ok",
             "model": rd.name,
@@ -239,9 +244,11 @@ def api(served: Served) -> FastAPI:
             "results": len(rd.groups),
             "score_kind": rd.score_kind,
             "dictionary": rd.public_dictionary,
+            "language": default.language,
             "definitions": rd.has_definitions,
             "chinese": served.chinese,
             "scripts": {name: served.scripts[name] for name in SCRIPTS[1:]},
+            "dictionaries": [s.row() for s in served.dictionaries.served],
         }
 
     @get_and_head(
@@ -251,7 +258,9 @@ def api(served: Served) -> FastAPI:
             "Ranks the dictionary's entries for a description (`q=a long-necked African animal`). In mode `auto` "
             "a query that is itself an entry (`q=quick`, case-insensitive) lists the entries nearest to its "
             "entry vector instead, itself left out: its near-synonyms (`mode: similar` in the answer). Entries "
-            "with identical vectors are one result. Filters keep the words that pass all of them. A search runs "
+            "with identical vectors are one result. Filters keep the words that pass all of them. With several "
+            "dictionaries served, `lang` or `dictionary` chooses the one searched (default: the first served), and "
+            "a description in another language than its own is searched centred per language. A search runs "
             "before any waiting step of a bulk encode."
         ),
         responses=documented(
@@ -259,7 +268,8 @@ def api(served: Served) -> FastAPI:
             {
                 400: "the query string is not valid UTF-8",
                 422: "a missing, empty, over-long or out-of-range parameter, a bad pattern, length with "
-                "min_length/max_length, min_length over max_length, or mode similar for a query that is no entry",
+                "min_length/max_length, min_length over max_length, mode similar for a query that is no entry, or "
+                "a lang or dictionary not served (the message lists the served ones)",
             },
         ),
     )
@@ -325,22 +335,37 @@ def api(served: Served) -> FastAPI:
         sort: Annotated[
             SortOrder, Query(description="relevance, alphabet (by first word) or length (then alphabet)")
         ] = "relevance",
+        lang: Annotated[
+            str | None,
+            Query(
+                max_length=20,
+                description="the language of the words wanted: a served dictionary's (default: the first served)",
+                examples=["zh"],
+            ),
+        ] = None,
+        dictionary: Annotated[
+            str | None, Query(max_length=200, description="the served dictionary to search, by name (see /health)")
+        ] = None,
     ) -> Any:
         query = q.strip()
         if not query:
             return error(422, "q: the query is empty")
+        target = served.dictionaries.choose(lang, dictionary)
         options = {"pos": pos, "pattern": pattern, "words": words, "length": length, "min_length": min_length}
         options |= {"max_length": max_length, "initial": initial, "pinyin": pinyin, "script": script}
-        entry, search = await run_in_threadpool(served.start_search, query, k, mode, **options)
+        entry, search = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
         results = await until_done(request, search)
+        found = target.rd
+        label = {"language": target.language, "dictionary": target.name}
         return {
             "query": query,
             "mode": "describe" if entry is None else "similar",
             "entry": entry,
-            "model": rd.name,
-            "entries": len(rd.space),
-            "score_kind": rd.score_kind if entry is None else "cosine",
-            "results": [r.to_dict() for r in sort_results(results, sort)],
+            "model": found.name,
+            "entries": len(found.space),
+            **label,
+            "score_kind": found.score_kind if entry is None else found.synonym_score_kind,
+            "results": [r.to_dict() | label for r in sort_results(results, sort)],
         }
 
     budget = served.budget

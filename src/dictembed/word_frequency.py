@@ -11,15 +11,24 @@ import importlib.metadata
 import importlib.util
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dictembed.cjk import is_han
+from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_file
+
+if TYPE_CHECKING:
+    from dictembed.dictionary.core import Dictionary
 
 log = logging.getLogger(__name__)
 
-LANGUAGES = ("en", "zh")  # the languages whose frequencies the prior uses (wordfreq has more)
+# The languages whose frequencies the prior uses (Chinese needs jieba, Japanese MeCab: `SEGMENTERS`); those written
+# in Latin letters, English first.
+LANGUAGES = ("en", "zh", "fr", "de", "ru", "ja")
+SEGMENTERS = {"zh": ("jieba", "zh"), "ja": ("MeCab", "ja")}  # language -> (the module wordfreq needs, its extra)
+LATIN_LANGUAGES = ("en", "fr", "de")
 SAMPLE = 2000  # headwords looked at to recognise the language of a dictionary
 MIXED_MIN = 100  # headwords of each script (Han and other) that make a dictionary one of two languages
 
@@ -43,16 +52,26 @@ def frequency_source(language: str | None = "auto") -> str | None:
 
 
 def guess_language(words: list[str]) -> str | None:
-    """`zh` when most headwords hold Han characters (`cjk.is_han`), `en` when most of them are English words
-    wordfreq knows, else None (no prior): judged on an evenly spaced sample of `SAMPLE` headwords."""
+    """The language of a word list among `LANGUAGES`, judged on an evenly spaced sample of `SAMPLE` headwords:
+    `zh` when most hold Han characters (`cjk.is_han`), `ru` when most hold Cyrillic letters, else the one of
+    `LATIN_LANGUAGES` in which wordfreq knows the most of them (English on a tie; its lists know many French and
+    German words), if most; else None (no prior)."""
     wordfreq = _wordfreq()
     if wordfreq is None or not words:
         return None
     sample = words[:: max(1, len(words) // SAMPLE)][:SAMPLE]
     if sum(any(map(is_han, w)) for w in sample) * 2 > len(sample):
         return "zh"
-    known = sum(wordfreq.zipf_frequency(w, "en") > 0 for w in sample)
-    return "en" if known * 2 > len(sample) else None
+    if sum(any(map(is_cyrillic, w)) for w in sample) * 2 > len(sample):
+        return "ru"
+    known = {language: sum(wordfreq.zipf_frequency(w, language) > 0 for w in sample) for language in LATIN_LANGUAGES}
+    best = max(known, key=known.__getitem__)  # ties: the first, English
+    return best if known[best] * 2 > len(sample) else None
+
+
+def is_cyrillic(char: str) -> bool:
+    """Whether `char` is a Cyrillic letter (the Cyrillic block and its supplement)."""
+    return "\u0400" <= char <= "\u052f"
 
 
 def zipf_frequencies(words: list[str], language: str, cache_dir: Path | None = None) -> np.ndarray:
@@ -88,7 +107,7 @@ def entry_frequencies(
     words: list[str], language: str | None = "auto", cache_dir: Path | None = None
 ) -> np.ndarray | None:
     """The Zipf frequency of each word (`zipf_frequencies`), or None when there are none to use: language None,
-    an unrecognised language under `auto`, or wordfreq (jieba, for Chinese) not installed; each said once."""
+    an unrecognised language under `auto`, or wordfreq (or its segmenter, `SEGMENTERS`) missing; each said once."""
     if language is None or language == "none":
         return None
     if language == "auto":
@@ -97,13 +116,17 @@ def entry_frequencies(
             return two_script_frequencies(words, cjk, cache_dir)
         language = guess_language(words)
         if language is None:
-            log.info("no word frequencies: the headwords are neither English nor Chinese")
+            log.info("no word frequencies: the headwords are in none of %s", ", ".join(LANGUAGES))
             return None
+    if language not in LANGUAGES:
+        log.info("no word frequencies: the prior has none for language %r", language)
+        return None
     if _wordfreq() is None:
         log.warning("no word frequencies: wordfreq is not installed (pip install wordfreq)")
         return None
-    if language == "zh" and importlib.util.find_spec("jieba") is None:
-        log.warning("no word frequencies for Chinese: they need jieba (pip install 'dictembed[zh]')")
+    module, extra = SEGMENTERS.get(language, ("", ""))
+    if module and importlib.util.find_spec(module) is None:
+        log.warning("no word frequencies in %s: they need %s (pip install 'dictembed[%s]')", language, module, extra)
         return None
     return zipf_frequencies(words, language, cache_dir)
 
@@ -122,3 +145,26 @@ def two_script_frequencies(words: list[str], cjk: np.ndarray, cache_dir: Path | 
         found = f"in {language}" if values is not None else "none"
         log.info("word frequencies of a dictionary in two scripts: %s headwords %s", f"{len(part):,}", found)
     return out
+
+
+def most_frequent(
+    dictionary: Dictionary, n: int, language: str | None = "auto", cache_dir: Path | None = None
+) -> Dictionary:
+    """The `n` headwords of `dictionary` most frequent in `language` (`entry_frequencies`; ties in dictionary
+    order), as a subset in dictionary order; the whole dictionary when it has no more than `n`. A DictEmbedError
+    when no frequencies can be had, rather than an arbitrary sample. The frequencies are cached in `cache_dir`."""
+    words = dictionary.headwords
+    if len(words) <= n:
+        return dictionary
+    values = entry_frequencies(words, language, cache_dir)
+    if values is None:
+        raise DictEmbedError(f"{dictionary.name}: no word frequencies to choose its {n:,} most frequent headwords by")
+    order = np.argsort(-values, kind="stable")[:n]
+    log.info(
+        "%s: the %s most frequent of %s headwords (Zipf >= %.2f)",
+        dictionary.name,
+        f"{n:,}",
+        f"{len(words):,}",
+        float(values[order[-1]]),
+    )
+    return dictionary.subset((words[i] for i in order), name=dictionary.name)

@@ -1,4 +1,4 @@
-"""`dictembed` commands: train | encode | export | predict | serve | evaluate | finetune | head | data | plot |
+"""`dictembed` commands: train | encode | export | index | predict | serve | evaluate | finetune | head | data | plot |
 dictionaries | push | cache | models.
 
 Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
@@ -6,7 +6,7 @@ Conventions: every command reports a result. Without --json it is a human-readab
 to stderr. Exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted; an error is one line
 `dictembed: error: ...` on stderr.
 
-Layout: one module per command group (`train`, `encode`, `predict`, `evaluate`, `finetune`, `head`, `data`,
+Layout: one module per command group (`train`, `encode`, `index`, `predict`, `evaluate`, `finetune`, `head`, `data`,
 `dictionaries`, `hub`, `cache`, `models`), each with `COMMANDS` (name -> one-line help), `register(subparsers)`
 adding its parsers and options, and the `run_*` handlers beside them; `options` holds the options several commands
 share, `report` the printing. Registration is lazy: `main` registers in full only the command its arguments name,
@@ -29,7 +29,20 @@ import sys
 from collections.abc import Iterable
 
 from dictembed import __version__
-from dictembed.cli import cache, data, dictionaries, encode, evaluate, finetune, head, hub, models, predict, train
+from dictembed.cli import (
+    cache,
+    data,
+    dictionaries,
+    encode,
+    evaluate,
+    finetune,
+    head,
+    hub,
+    index,
+    models,
+    predict,
+    train,
+)
 from dictembed.cli.encode import read_sentences
 from dictembed.cli.options import HelpFormatter, add_output_options
 from dictembed.cli.report import UsageError, emit, run_command
@@ -41,7 +54,7 @@ from dictembed.progress import bars_turned_off
 __all__ = ["build_parser", "main", "read_sentences", "train_options"]
 
 # In the order --help lists them.
-COMMAND_MODULES = (train, encode, predict, evaluate, finetune, head, data, dictionaries, hub, cache, models)
+COMMAND_MODULES = (train, encode, index, predict, evaluate, finetune, head, data, dictionaries, hub, cache, models)
 EPILOG = """\
 output: a human-readable table on stdout; with --json exactly one JSON document on stdout and the table on
 stderr. Logging always goes to stderr.

@@ -149,12 +149,18 @@ def add_command_group(subparsers: Any, name: str, help_text: str) -> Any:
 
 
 # ---------------------------------------------------------------------- shared options
-def add_model(group: Group, required: bool = False, help_text: str | None = None, many: bool = False) -> None:
-    """--model: a hub name or a local folder (optional ones default to the embedded model)."""
+def add_model(
+    group: Group, required: bool = False, help_text: str | None = None, many: bool = False, repeat: bool = False
+) -> None:
+    """--model: a hub name or a local folder (optional ones default to the embedded model); `many`: several after
+    one flag, `repeat`: one a flag, the flag repeated (a list either way)."""
     if help_text is None:
         help_text = "hub name, local folder or prepared offline model (dictembed models list)"
         help_text += "" if required else " (default: the embedded all-MiniLM-L6-v2)"
-    group.add_argument("--model", required=required, default=None, nargs="+" if many else None, help=help_text)
+    action = "append" if repeat else "store"
+    group.add_argument(
+        "--model", required=required, default=None, nargs="+" if many else None, action=action, help=help_text
+    )
 
 
 def check_model(name: str | None) -> None:

@@ -96,7 +96,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=port, default=8000, help="port to listen on")
     add_ranking(p)
     add_served_dictionary(p)
-    add_model(shared, required=True)
+    p.add_argument(
+        "--no-centring",
+        dest="centring",
+        action="store_false",
+        help="with several --model, search a description in another language than the dictionary's as it is, not "
+        "centred per language (default: centred)",
+    )
+    serve_help = "a model folder with its entry space (train, index), a hub name or a prepared offline model; repeat "
+    serve_help += "it to serve several dictionaries (one a folder), the first the default"
+    add_model(shared, required=True, help_text=serve_help, repeat=True)
     add_device(shared)
 
 
@@ -134,18 +143,23 @@ def results_table(results: list[Any], entry: str | None = None) -> str:
 
 
 def check_served(args: argparse.Namespace) -> None:
-    """The --model and --dictionary of `predict` and `serve`, checked before anything loads."""
+    """The --model (one, or each of several) and --dictionary of `predict` and `serve`, checked before anything
+    loads."""
     from dictembed.dictionary.load import check_sources
 
-    check_model(args.model)
+    for model in args.model if isinstance(args.model, list) else [args.model]:
+        check_model(model)
     if args.dictionary is not None:
         check_sources(args.dictionary)
 
 
 def check_serve(args: argparse.Namespace) -> None:
-    """The host and port `serve` listens on (`serve.check_port`), then its --model and --dictionary."""
+    """The host and port `serve` listens on (`serve.check_port`), then its --model (--dictionary with one only) and
+    --dictionary."""
     from dictembed.serve import check_port
 
+    if args.dictionary is not None and len(args.model) > 1:
+        raise UsageError("--dictionary replaces the definitions of one model folder; serve several without it")
     check_port(args.host, args.port)
     check_served(args)
 
@@ -185,13 +199,16 @@ def run_predict(args: argparse.Namespace) -> Report:
 def run_serve(args: argparse.Namespace) -> Report:
     from dictembed.serve import run_server
 
+    models = args.model  # one or more: --model repeated
     run_server(
-        args.model,
+        models,
         host=args.host,
         port=args.port,
         device=args.device,
         precision=args.precision,
         ranking=ranking_of(args),
         dictionary=args.dictionary,
+        centring=args.centring,
     )
-    return Report({"model": args.model, "host": args.host, "port": args.port}, "server stopped")
+    model = models[0] if len(models) == 1 else models  # one folder: reported as before
+    return Report({"model": model, "host": args.host, "port": args.port}, "server stopped")

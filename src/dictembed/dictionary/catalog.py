@@ -216,6 +216,12 @@ CATALOG: dict[str, NamedDictionary] = _named(
 )
 
 
+def language_of(spec: str) -> str:
+    """The headword language of a named dictionary, "auto" (recognised from its headwords) for anything else."""
+    named = CATALOG.get(spec)
+    return "auto" if named is None else named.language
+
+
 def _counts_path() -> Path:
     return paths.cache_root() / COUNTS_FILE
 

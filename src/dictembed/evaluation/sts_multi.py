@@ -16,7 +16,7 @@ import numpy as np
 
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation._common import SentenceEncoder, parse_float, read_lines, resolve_data_dir
-from dictembed.evaluation.sts import StsSubset, predict_similarities, spearman100
+from dictembed.evaluation.sts import StsSubset, evaluate_stsb_dev, predict_similarities, spearman100
 
 STS_MULTI_LANGUAGES = ("en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
 STS_MULTI_SPLITS = ("dev", "test")
@@ -85,9 +85,21 @@ def evaluate_sts_multi(
     paths = {language: sts_multi_path(language, split, data_dir) for language in languages}
     results: dict[str, float] = {}
     for language in paths:
-        subset = load_sts_multi(language, split, data_dir)
-        (predicted,) = predict_similarities(model, [subset])
-        results[language] = spearman100(predicted, subset.scores)
+        results[language] = score(model, load_sts_multi(language, split, data_dir))
     if results:
         results["avg"] = float(np.mean([results[language] for language in results]))
     return results
+
+
+def score(model: SentenceEncoder, subset: StsSubset) -> float:
+    """Cosine Spearman x 100 of `model` on one subset."""
+    (predicted,) = predict_similarities(model, [subset])
+    return spearman100(predicted, subset.scores)
+
+
+def evaluate_sts_dev(model: SentenceEncoder, language: str = "en", data_dir: str | Path | None = None) -> float:
+    """The STS-B dev score to select models on in `language`: STS-B's own dev split for English, else its
+    translation (`stsb-<language>-dev.csv`); never a test file."""
+    if language == "en":
+        return evaluate_stsb_dev(model, data_dir)
+    return score(model, load_sts_multi(language, "dev", data_dir))

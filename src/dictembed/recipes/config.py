@@ -14,6 +14,7 @@ from typing import Any
 from dictembed.devices import resolve_precision
 from dictembed.dictionary.sources.table import table_columns
 from dictembed.errors import DictEmbedError
+from dictembed.evaluation.sts_multi import STS_MULTI_LANGUAGES
 from dictembed.io import text_encoding
 from dictembed.paths import default_model
 from dictembed.recipes.options import MethodOptions, Options, option
@@ -46,6 +47,14 @@ class RunConfig:
         "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos or - "
         "(skip), e.g. word,-,definition (default: the file's header line)",
         parse=table_columns,
+    )
+    headwords: int | None = option(
+        None, "keep the N headwords most frequent in the dictionary's language (wordfreq; default: all)"
+    )
+    dev_language: str = option(
+        "en",
+        "language of the STS-B dev split that stsb_dev scores: en (STS-B) or a translation in sts_multi/",
+        choices=STS_MULTI_LANGUAGES,
     )
     split_seed: int = option(0, "seed of the 8:1:1 split by headword", positive=False)
     seeds: list[int] = option(

@@ -8,15 +8,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from torch import nn
 
+from dictembed.cache import cache_folder
 from dictembed.description_corpus import load_descriptions
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary, seeded_sample, single_token_filter, split_by_headword
+from dictembed.dictionary.catalog import language_of
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
 from dictembed.errors import MissingHeadError
 from dictembed.evaluation.ranking import reverse_dictionary_metrics
-from dictembed.evaluation.sts import evaluate_stsb_dev
+from dictembed.evaluation.sts_multi import evaluate_sts_dev
 from dictembed.objectives.entry_prediction import (
     EntryPrediction,
     description_examples,
@@ -29,6 +31,7 @@ from dictembed.recipes.options import MethodOptions, option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
 from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root, space_fingerprint
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.word_frequency import most_frequent
 
 if TYPE_CHECKING:
     from dictembed.recipes.config import RunConfig
@@ -63,10 +66,14 @@ class DefSentOptions(EntryOptions):
 
 
 def config_dictionary(config: RunConfig) -> Dictionary:
-    """The configured dictionary (or merged dictionaries)."""
-    return load_dictionary(
+    """The configured dictionary (or merged dictionaries), cut to its most frequent headwords when asked."""
+    dictionary = load_dictionary(
         config.dictionary, wordnet_dir=config.wordnet_dir, encoding=config.encoding, columns=config.columns
     )
+    if config.headwords:
+        cache = cache_folder(config.cache_dir)
+        dictionary = most_frequent(dictionary, config.headwords, language_of(config.dictionary), cache)
+    return dictionary
 
 
 def load_splits(config: RunConfig) -> dict[str, Dictionary]:
@@ -103,10 +110,10 @@ def word_space(config: RunConfig, encoder: Encoder, words: list[str]) -> EntrySp
 
 
 def entry_dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, config: RunConfig) -> dict[str, float]:
-    """Reverse-dictionary MRR/top-k on dev headwords and STS-B dev Spearman x 100."""
+    """Reverse-dictionary MRR/top-k on dev headwords and STS-B dev Spearman x 100 (in `config.dev_language`)."""
     ranks = ReverseDictionary(encoder, space).ranks(dev, limit=config.dev_limit)
     metrics = {k: float(v) for k, v in reverse_dictionary_metrics(ranks).items()}
-    metrics["stsb_dev"] = float(evaluate_stsb_dev(encoder))
+    metrics["stsb_dev"] = float(evaluate_sts_dev(encoder, config.dev_language))
     return metrics
 
 

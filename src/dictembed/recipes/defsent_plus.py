@@ -22,6 +22,8 @@ from dictembed.recipes.papers import CARD_KEYS, PAPERS
 from dictembed.recipes.run import RunResult, Stage, runs_root, space_fingerprint
 
 if TYPE_CHECKING:
+    from dictembed.dictionary.core import Dictionary
+    from dictembed.encoder import Encoder
     from dictembed.recipes.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,21 @@ class DefSentPlusOptions(EntryOptions):
     ica: str = option("none", "ICA-transform the last step's entry space", choices=("none", "last"), run=False)
     # measured without benefit and removed (docs/results.md, "Chinese reverse dictionary (CWN)")
     removed: ClassVar[dict[str, Any]] = {"targets": "entry", "train_entries": "all"}
+
+
+def definition_space(config: RunConfig, encoder: Encoder, dictionary: Dictionary, ica: bool = False) -> DefinitionSpace:
+    """The entry space of `dictionary` built by `encoder` as the run's options say (AC/AMP entries, dot/cosine
+    logits), in the one entry-space cache every run shares."""
+    options = config.options_as(DefSentPlusOptions)
+    return DefinitionSpace.build(
+        encoder,
+        dictionary,
+        options.entries,
+        ica=ica,
+        cache_dir=config.cache_dir or str(default_cache_dir()),
+        similarity=options.similarity,
+        temperature=options.entry_temperature,
+    )
 
 
 class DefSentPlus(EntryRecipe):
@@ -90,15 +107,7 @@ class DefSentPlus(EntryRecipe):
         log.info(
             "PST step %d/%d: building the %s entry space%s", step, options.pst_steps, options.entries, " (ICA)" * ica
         )
-        space = DefinitionSpace.build(
-            encoder,
-            data["dictionary"],
-            options.entries,
-            ica=ica,
-            cache_dir=config.cache_dir or str(default_cache_dir()),  # one cache for every run
-            similarity=options.similarity,
-            temperature=options.entry_temperature,
-        )
+        space = definition_space(config, encoder, data["dictionary"], ica)
         record = {"entry_space": space.kind, "entry_encoder": entry_model, "pst_step": step}
         root = runs_root(config.output) / f"step{step}"
         return Stage(root, config.select_on, data, space, record, space_fingerprint(space))

@@ -19,7 +19,7 @@ from dictembed.dictionary import seeded_sample
 from dictembed.dictionary.triplets import Triplet, TripletReport, build_triplets
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
-from dictembed.evaluation.sts import evaluate_stsb_dev
+from dictembed.evaluation.sts_multi import evaluate_sts_dev
 from dictembed.loading import load_pretrained
 from dictembed.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy
 from dictembed.objectives.mlm import load_masked_lm
@@ -137,7 +137,7 @@ class GRBert(Recipe):
             metrics.update(gloss_accuracy(objective, built.state["dev"], collate, config.batch_size))
         else:
             log.warning("no held-out triplets: gloss accuracy not measured")
-        metrics["stsb_dev"] = float(evaluate_stsb_dev(encoder))
+        metrics["stsb_dev"] = float(evaluate_sts_dev(encoder, config.dev_language))
         return metrics
 
     def save(self, stage: Stage, built: Built, encoder: Encoder, folder: Any, record: RunRecord) -> None:

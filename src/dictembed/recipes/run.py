@@ -119,15 +119,25 @@ class Recipe(ABC):
         """The dev figures of a trained run (selection reads `stage.select_on` among them)."""
 
     def save(self, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
-        """Save the trained run: the encoder with its record, the stage's entry space and, beside it, the
-        definitions of its dictionary (so the folder serves as a reverse dictionary from anywhere)."""
-        encoder.save(folder, record)
-        if stage.space is not None:
-            stage.space.save(folder)
-            dictionary = stage.data.get("dictionary")
-            if isinstance(dictionary, Dictionary):
-                write_definitions(folder, dictionary)
-            write_search_index(folder, dictionary if isinstance(dictionary, Dictionary) else None)
+        """Save the trained run: the encoder with its record, the stage's entry space, the definitions of its
+        dictionary and the search index (`save_model_folder`)."""
+        dictionary = stage.data.get("dictionary")
+        save_model_folder(
+            folder, encoder, record, stage.space, dictionary if isinstance(dictionary, Dictionary) else None
+        )
+
+
+def save_model_folder(
+    folder: Path, encoder: Encoder, record: RunRecord, space: EntrySpace | None, dictionary: Dictionary | None
+) -> None:
+    """Write a model folder: the encoder with its record, and with an entry space the space, the definitions of
+    its `dictionary` beside it (so the folder serves as a reverse dictionary from anywhere) and its search index."""
+    encoder.save(folder, record)
+    if space is not None:
+        space.save(folder)
+        if dictionary is not None:
+            write_definitions(folder, dictionary)
+        write_search_index(folder, dictionary)
 
 
 def save_run(recipe: Recipe, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:

@@ -1,0 +1,255 @@
+"""Near-synonym mode (`ReverseDictionary.neighbours`) measured on WordNet's synonym sets and on LS07's substitutes.
+
+    python experiments/near_synonyms.py /work/runs/desc5k-r025 --json   # --depth 1000: more groups scored exactly
+
+WordNet: a seeded sample of the synsets with at least two single-word lemmas that are entries of the model, split
+in halves (dev, test) by the same seed. Each such lemma is a query; its synset-mates are the answers. In a space
+built from WordNet the lemmas of a synset share its gloss, so their definition vectors for that sense are one:
+the set measures how well a scoring finds the entries that share a sense with the query, which is circular for a
+WordNet model. LS07 (SemEval 2007 lexical substitution, `lexsub/LS07` of the shared data) does not come from
+WordNet: each of its target words is a query and the answers are the substitutes its annotators gave in any of
+its sentences (those that are entries), its trial targets the dev split and its test targets the test split.
+
+Per query, of the ten results a user sees (a result is a group of entries with identical vectors, the query word
+left out): recall@10, the share of its answers listed; hit@10, whether any is; precision@10, the share of the
+results that hold an answer; antonyms@10, the share of the results that hold a WordNet antonym of the query word
+(the words of the synsets that any sense of it points to as antonyms, and for an adjective those synsets'
+satellites: WordNet's indirect antonyms). The variants are `SynonymScoring`s, chosen on dev by one rule: the
+largest sum of WordNet's recall@10 and LS07's precision@10; among the variants within 0.005 of it, the smallest
+sense weight, then the smallest penalty. The test rows are the result. The mixed variants rank the `--depth`
+candidates of the default's rough stage. Last, one `neighbours` call is timed for `--latency` seeded entries (the
+first call, which projects the definition vectors, left out). About 2 minutes of CPU with the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from dictembed.dictionary.sources.wordnet import lemma_name
+from dictembed.evaluation.lexsub_metrics import load_lexsub, read_gold
+from dictembed.io import read_lines
+from dictembed.near_synonyms import SynonymScoring
+from dictembed.paths import data_dir, wordnet_dir
+from dictembed.query_encoder import search_threads
+from dictembed.reverse_dictionary import ReverseDictionary
+
+DATA_FILES = {"n": "noun", "v": "verb", "a": "adj", "s": "adj", "r": "adv"}  # a pointer's pos -> its data file
+LS07_TRIAL = Path("lexsub/LS07/trial/lst_trial.gold")
+K = 10
+BEFORE = "entry vectors' cosine alone"
+DEFAULT = SynonymScoring()
+GRID = [(1000, 0.0), (0.5, 0.0), (1.0, 0.0), (2.0, 0.0), (4.0, 0.0), (1.0, 0.1), (1.0, 0.2), (1.0, 0.4), (2.0, 0.2)]
+VARIANTS: dict[str, SynonymScoring] = {BEFORE: SynonymScoring(sense_weight=0)} | {
+    f"w={w:g}, pos penalty {p:g}" + " (default)" * (SynonymScoring(w, p) == DEFAULT): SynonymScoring(w, p)
+    for w, p in GRID
+}
+
+
+@dataclass
+class Synset:
+    """One WordNet synset: its lemmas (as headwords), its antonym pointers (source lemma number, 0 for the whole
+    synset; target synset) and its similar-to pointers (target synsets)."""
+
+    key: tuple[str, str]
+    lemmas: list[str]
+    antonyms: list[tuple[int, tuple[str, str]]] = field(default_factory=list)
+    similar: list[tuple[str, str]] = field(default_factory=list)
+
+
+def parse_synset(line: str, name: str) -> Synset:
+    """One `data.*` line: `offset lex_filenum ss_type w_cnt (word lex_id)... p_cnt (ptr offset pos st)... | gloss`."""
+    fields = line.partition(" | ")[0].split()
+    count = int(fields[3], 16)
+    synset = Synset((name, fields[0]), [lemma_name(w) for w in fields[4 : 4 + 2 * count : 2]])
+    at = 4 + 2 * count
+    for i in range(int(fields[at])):
+        symbol, offset, pos, source_target = fields[at + 1 + 4 * i : at + 5 + 4 * i]
+        target = (DATA_FILES[pos], offset)
+        if symbol == "!":
+            synset.antonyms.append((int(source_target[:2], 16), target))
+        elif symbol == "&":
+            synset.similar.append(target)
+    return synset
+
+
+class WordNet:
+    """The synsets of the WordNet database in `folder`, and the synsets holding each lemma."""
+
+    def __init__(self, folder: Path) -> None:
+        self.synsets: dict[tuple[str, str], Synset] = {}
+        for name in ("noun", "verb", "adj", "adv"):
+            for line in read_lines(folder / f"data.{name}"):
+                if line.strip() and not line.startswith("  "):
+                    synset = parse_synset(line, name)
+                    self.synsets[synset.key] = synset
+        self.holding: dict[str, list[Synset]] = {}
+        for synset in self.synsets.values():
+            for lemma in dict.fromkeys(synset.lemmas):
+                self.holding.setdefault(lemma, []).append(synset)
+
+    def antonyms(self, word: str) -> set[str]:
+        """The WordNet antonyms of `word` (the module docstring)."""
+        found: set[str] = set()
+        for synset in self.holding.get(word, []):
+            number = synset.lemmas.index(word) + 1
+            for source, key in synset.antonyms:
+                if source in (0, number):
+                    target = self.synsets[key]
+                    found.update(target.lemmas)
+                    found.update(lemma for similar in target.similar for lemma in self.synsets[similar].lemmas)
+        return found - {word}
+
+
+@dataclass
+class Query:
+    word: str
+    answers: set[str]
+    antonyms: set[str]
+
+
+def synonym_sets(wordnet: WordNet, entries: dict[str, int], count: int, seed: int) -> dict[str, list[Query]]:
+    """The WordNet dev and test queries of `count` synsets each (the module docstring)."""
+    usable = [
+        words
+        for synset in wordnet.synsets.values()
+        if len(words := [w for w in dict.fromkeys(synset.lemmas) if " " not in w and w in entries]) >= 2
+    ]
+    picked = np.random.default_rng(seed).choice(len(usable), min(2 * count, len(usable)), replace=False)
+    halves = {"dev": picked[: len(picked) // 2], "test": picked[len(picked) // 2 :]}
+    return {
+        split: [Query(w, set(usable[i]) - {w}, wordnet.antonyms(w)) for i in chosen for w in usable[i]]
+        for split, chosen in halves.items()
+    }
+
+
+def substitutes(wordnet: WordNet, entries: dict[str, int]) -> dict[str, list[Query]]:
+    """The LS07 queries (the module docstring): trial targets dev, test targets test."""
+    data = load_lexsub("LS07")
+    trial = set(read_gold(data_dir() / LS07_TRIAL))
+    answers: dict[tuple[str, str], Counter[str]] = {}
+    for instance in data.instances:
+        split = "dev" if instance.instance_id in trial else "test"
+        answers.setdefault((split, instance.lemma), Counter()).update(data.gold.get(instance.instance_id, {}))
+    sets: dict[str, list[Query]] = {"dev": [], "test": []}
+    for (split, word), given in answers.items():
+        found = {w for w in given if w in entries and w != word}
+        if word in entries and found:
+            sets[split].append(Query(word, found, wordnet.antonyms(word)))
+    return sets
+
+
+def results(rd: ReverseDictionary, groups: np.ndarray, word: str) -> Iterator[set[str]]:
+    """The words of each result (group), the query word left out."""
+    for group in groups:
+        yield {rd.space.words[i] for i in rd.groups.members(int(group))} - {word}
+
+
+def measure(rd: ReverseDictionary, tops: list[tuple[Query, np.ndarray]]) -> dict[str, float]:
+    """recall@10, hit@10, precision@10 and antonyms@10 of the queries' top groups."""
+    scores: dict[str, list[float]] = {"recall@10": [], "hit@10": [], "precision@10": [], "antonyms@10": []}
+    for query, top in tops:
+        listed = list(results(rd, top, query.word))
+        words = set().union(*listed)
+        scores["recall@10"].append(len(query.answers & words) / len(query.answers))
+        scores["hit@10"].append(bool(query.answers & words))
+        scores["precision@10"].append(sum(bool(r & query.answers) for r in listed) / K)
+        scores["antonyms@10"].append(sum(bool(r & query.antonyms) for r in listed) / K)
+    return {name: float(np.mean(values)) for name, values in scores.items()}
+
+
+def variants(rd: ReverseDictionary, query: Query, depth: int) -> dict[str, np.ndarray]:
+    """Each variant's top groups for one query: `BEFORE` as `neighbours` scores it (every group exactly), the others
+    as it ranks the `depth` candidates of the default's rough stage."""
+    search = rd.synonym_search
+    entry = rd.space.index[query.word]
+    group = int(rd.word_index.group_of[entry])
+    alone = len(rd.groups.members(group)) == 1
+    with search_threads(rd.encoder):
+        tops = {BEFORE: search.nearest(entry, group, None, K, VARIANTS[BEFORE], alone)[0]}
+        found = search.candidates(entry, group, None, depth, group if alone else None, DEFAULT.sense_weight)
+    return tops | {name: found.best(scoring, K)[0] for name, scoring in VARIANTS.items() if name != BEFORE}
+
+
+def latency(rd: ReverseDictionary, count: int, seed: int, depth: int) -> dict[str, dict[str, float]]:
+    """Milliseconds of one `neighbours` call (k=10, time.perf_counter) for `count` seeded entries, after one call
+    that makes what it reads: median, 90th percentile and maximum, before and by default (with `depth`)."""
+    words = [rd.space.words[i] for i in np.random.default_rng(seed).choice(len(rd.space), count, replace=False)]
+    timings = {}
+    for name, scoring in ((BEFORE, VARIANTS[BEFORE]), ("default", replace(DEFAULT, depth=depth))):
+        rd.neighbours(words[0], scoring=scoring)
+        times = []
+        for word in words:
+            start = time.perf_counter()
+            rd.neighbours(word, scoring=scoring)
+            times.append(1000 * (time.perf_counter() - start))
+        timings[name] = {"median": np.median(times), "p90": np.percentile(times, 90), "max": max(times)}
+    return {name: {key: round(float(value), 1) for key, value in t.items()} for name, t in timings.items()}
+
+
+def chosen(rows: list[dict]) -> str:
+    """The variant the dev rows choose (the module docstring)."""
+    sums: dict[str, float] = {}
+    for r in rows:
+        if r["split"] == "dev" and r["variant"] != BEFORE:
+            score = r["recall@10"] if r["set"] == "WordNet" else r["precision@10"]
+            sums[r["variant"]] = sums.get(r["variant"], 0.0) + score
+    best = max(sums.values())
+    near = [name for name, total in sums.items() if total >= best - 0.005]
+    return min(near, key=lambda name: (VARIANTS[name].sense_weight, VARIANTS[name].pos_penalty))
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    lines = ["| set | split | variant | queries | recall@10 | hit@10 | precision@10 | antonyms@10 |"]
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        lines.append(
+            f"| {r['set']} | {r['split']} | {r['variant']} | {r['queries']} | {r['recall@10']:.3f} | "
+            f"{r['hit@10']:.3f} | {r['precision@10']:.3f} | {r['antonyms@10']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="a trained DefSent+ folder over WordNet (opened read-only)")
+    parser.add_argument("--synsets", type=int, default=300, help="WordNet synsets per split")
+    parser.add_argument("--latency", type=int, default=50, help="entries whose neighbours calls are timed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--depth", type=int, default=None, help="groups scored exactly (default: the default's)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    rd = ReverseDictionary.load(args.model).prepare()
+    wordnet = WordNet(wordnet_dir())
+    entries = rd.space.index
+    sets = {"WordNet": synonym_sets(wordnet, entries, args.synsets, args.seed), "LS07": substitutes(wordnet, entries)}
+    depth = args.depth or SynonymScoring().depth
+    rows = []
+    for name, splits in sets.items():
+        for split, asked in splits.items():
+            tops = [(query, variants(rd, query, depth)) for query in asked]
+            for variant in VARIANTS:
+                scores = measure(rd, [(query, top[variant]) for query, top in tops])
+                rows.append({"set": name, "split": split, "variant": variant, "queries": len(asked)} | scores)
+    timings = latency(rd, args.latency, args.seed, depth)
+    seconds = round(time.perf_counter() - started, 1)
+    report = {"model": args.model, "synsets": args.synsets, "seed": args.seed, "depth": depth, "seconds": seconds}
+    if args.json:
+        print(json.dumps(report | {"chosen": chosen(rows), "latency_ms": timings, "rows": rows}, indent=1))
+    else:
+        print(table(rows))
+        print(f"chosen on dev: {chosen(rows)}")
+        print(f"neighbours latency, ms over {args.latency} entries: {json.dumps(timings)}; {seconds} s in all")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""`dictembed index`: a model folder that `predict` and `serve` open, for any encoder (trained or not) over any
+dictionary, without training: the encoder's save, its entry space over the dictionary (built as `train`'s `best`
+preset builds DefSent+'s: mean pooling, AMP entries, cosine logits; in the one entry-space cache), the dictionary's
+definitions, the search index, a record naming the dictionary and the model card."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from dictembed.cli.options import add_command, add_device, add_model, add_overwrite, check_model
+from dictembed.cli.report import Report
+from dictembed.output_folder import check_output_folder
+
+COMMANDS = {"index": "a servable reverse-dictionary folder: an encoder, trained or not, over a dictionary"}
+log = logging.getLogger("dictembed")
+
+
+def register(subparsers: Any) -> None:
+    """`index`."""
+    p, (shared, output) = add_command(subparsers, "index", run_index, COMMANDS["index"], check=check_index)
+    p.add_argument(
+        "--dictionary",
+        required=True,
+        help="the dictionary whose entries the folder serves: a name (dictembed dictionaries lists them) or a "
+        ".tsv/.csv/.jsonl file",
+    )
+    add_model(shared)
+    add_device(shared)
+    output.add_argument(
+        "--output",
+        required=True,
+        help="the folder to write: the model's save, its entry space over the dictionary, the definitions, the "
+        "search index and the model card",
+    )
+    add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")
+
+
+def check_index(args: argparse.Namespace) -> None:
+    """A --dictionary that is no name and no readable file, an --output that would lose something (a folder that
+    holds a model only with --overwrite), a --model path that is not there: refused before anything loads."""
+    from dictembed.dictionary.load import check_sources
+
+    check_sources(args.dictionary)
+    check_output_folder(args.output, args.overwrite)
+    check_model(args.model)
+
+
+def index_folder(
+    model: str | None, dictionary: str, output: str | Path, device: str = "auto", precision: str = "auto"
+) -> dict[str, Any]:
+    """Write the folder `output` (staged: a failure leaves what was there) for `model` (None: the embedded model)
+    over `dictionary`, with the settings of `train`'s `best` preset (`recipes.resolve`; an e5 model's entry
+    temperature, 0.01); what was written."""
+    from dictembed.io import staged_dir
+    from dictembed.model_card import write_model_card
+    from dictembed.model_folder import read_record
+    from dictembed.recipes.defsent import base_encoder, config_dictionary
+    from dictembed.recipes.defsent_plus import DefSentPlus, definition_space
+    from dictembed.recipes.presets import DEFAULT_PRESET
+    from dictembed.recipes.resolve import E5_NAME, E5_TEMPERATURE, resolve_train_config
+    from dictembed.recipes.run import save_model_folder
+    from dictembed.record import RunRecord
+
+    given: dict[str, Any] = {"model": model, "dictionary": dictionary, "device": device, "precision": precision}
+    if model and E5_NAME.search(model):
+        given["entry_temperature"] = E5_TEMPERATURE
+    config = resolve_train_config(DefSentPlus.name, DEFAULT_PRESET, given, output=str(output)).config
+    loaded = config_dictionary(config)
+    encoder = base_encoder(config)
+    log.info("building the entry space of %s (%s entries) with %s", dictionary, f"{len(loaded):,}", config.model)
+    space = definition_space(config, encoder, loaded)
+    record = RunRecord(base_model=config.model, entry_space=space.kind, entry_encoder=config.model, data=dictionary)
+    with staged_dir(output) as staging:
+        save_model_folder(staging, encoder, record, space, loaded)
+        saved = read_record(staging, required=True)
+        write_model_card(staging, saved, name=Path(output).name)  # now with its entry space
+    return {
+        "output": str(output),
+        "model": saved.base_model,
+        "dictionary": saved.data,
+        "entries": len(space),
+        "definitions": loaded.num_definitions(),
+        "entry_space": space.kind,
+        "precision": encoder.compute_precision,
+    }
+
+
+def run_index(args: argparse.Namespace) -> Report:
+    data = index_folder(args.model, args.dictionary, args.output, args.device, args.precision)
+    text = f"wrote {data['output']}: {data['entries']:,} entries of {data['dictionary']} ({data['entry_space']})"
+    return Report(data, text)

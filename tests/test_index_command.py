@@ -1,0 +1,92 @@
+"""`dictembed index`: a servable model folder of an untrained encoder over a dictionary, which `ReverseDictionary.load`
+and `serve` open, built as `train`'s best preset builds its entry space (mean pooling, AMP entries, cosine logits)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EN_WORDS, ZH_WORDS, cli_refuses, cli_succeeds
+
+from dictembed.model_folder import CARD_FILE, DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, read_record
+
+
+def test_the_folder_holds_the_model_its_entry_space_definitions_index_record_and_card(language_folders) -> None:
+    folder = language_folders["en"]
+    for part in ("model.safetensors", "modules.json", DEFINITIONS_FILE, CARD_FILE):
+        assert (folder / part).is_file(), part
+    assert (folder / SPACE_DIR / "space.json").is_file() and (folder / SEARCH_DIR / "index.json").is_file()
+    record = read_record(folder, required=True)
+    assert record.data == "en.tsv" and record.entry_space == "definitions-amp" and record.config is None
+    assert str(folder.parent) not in (folder / "dictembed.json").read_text()  # no path of this machine
+    space = json.loads((folder / SPACE_DIR / "space.json").read_text())
+    assert space["words"] == list(EN_WORDS) and space["similarity"] == "cosine"
+    card = (folder / CARD_FILE).read_text()
+    assert "en.tsv" in card and "definitions-amp" in card and f"| entries | {len(EN_WORDS)} |" in card
+    assert "the encoder built over the dictionary (not trained against)" in card
+
+
+def test_the_entries_are_the_mean_pooled_definitions(language_folders, bert_path) -> None:
+    """AMP: each entry vector is the mean of its definitions' mean-pooled vectors (one definition each here)."""
+    from dictembed.encoder import Encoder
+    from dictembed.search_space import SearchSpace
+
+    space = SearchSpace.open(language_folders["zh"])
+    encoder = Encoder.load(str(bert_path), pooling="mean", device="cpu")
+    expected = encoder.encode(list(ZH_WORDS.values()))
+    np.testing.assert_allclose(np.asarray(space.matrix, dtype=np.float32), expected, rtol=1e-3, atol=1e-3)  # fp16
+
+
+def test_load_and_serve_open_the_folder(language_folders) -> None:
+    from fastapi.testclient import TestClient
+
+    from dictembed.reverse_dictionary import ReverseDictionary
+    from dictembed.serve import create_app
+
+    rd = ReverseDictionary.load(language_folders["zh"], device="cpu")
+    results = rd.search("water that falls from clouds", k=len(ZH_WORDS))
+    assert sorted(w for r in results for w in r.words) == sorted(ZH_WORDS)
+    rain = next(r for r in results if "雨" in r.words)
+    assert rain.definitions["雨"] == [ZH_WORDS["雨"]]
+    client = TestClient(create_app(language_folders["zh"], device="cpu"))
+    health = client.get("/health").json()
+    assert health["entries"] == len(ZH_WORDS) and health["model"] == "zh-folder" and health["language"] == "zh"
+    assert health["dictionaries"] == [{"dictionary": "zh.tsv", "language": "zh", "entries": 8, "model": "zh-folder"}]
+
+
+def test_the_cli_replaces_a_folder_only_with_overwrite(language_folders, bert_path, tmp_path, capsys) -> None:
+    tsv = tmp_path / "few.tsv"
+    tsv.write_text("word\tdefinition\ndog\ta domesticated animal that barks\ncat\ta feline animal kept at home\n")
+    out = tmp_path / "few"
+    argv = ["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)]
+    stdout, _ = cli_succeeds(capsys, [*argv, "--json"])
+    report = json.loads(stdout)
+    assert report["entries"] == 2 and report["definitions"] == 2 and report["dictionary"] == "few.tsv"
+    cli_refuses(capsys, argv, str(out), "--overwrite")
+    tsv.write_text("word\tdefinition\nbread\tfood made of baked flour\n")
+    cli_succeeds(capsys, [*argv, "--overwrite"])
+    assert json.loads((out / SPACE_DIR / "space.json").read_text())["words"] == ["bread"]
+
+
+@pytest.mark.parametrize(
+    ("dictionary", "named"),
+    [("missing.tsv", "missing.tsv"), ("no-such-dictionary", "no-such-dictionary")],
+)
+def test_a_dictionary_that_is_not_there_is_one_line_before_loading(
+    tmp_path: Path, capsys, dictionary: str, named: str
+) -> None:
+    where = str(tmp_path / dictionary) if dictionary.endswith(".tsv") else dictionary
+    cli_refuses(capsys, ["index", "--dictionary", where, "--output", str(tmp_path / "out")], named)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_holding_something_else_is_never_replaced(tmp_path: Path, capsys) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    tsv = tmp_path / "one.tsv"
+    tsv.write_text("word\tdefinition\ndog\ta domesticated animal that barks\n")
+    argv = ["index", "--dictionary", str(tsv), "--output", str(tmp_path / "out"), "--overwrite"]
+    cli_refuses(capsys, argv, "holds no model")
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
