@@ -70,6 +70,17 @@ class Result:
         return {"words": self.words, "score": round(self.score, 6), "definitions": self.definitions, "pos": self.pos}
 
 
+def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpace | SearchSpace, SearchIndex | None]:
+    """A folder's saved entry space: a matrix space memory-mapped with its `SearchIndex` (built and cached for a
+    folder without one), else the torch space (an MLM head)."""
+    if SearchSpace.saved_type(folder.path) in MATRIX_SPACES:
+        space = SearchSpace.open(folder.path)
+        return space, folder_search_index(folder, space, source)
+    from dictembed.entry_space import EntrySpace
+
+    return EntrySpace.load(folder.path), None
+
+
 class ReverseDictionary:
     """An encoder and the entry space it was trained against, with the dictionary behind it for `search`.
 
@@ -141,15 +152,7 @@ class ReverseDictionary:
         an exported folder queries through ONNX Runtime alone (`OnnxQueryEncoder`), so torch is never imported."""
         folder = ModelFolder.open(path)
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
-        space: EntrySpace | SearchSpace
-        index = None
-        if SearchSpace.saved_type(folder.path) in MATRIX_SPACES:
-            space = SearchSpace.open(folder.path)
-            index = folder_search_index(folder, space, source)
-        else:
-            from dictembed.entry_space import EntrySpace
-
-            space = EntrySpace.load(folder.path)
+        space, index = saved_space(folder, source)
         encoder = exported_query_encoder(folder, device, precision)
         if encoder is None:
             from dictembed.devices import loader_device

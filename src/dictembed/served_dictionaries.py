@@ -28,17 +28,15 @@ from dictembed.model_folder import DEFAULT_DICTIONARY, SPACE_DIR, SPACE_META, WE
 from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder
 from dictembed.record import file_sha256
-from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_index import folder_search_index
+from dictembed.reverse_dictionary import ReverseDictionary, saved_space
 from dictembed.search_options import Ranking
-from dictembed.search_space import MATRIX_SPACES, SearchSpace, mapped_tensors
+from dictembed.search_space import SearchSpace, mapped_tensors
 from dictembed.serve_scheduling import ModelThread, QueryBatcher
 from dictembed.word_frequency import LANGUAGES, guess_language
 
 if TYPE_CHECKING:
     import torch
 
-    from dictembed.entry_space import EntrySpace
 
 PROMPTS_FILE = "config_sentence_transformers.json"  # the encoder's prompts (e5's "query: ")
 
@@ -138,15 +136,7 @@ def folder_reverse_dictionary(
     if encoder is None:
         return ReverseDictionary.load(folder, device, precision, ranking, language, dictionary)
     source = folder.dictionary(dictionary)
-    space: SearchSpace | EntrySpace
-    index = None
-    if SearchSpace.saved_type(folder.path) in MATRIX_SPACES:
-        space = SearchSpace.open(folder.path)
-        index = folder_search_index(folder, space, source)
-    else:
-        from dictembed.entry_space import EntrySpace
-
-        space = EntrySpace.load(folder.path)
+    space, index = saved_space(folder, source)
     return ReverseDictionary(encoder, space, source, folder.name, ranking, language, index)
 
 
