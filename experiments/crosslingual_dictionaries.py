@@ -9,10 +9,10 @@ or WordNet (English words).
 Data: tests/data/crosslingual_zh.tsv and crosslingual_ja.tsv (`description<TAB>expected<TAB>direction<TAB>split`,
 written for dictembed; their .md files say how), directions en-zh, zh-en, zh-zh, en-ja, ja-en, ja-ja: the
 source language of the description, then the language of the wanted word, whose dictionary is `TARGETS`'.
-Candidates: each target dictionary's `--headwords` most frequent headwords in its language (wordfreq; 0: all),
-one space per dictionary, so the query's own language never crowds the target out (the served reverse
-dictionary does the same: one space per dictionary, `lang=` picks it). A query whose expected words are all
-outside the candidates is dropped and counted.
+Candidates: each target dictionary's `--headwords` most frequent headwords in its language (wordfreq) and every
+expected word of the data (a vocabulary that holds the answers; `--headwords 0`: the whole dictionary), one space
+per dictionary, so the query's own language never crowds the target out (the served reverse
+dictionary does the same: one space per dictionary, `lang=` picks it).
 Rows per direction: the plain cosine, and the same with per-language centring: the target space's mean entry
 vector subtracted from its entries, and from the query the mean of the dev descriptions of its own language
 (dev rows only, so the test split never informs it).
@@ -63,11 +63,14 @@ def read_rows(path: Path) -> list[Row]:
     return rows
 
 
-def candidate_space(encoder: Encoder, language: str, headwords: int) -> DefinitionSpace:
-    """The AMP space (cosine) of the target dictionary of `language`, cut to its most frequent headwords."""
+def candidate_space(encoder: Encoder, language: str, headwords: int, expected: set[str]) -> DefinitionSpace:
+    """The AMP space (cosine) of the target dictionary of `language`: its `headwords` most frequent headwords and
+    every `expected` word it holds (a vocabulary that holds the answers, as the published reverse dictionaries'),
+    or all of it (0)."""
     dictionary = load_dictionary(TARGETS[language])
     if headwords:
-        dictionary = most_frequent(dictionary, headwords, language, default_cache_dir())
+        frequent = most_frequent(dictionary, headwords, language, default_cache_dir()).headwords
+        dictionary = dictionary.subset({*frequent, *expected}, dictionary.name)
     return DefinitionSpace.build(encoder, dictionary, "amp", cache_dir=default_cache_dir(), similarity="cosine")
 
 
@@ -134,7 +137,8 @@ def main() -> None:
         for direction in sorted(wanted):
             source, target = direction.split("-")
             if target not in spaces:
-                spaces[target] = candidate_space(encoder, target, args.headwords)
+                expected = {w for r in rows if r[2].endswith("-" + target) for w in r[1]}
+                spaces[target] = candidate_space(encoder, target, args.headwords, expected)
             queries = [r for r in rows if r[2] == direction and r[3] == split]
             for centred in (False, True):
                 row = rank_direction(spaces[target], queries, vectors, source_mean[source] if centred else None)

@@ -123,3 +123,19 @@ def test_most_frequent_keeps_the_frequent_headwords_in_dictionary_order() -> Non
     assert most_frequent(d, 5, "en") is d  # nothing to cut
     with pytest.raises(DictEmbedError, match="toy: no word frequencies"):
         most_frequent(d, 2, None)
+
+
+def test_japanese_words_lose_a_point_per_inferred_boundary() -> None:
+    from types import SimpleNamespace
+
+    from dictembed.word_frequency import zipf
+
+    tokens = {"のたのた": ["の", "た", "の", "た"], "冷蔵庫": ["冷蔵庫"], "猫だ": ["猫", "だ"]}
+    fake = SimpleNamespace(
+        zipf_frequency=lambda word, language: {"のたのた": 6.94, "冷蔵庫": 4.21, "猫だ": 0.5}[word],
+        tokenize=lambda word, language: tokens[word],
+    )
+    assert zipf(fake, "のたのた", "ja") == pytest.approx(3.94)  # four particles: no longer among the most frequent
+    assert zipf(fake, "冷蔵庫", "ja") == pytest.approx(4.21)  # one token: as wordfreq says
+    assert zipf(fake, "猫だ", "ja") == 0.0  # never below 0
+    assert zipf(fake, "のたのた", "zh") == pytest.approx(6.94)  # wordfreq penalises Chinese itself

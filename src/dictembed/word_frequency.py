@@ -11,7 +11,7 @@ import importlib.metadata
 import importlib.util
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 # The languages whose frequencies the prior uses (Chinese needs jieba, Japanese MeCab: `SEGMENTERS`); those written
 # in Latin letters, English first.
 LANGUAGES = ("en", "zh", "fr", "de", "ru", "ja")
+BOUNDARY_PENALTY = ("ja",)  # languages whose multi-token words lose a Zipf point per inferred boundary (`zipf`)
 SEGMENTERS = {"zh": ("jieba", "zh"), "ja": ("MeCab", "ja")}  # language -> (the module wordfreq needs, its extra)
 LATIN_LANGUAGES = ("en", "fr", "de")
 SAMPLE = 2000  # headwords looked at to recognise the language of a dictionary
@@ -74,13 +75,24 @@ def is_cyrillic(char: str) -> bool:
     return "\u0400" <= char <= "\u052f"
 
 
+def zipf(wordfreq: Any, word: str, language: str) -> float:
+    """wordfreq's Zipf frequency of `word`, less one for each boundary its segmenter infers inside it in a language
+    of `BOUNDARY_PENALTY`: wordfreq takes that penalty for Chinese but not for Japanese, where a string of particles
+    (のたのた, a JMdict headword) would otherwise rank with the most frequent words."""
+    value = float(wordfreq.zipf_frequency(word, language))
+    if language in BOUNDARY_PENALTY and value > 0:
+        value = max(0.0, value - (len(wordfreq.tokenize(word, language)) - 1))
+    return value
+
+
 def zipf_frequencies(words: list[str], language: str, cache_dir: Path | None = None) -> np.ndarray:
     """The Zipf frequency of each word in `language` (float32; 0 for words wordfreq does not know), cached in
     `cache_dir` (when given) under a key of the words, the language and wordfreq's version."""
     wordfreq = _wordfreq()
     if wordfreq is None:
         return np.zeros(len(words), dtype=np.float32)
-    digest = hashlib.sha1(f"{language}|{getattr(wordfreq, '__version__', '')}".encode())
+    rule = "|boundaries" if language in BOUNDARY_PENALTY else ""
+    digest = hashlib.sha1(f"{language}|{getattr(wordfreq, '__version__', '')}{rule}".encode())
     for word in words:
         digest.update(word.encode() + b"\n")
     path = None if cache_dir is None else cache_dir / f"frequency-{digest.hexdigest()[:16]}.npy"
@@ -92,7 +104,7 @@ def zipf_frequencies(words: list[str], language: str, cache_dir: Path | None = N
         except (OSError, ValueError):
             pass
         log.warning("word-frequency cache %s is damaged; recomputing it", path)
-    values = np.fromiter((wordfreq.zipf_frequency(w, language) for w in words), dtype=np.float32, count=len(words))
+    values = np.fromiter((zipf(wordfreq, w, language) for w in words), dtype=np.float32, count=len(words))
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
