@@ -1,6 +1,6 @@
 """Near-synonym mode (`ReverseDictionary.neighbours`) measured on WordNet's synonym sets and on LS07's substitutes.
 
-    python experiments/near_synonyms.py /work/runs/desc5k-r025 --json   # --depth 1000: more groups scored exactly
+    python experiments/near_synonyms.py runs/desc5k-r025 --json   # --depth 1000: more groups scored exactly
 
 WordNet: a seeded sample of the synsets with at least two single-word lemmas that are entries of the model, split
 in halves (dev, test) by the same seed. Each such lemma is a query; its synset-mates are the answers. In a space
