@@ -22,6 +22,7 @@ Rank: the best 0-based rank of any expected word among the candidates, ties pess
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
 from pathlib import Path
@@ -120,6 +121,9 @@ def main() -> None:
     parser.add_argument("--split", choices=("dev", "test", "both"), default="both")
     parser.add_argument("--directions", default="", help="comma list (default: every direction in the data)")
     parser.add_argument("--json", default="", help="write the rows here")
+    parser.add_argument(
+        "--document-prompt", default="", help="the model's prompt (e.g. passage) the definitions are encoded after"
+    )
     args = parser.parse_args()
     began = time.monotonic()
     rows = [row for path in DATA for row in read_rows(path)]
@@ -131,6 +135,10 @@ def main() -> None:
         source: np.mean([vectors[r[0]] for r in rows if r[3] == "dev" and r[2].startswith(source + "-")], axis=0)
         for source in {r[2].split("-")[0] for r in rows}
     }
+    documents = encoder
+    if args.document_prompt:  # e5's retrieval use: `query: ` for the descriptions, `passage: ` for the definitions
+        documents = copy.copy(encoder)
+        documents.default_prompt_name = args.document_prompt
     spaces: dict[str, DefinitionSpace] = {}
     out = []
     for split in ("dev", "test") if args.split == "both" else (args.split,):
@@ -138,11 +146,12 @@ def main() -> None:
             source, target = direction.split("-")
             if target not in spaces:
                 expected = {w for r in rows if r[2].endswith("-" + target) for w in r[1]}
-                spaces[target] = candidate_space(encoder, target, args.headwords, expected)
+                spaces[target] = candidate_space(documents, target, args.headwords, expected)
             queries = [r for r in rows if r[2] == direction and r[3] == split]
             for centred in (False, True):
                 row = rank_direction(spaces[target], queries, vectors, source_mean[source] if centred else None)
-                row = {"direction": direction, "model": args.model or "all-MiniLM-L6-v2", "split": split} | row
+                model = (args.model or "all-MiniLM-L6-v2") + (f", {args.document_prompt}" * bool(args.document_prompt))
+                row = {"direction": direction, "model": model, "split": split} | row
                 out.append(row)
                 print(
                     f"{split:4} {direction} {'centred' if centred else 'plain  '} {row['candidates']:>6} cand "
