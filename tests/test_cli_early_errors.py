@@ -171,12 +171,13 @@ def test_check_model_refuses_only_what_can_name_no_model(files: Path, monkeypatc
         str(files / "model"),
         "bert-base-uncased",
         "someone/some-model",
-        "multilingual-e5-small",
     ]:
-        check_model(name)  # a folder, a Hub id or an offline model's name: what it holds is checked when it loads
+        check_model(name)  # a folder or a Hub id: what it holds is checked when it loads
     for name in ["/no/such/model", "no/such/model", "models/tinyy", "a/b/c d", "in.txt"]:
         with pytest.raises(ModelLoadError, match="not found|is a file"):
             check_model(name)
+    with pytest.raises(ModelLoadError, match="is not prepared"):  # the suite's cache holds no prepared model
+        check_model("multilingual-e5-small")
 
 
 def test_check_readable_names_the_file_and_never_opens_a_pipe(tmp_path: Path) -> None:

@@ -348,3 +348,15 @@ def test_models_list_shows_packages_and_preparation(fake_mpnet, capsys) -> None:
     assert rows["all-mpnet-base-v2"]["folder"] == str(fake_mpnet / "models" / "all-mpnet-base-v2")
     assert not rows["multilingual-e5-small"]["installed"] and not rows["multilingual-e5-small"]["prepared"]
     cli_refuses(capsys, ["models", "prepare", "no-such-model"], "invalid choice", code=2)
+
+
+def test_an_unprepared_offline_model_is_refused_before_anything_loads(tmp_path, monkeypatch, capsys) -> None:
+    from dictembed.cli import main
+
+    monkeypatch.setenv("DICTEMBED_CACHE", str(tmp_path / "cache"))  # nothing prepared there
+    loaded = []
+    monkeypatch.setattr("dictembed.dictionary.load.load_dictionary", lambda *a, **k: loaded.append(a))
+    assert main(["train", "--model", "multilingual-e5-small", "--output", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "'multilingual-e5-small' is not prepared" in err and "dictembed models prepare" in err
+    assert len(err.strip().splitlines()) == 1 and not loaded and not (tmp_path / "out").exists()

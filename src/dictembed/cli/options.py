@@ -166,11 +166,17 @@ def add_model(
 def check_model(name: str | None) -> None:
     """Refuse a --model that can name no model: a file, or a path that is not there and cannot be a Hub id or an
     offline model's name (`/data/no-such-model`, `models/tinyy` beside a folder `models/`), with the one-line
-    error of `ModelFolder.open`. A folder or a Hub id passes: what it holds is checked when it loads."""
+    error of `ModelFolder.open`, and an offline model's name that is not prepared (`dictembed models prepare`). A
+    folder or a Hub id passes: what it holds is checked when it loads."""
     if name is None:
         return
     path = Path(name).expanduser()
-    if path.is_dir() or (not path.exists() and may_be_hub_name(name)):
+    if path.is_dir():
+        return
+    if not path.exists() and may_be_hub_name(name):
+        from dictembed.offline_models import local_folder
+
+        local_folder(name)  # an offline model's name that is not prepared: its one-line error, before anything loads
         return
     ModelFolder.open(name)
 
