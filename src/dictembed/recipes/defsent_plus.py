@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from dictembed.cache import default_cache_dir
+from dictembed.cache import cache_folder
 from dictembed.dictionary import split_by_headword
 from dictembed.entry_space import ENTRY_TEMPERATURE, DefinitionSpace
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
@@ -55,7 +55,7 @@ def definition_space(config: RunConfig, encoder: Encoder, dictionary: Dictionary
         dictionary,
         options.entries,
         ica=ica,
-        cache_dir=config.cache_dir or str(default_cache_dir()),
+        cache_dir=cache_folder(config.cache_dir),  # one cache for every run
         similarity=options.similarity,
         temperature=options.entry_temperature,
     )
