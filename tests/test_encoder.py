@@ -220,3 +220,25 @@ def test_weights_missing_from_a_checkpoint_start_the_same_in_every_load(bert_pat
     torch.manual_seed(3)
     Encoder.load(str(bert_path), device="cpu")
     assert torch.equal(torch.rand(4), expected)  # the caller's random state is left as it was
+
+
+def test_the_weights_hash_leaves_out_the_backbones_own_pooler_alone(bert_path) -> None:
+    """No vector passes through the backbone's pooler, so it is no part of the encoder's identity; every other tensor
+    is, the copy of the pooler after the pooling (`pooler="model"`) included."""
+    import hashlib
+
+    def hashed(encoder: Encoder) -> str:
+        digest = hashlib.sha256()
+        encoder.hash_weights(digest)
+        return digest.hexdigest()
+
+    encoder = Encoder.load(str(bert_path), device="cpu", pooler="model")
+    before = hashed(encoder)
+    with torch.no_grad():
+        encoder.backbone.pooler.dense.weight.add_(1.0)
+        assert hashed(encoder) == before
+        encoder.post[0].linear.weight.add_(1.0)
+        after_post = hashed(encoder)
+        assert after_post != before
+        encoder.backbone.embeddings.word_embeddings.weight[0, 0] += 1.0
+        assert hashed(encoder) != after_post

@@ -144,6 +144,22 @@ def test_card_metadata_follows_the_base_model_and_dictionary(
     assert "model-index" not in meta  # no figures, no model-index
 
 
+@pytest.mark.parametrize(
+    "offline,upstream",
+    [
+        ("multilingual-e5-small", "intfloat/multilingual-e5-small"),
+        ("all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"),
+    ],
+)
+def test_a_base_model_prepared_offline_links_its_upstream_repository(offline: str, upstream: str) -> None:
+    card = render_model_card({"base_model": offline})
+    assert _front_matter(card)["base_model"] == upstream
+    base = card.split("## Base model\n\n", 1)[1].splitlines()[0]
+    link = f"[{upstream}](https://huggingface.co/{upstream})"
+    assert base == f"{link} (as `dictembed models prepare {offline}` builds it offline)"
+    assert f"huggingface.co/{offline})" not in card
+
+
 def test_every_named_dictionary_has_a_language_and_a_licence_entry() -> None:
     assert set(CATALOG) == set(SOURCES)
 

@@ -139,3 +139,23 @@ def test_japanese_words_lose_a_point_per_inferred_boundary() -> None:
     assert zipf(fake, "冷蔵庫", "ja") == pytest.approx(4.21)  # one token: as wordfreq says
     assert zipf(fake, "猫だ", "ja") == 0.0  # never below 0
     assert zipf(fake, "のたのた", "zh") == pytest.approx(6.94)  # wordfreq penalises Chinese itself
+
+
+@pytest.mark.parametrize("level,shown", [(logging.WARNING, False), (logging.DEBUG, True)])
+def test_jieba_speaks_only_at_the_debug_level(level: int, shown: bool) -> None:
+    """jieba announces loading its dictionary ("Building prefix dict ...") at DEBUG on a stderr handler of its own:
+    in a fresh process (jieba used the first time), the default level shows none of it and -v (DEBUG) shows it
+    once, through dictembed's logging."""
+    import subprocess
+    import sys
+
+    code = (
+        "from dictembed.cli import configure_logging\n"
+        "from dictembed.word_frequency import zipf_frequencies\n"
+        f"configure_logging({level})\n"
+        "assert zipf_frequencies(['长颈鹿'], 'zh')[0] > 0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "prefix dict" in line]
+    assert len(lines) == shown and all(line.startswith("DEBUG jieba: Building prefix dict from ") for line in lines)

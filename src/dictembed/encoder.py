@@ -31,7 +31,7 @@ from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.io import staged_dir
 from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, save_parts
 from dictembed.model_card import write_model_card
-from dictembed.model_folder import WEIGHTS_FILE, ModelFolder, write_record
+from dictembed.model_folder import WEIGHTS_FILE, ModelFolder, identifies_encoder, write_record
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.quantization import QUANTIZATIONS
@@ -435,11 +435,12 @@ class Encoder(nn.Module):
         return cos_sim(a, b)
 
     def hash_weights(self, digest: Any) -> None:
-        """Feed `digest` (a hashlib object) the bytes of every tensor that enters the vectors: the state dict
-        but the backbone's own pooler, which never does (`pooler="model"` copies it into a module after the
-        pooling) and which a checkpoint without one draws afresh at every load."""
+        """Feed `digest` (a hashlib object) the bytes of every tensor that enters the vectors: the state dict but
+        the backbone's tensors that do not identify the encoder (`model_folder.identifies_encoder`: its own pooler,
+        which `pooler="model"` copies into a module after the pooling)."""
         for name, tensor in self.state_dict().items():
-            if not name.startswith("backbone.pooler."):
+            backbone = name.removeprefix("backbone.")
+            if backbone == name or identifies_encoder(backbone):
                 digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
 
     def save(

@@ -22,6 +22,7 @@ from dictembed.card_metadata import (
     yaml_lines,
 )
 from dictembed.model_folder import CARD_FILE, space_summary
+from dictembed.offline_models import MODELS as OFFLINE_MODELS
 from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
 from dictembed.recipes.papers import card_keys, citation, paper
 from dictembed.record import RunRecord
@@ -41,13 +42,16 @@ def _embedded_model() -> Path | None:
 
 
 def hub_base_model(name: str | None) -> str | None:
-    """The Hub name of a base model: the name itself if it is one, the embedded model's hub name, else None."""
+    """The Hub name of a base model: the name itself if it is one, the embedded model's hub name, the upstream
+    repository of an offline model's name (`dictembed models prepare`), else None."""
     if not name:
         return None
     path = Path(name).expanduser()
     if path.exists():
         embedded = _embedded_model()
         return EMBEDDED_BASE if embedded is not None and path.resolve() == embedded else None
+    if name in OFFLINE_MODELS:
+        return OFFLINE_MODELS[name].original
     return name if _HUB_NAME.match(name) else None
 
 
@@ -175,13 +179,20 @@ def _base_section(record: dict[str, Any]) -> list[str]:
     if not base:
         return []
     hub_name = base_hub_name(record)
-    if hub_name and (hub_name != base or _local_base(record, base) == "embedded"):
-        text = f"[{hub_name}](https://huggingface.co/{hub_name}) (the copy embedded in dictembed)"
-    elif hub_name:
-        text = f"[{hub_name}](https://huggingface.co/{hub_name})"
-    else:
+    if not hub_name:
         text = f"`{Path(base).name}`, a local folder (not a Hugging Face Hub model)"
+    elif hub_name != base and base in OFFLINE_MODELS:
+        text = f"{_hub_link(hub_name)} (as `dictembed models prepare {base}` builds it offline)"
+    elif hub_name != base or _local_base(record, base) == "embedded":
+        text = f"{_hub_link(hub_name)} (the copy embedded in dictembed)"
+    else:
+        text = _hub_link(hub_name)
     return ["## Base model", "", text, ""]
+
+
+def _hub_link(hub_name: str) -> str:
+    """A Markdown link to a model's page on the Hugging Face Hub."""
+    return f"[{hub_name}](https://huggingface.co/{hub_name})"
 
 
 def _method_section(record: dict[str, Any]) -> list[str]:

@@ -57,6 +57,13 @@ def is_exported(folder: str | Path) -> bool:
     return (Path(folder) / ONNX_DIR / ONNX_MANIFEST).is_file()
 
 
+def identifies_encoder(tensor: str) -> bool:
+    """Whether a backbone's tensor, by its name in the weights file (`pooler.dense.weight`, or in a wrapped model
+    `bert.pooler.dense.weight`), tells one encoder from another: all but the backbone's own pooler, which no vector
+    passes through and which a checkpoint without one draws afresh at every load."""
+    return not (tensor.startswith("pooler.") or ".pooler." in tensor)
+
+
 def record_path(folder: str | Path) -> Path | None:
     """The record file of a model folder (the legacy name as a fallback), or None if it has none."""
     for name in (RECORD_NAME, LEGACY_RECORD_NAME):

@@ -2,14 +2,16 @@
 
 Two views of one model:
 - `predict` and `ranks` score every entry with the model's own logits (the training objective), one row per
-  entry; the evaluation uses them.
+  entry; the evaluation uses them (`model_scores.ModelScores`).
 - `search` and `search_many` are for people. Entries whose vectors are identical (WordNet synonyms that share
   all their definitions, e.g. `transitory`, `fugacious`, `short-lived`) come back as ONE `Result` listing
   all their words. Results can be filtered by part of speech, by a pattern, by word count, by length in
   letters, by initial letters and by pinyin initials (Chinese), given as `Filters` or as the keywords that
-  `predict` and the API take (`rd.search(q, length=6)`: `Filters.of`), and carry each word's definitions from the
-  dictionary the model was trained on, the sense that matched the query first (`_best_sense`).
-- `neighbours` lists an entry's near-synonyms, itself left out, scored by `near_synonyms`.
+  `predict` and the API take (`rd.search(q, length=6)`: `Filters.of`; the entry masks: `filter_masks`), and carry
+  each word's definitions from the dictionary the model was trained on, the sense that matched the query first
+  (`_best_sense`).
+- `neighbours` lists an entry's near-synonyms, itself left out, scored by `near_synonyms`
+  (`entry_neighbours.EntryNeighbours`).
 
 The `score` of a `Result`, for the matrix spaces of DefSent+ (and the word-embedding fallback), is the cosine
 similarity of the query's vector and the entry vector, mixed with the cosine to the entry's best single
@@ -30,16 +32,18 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from dictembed.dictionary.core import Dictionary
-from dictembed.dictionary.split import seeded_sample
+from dictembed.entry_neighbours import EntryNeighbours
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
+from dictembed.filter_masks import FilterMasks
 from dictembed.frequency_prior import FrequencyPrior
 from dictembed.model_folder import ModelDictionary, ModelFolder
-from dictembed.near_synonyms import SynonymScoring, SynonymSearch, has_entry_vectors
+from dictembed.model_scores import ModelScores
+from dictembed.near_synonyms import SynonymSearch
 from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder, as_rows, exported_query_encoder, search_threads
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
-from dictembed.search_options import SEARCH_MODES, Filters, Ranking, normalize_pos, word_test
+from dictembed.search_options import Filters, Ranking, normalize_pos
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
 
 if TYPE_CHECKING:
@@ -47,7 +51,6 @@ if TYPE_CHECKING:
 
     from dictembed.entry_space import EntrySpace
 
-CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 # A large matrix space is searched in two stages (`search_index.CoarseIndex`): every group by a projection of the
 # unit entry vectors on their first principal directions, then the COARSE_CANDIDATES best exactly.
 COARSE_CANDIDATES = 1000
@@ -81,13 +84,14 @@ def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpac
     return EntrySpace.load(folder.path), None
 
 
-class ReverseDictionary:
+class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
     """An encoder and the entry space it was trained against, with the dictionary behind it for `search`.
 
     A matrix space is searched in numpy (`SearchSpace`: mapped from a saved folder, or a view of a space in memory,
     with its `SearchIndex`); an MLM head's space scores with torch. `dictionary` is a loaded `Dictionary`, or what
     `load_dictionary` takes (a `ModelDictionary`, or a spec such as "wordnet" or a .tsv path), loaded once on first
-    use; when it cannot be loaded, results come without definitions (logged once)."""
+    use; when it cannot be loaded, results come without definitions (logged once). The model's own scores
+    (`ModelScores`), the filters' entry masks (`FilterMasks`) and near-synonyms (`EntryNeighbours`) are mixed in."""
 
     def __init__(
         self,
@@ -160,58 +164,6 @@ class ReverseDictionary:
 
             encoder = cast(QueryEncoder, Encoder.load(folder, device=loader_device(device)).set_precision(precision))
         return cls(encoder, space, dictionary=source, name=folder.name, ranking=ranking, language=language, index=index)
-
-    # ------------------------------------------------------------------ the model's own scores
-    @property
-    def logit_space(self) -> EntrySpace:
-        """The torch entry space whose logits are the model's own scores (made from the arrays on first use)."""
-        with self._lock:
-            if self._logit_space is None:
-                from dictembed.entry_space import matrix_space
-
-                self._logit_space = matrix_space(cast(SearchSpace, self.space)).freeze()
-            return self._logit_space
-
-    def _pooled(self, texts: list[str], batch_size: int) -> Iterator[np.ndarray]:
-        """The pooled float32 vectors of `texts`, `batch_size` rows at a time, in order (encoded `CHUNK` at a time as
-        length-sorted batches; scored a batch at a time, as scores span every entry)."""
-        for vectors in self.encoder.embed(texts, batch_size, show_progress=False, chunk=CHUNK):
-            rows = as_rows(vectors)
-            for start in range(0, len(rows), batch_size):
-                yield rows[start : start + batch_size]
-
-    def _logits(self, h: np.ndarray) -> torch.Tensor:
-        """The model's own logits [batch, n_entries] (float32, on the encoder's device) of pooled vectors `h`."""
-        import torch
-
-        device = self.encoder.device
-        with torch.no_grad():
-            return self.logit_space.to(device)(torch.from_numpy(h).to(device)).float()
-
-    def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
-        """Entry scores [n_definitions, n_entries] (unnormalised logits)."""
-        out = [self._logits(h).cpu().numpy() for h in self._pooled(definitions, batch_size)]
-        return np.concatenate(out) if out else np.zeros((0, len(self.space)), dtype=np.float32)
-
-    def predict(self, definition: str, top_k: int = 10) -> list[tuple[str, float]]:
-        """The top-k entries for one definition with their softmax probabilities."""
-        logits = self.scores([definition])[0].astype(np.float64)
-        probs = np.exp(logits - logits.max())
-        probs /= probs.sum()
-        top = top_indices(probs, None, min(top_k, len(probs)))
-        return [(self.space.words[i], float(probs[i])) for i in top]
-
-    def ranks(self, dictionary: Dictionary, limit: int | None = None, seed: int = 0) -> np.ndarray:
-        """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry."""
-        from dictembed.evaluation.ranking import ranks_from_scores
-
-        pairs = seeded_sample([(w, d) for w, d in dictionary.pairs() if w in self.space.index], limit, seed)
-        ranks = [np.zeros(0)]
-        for start in range(0, len(pairs), 512):  # 512 rows of scores over every entry at a time
-            chunk = pairs[start : start + 512]
-            gold = np.array([self.space.index[w] for w, _ in chunk])
-            ranks.append(ranks_from_scores(self.scores([d for _, d in chunk]), gold))
-        return np.concatenate(ranks)
 
     # ------------------------------------------------------------------ search, for people
     @property
@@ -295,11 +247,6 @@ class ReverseDictionary:
                 self._word_index = WordIndex.of(self.space.words, groups)
             return self._word_index
 
-    def filter_mask(self, filters: Filters) -> None:
-        """Compute (and cache) the entry masks of `filters` now: a server does it before taking the model, so that
-        a pattern over every headword never holds up other queries."""
-        self._entry_mask(filters)
-
     def prepare(self) -> ReverseDictionary:
         """Group the entries and load the senses now rather than on the first search."""
         _ = self.groups, self.senses, self.word_index, self.group_prior, self.candidates
@@ -363,51 +310,6 @@ class ReverseDictionary:
         combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top
         order = np.lexsort((top, -combined))
         return top[order], combined[order]
-
-    def _entry_mask(self, filters: Filters) -> np.ndarray | None:
-        """Which entries pass `filters` and are `candidates` (None: all); each filter's mask is computed once and
-        cached."""
-        candidates = self.candidates
-        if not filters.active:
-            return candidates
-        mask = np.ones(len(self.space), dtype=bool) if candidates is None else candidates.copy()
-        for kind, value in (
-            ("words", filters.words),
-            ("pos", filters.pos),
-            ("pattern", filters.pattern),
-            ("pinyin", filters.pinyin),
-            ("script", filters.script),
-        ):
-            if value is not None and value != "any":
-                mask &= self._mask(kind, value)
-        if filters.min_length is not None or filters.max_length is not None:
-            mask &= self.word_index.of_length(filters.min_length, filters.max_length)
-        if filters.initial is not None:
-            mask &= self.word_index.starting_with(filters.initial)
-        return mask
-
-    def _mask(self, kind: str, value: str) -> np.ndarray:
-        with self._lock:
-            if (kind, value) not in self._masks:
-                if len(self._masks) > 256:  # patterns are open-ended: keep the cache bounded
-                    self._masks.clear()
-                self._masks[kind, value] = (
-                    self._pos_mask(value)
-                    if kind == "pos"
-                    else np.fromiter(map(word_test(kind, value), self.space.words), dtype=bool, count=len(self.space))
-                )
-            return self._masks[kind, value]
-
-    def _pos_mask(self, tag: str) -> np.ndarray:
-        """The entries with a sense of part of speech `tag` (`EntrySenses.with_pos`)."""
-        senses = self.senses
-        if senses is None:
-            raise DictEmbedError(f"cannot filter by part of speech: {self.dictionary_error}")
-        if not senses.has_pos:  # else: no results, no hint
-            raise DictEmbedError(
-                f"cannot filter by part of speech: the dictionary {self.public_dictionary!r} records none"
-            )
-        return senses.with_pos(tag)
 
     def _best_sense(self, entry: int, query: np.ndarray, senses: list[tuple[str, str | None]], tag: str | None) -> int:
         """Which of entry `entry`'s `senses` (dictionary order) matched the pooled `query`: the one whose definition
@@ -523,73 +425,3 @@ class ReverseDictionary:
         query first (in a space that keeps them), then the dictionary's sense order, those of the filter's part of
         speech (when given) first."""
         return self.search_many([query], k, filters, max_definitions, **options)[0]
-
-    # ------------------------------------------------------------------ near-synonyms of an entry
-    @property
-    def has_entry_vectors(self) -> bool:
-        """Whether the space has a vector per entry for `neighbours` (`near_synonyms.has_entry_vectors`)."""
-        return has_entry_vectors(self.space)
-
-    def entry_of(self, query: str) -> str | None:
-        """The entry `query` names, exactly or else case-insensitively (the first such entry), or None."""
-        text = query.strip()
-        if text in self.space.index:
-            return text
-        found = self.word_index.by_folded.get(text.casefold())
-        return None if found is None else self.space.words[found]
-
-    def similar_entry(self, query: str, mode: str = "auto") -> str | None:
-        """The entry whose near-synonyms answer `query` in search `mode`, or None to search it as a description:
-        `describe` never looks it up, `similar` needs an entry (an error otherwise), and `auto` takes the entry
-        when the query is one and the space has entry vectors."""
-        if mode not in SEARCH_MODES:
-            raise DictEmbedError(f"unknown mode {mode!r}; choose from {', '.join(SEARCH_MODES)}")
-        if mode == "describe":
-            return None
-        entry = self.entry_of(query)
-        if mode == "similar" and entry is None:
-            raise DictEmbedError(f"{query.strip()[:100]!r} is not an entry of this model; mode similar needs one")
-        return entry if mode == "similar" or self.has_entry_vectors else None
-
-    @property
-    def synonym_search(self) -> SynonymSearch:
-        """What `neighbours` reads (`near_synonyms.SynonymSearch`), made once."""
-        groups = self.groups
-        with self._lock:
-            if self._synonyms is None:
-                try:
-                    self._synonyms = SynonymSearch.of(self.space, groups, self.index, self.senses, self._unit)
-                except DictEmbedError as err:
-                    raise DictEmbedError(f"{self.name}: {err}") from None
-            return self._synonyms
-
-    @property
-    def synonym_score_kind(self) -> str:
-        """What the default `neighbours` score is: cosine+senses (mixed with the best pair of senses), or cosine."""
-        return "cosine+senses" if self.synonym_search.has_senses else "cosine"
-
-    def neighbours(
-        self,
-        word: str,
-        k: int = 10,
-        filters: Filters | None = None,
-        max_definitions: int | None = 10,
-        scoring: SynonymScoring | None = None,
-        **options: Any,
-    ) -> list[Result]:
-        """The k results nearest to the entry `word` (see `entry_of`) by `scoring` (`near_synonyms`: the cosine of the
-        entry vectors mixed with that of the best pair of senses; `SynonymScoring(sense_weight=0)`: the first alone),
-        best first: its near-synonyms, the word itself left out (the other words of its own group come first). The
-        filters are those of `search` (`filters=` or keywords); the senses come in dictionary order."""
-        filters = Filters.resolve(filters, options)
-        if (entry := self.entry_of(word)) is None:
-            raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        search, entry_mask, index = self.synonym_search, self._entry_mask(filters), self.space.index[entry]
-        mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
-        mask[index] = False
-        group = int(self.word_index.group_of[index])
-        allowed = self.groups.any(mask) if entry_mask is not None else None  # else no pass over the groups
-        alone = len(self.groups.members(group)) == 1  # unfiltered, its group drops out
-        with search_threads(self.encoder):
-            top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone)
-        return [self._result(int(g), s, mask, max_definitions, filters.pos) for g, s in zip(top, scores, strict=True)]

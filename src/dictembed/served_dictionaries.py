@@ -24,7 +24,14 @@ import numpy as np
 from dictembed.dictionary.catalog import language_of
 from dictembed.errors import DictEmbedError
 from dictembed.language_centring import UNDETERMINED, CentredSpace, query_language, writes_latin
-from dictembed.model_folder import DEFAULT_DICTIONARY, SPACE_DIR, SPACE_META, WEIGHTS_FILE, ModelFolder
+from dictembed.model_folder import (
+    DEFAULT_DICTIONARY,
+    SPACE_DIR,
+    SPACE_META,
+    WEIGHTS_FILE,
+    ModelFolder,
+    identifies_encoder,
+)
 from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder
 from dictembed.record import file_sha256
@@ -96,16 +103,16 @@ def saved_words(folder: ModelFolder) -> list[str]:
 
 
 def weights_digest(path: Path) -> str:
-    """The SHA-256 of a safetensors weights file's tensors by name, the backbone's pooler left out: no vector passes
-    through it, and a checkpoint without one draws it afresh at every load, so two saves of one model differ there
-    (`Encoder.hash_weights`); of the file's bytes when its tensors cannot be mapped."""
+    """The SHA-256 of a safetensors weights file's tensors by name, those that identify the encoder alone
+    (`model_folder.identifies_encoder`, as `Encoder.hash_weights`): two saves of one model differ in the pooler a
+    checkpoint without one draws afresh; of the file's bytes when its tensors cannot be mapped."""
     try:
         tensors = mapped_tensors(path)
     except DictEmbedError:
         return str(file_sha256(path))
     digest = hashlib.sha256()
     for name in sorted(tensors):
-        if not (name.startswith("pooler.") or ".pooler." in name):
+        if identifies_encoder(name):
             digest.update(name.encode() + b"\0")
             digest.update(np.ascontiguousarray(tensors[name]).tobytes())
     return digest.hexdigest()

@@ -75,6 +75,20 @@ def is_cyrillic(char: str) -> bool:
     return "\u0400" <= char <= "\u052f"
 
 
+def _quiet_jieba() -> None:
+    """Send jieba's messages ("Building prefix dict ...") through dictembed's logging, where the command line's level
+    applies (shown at -v, not by default): jieba logs them at DEBUG on a stderr handler and level of its own, set
+    when it is imported. Nothing without jieba."""
+    try:
+        import jieba
+    except ImportError:
+        return
+    logger = logging.getLogger("jieba")
+    if (handler := getattr(jieba, "log_console", None)) is not None:  # its handler on stderr (jieba 0.42)
+        logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+
+
 def zipf(wordfreq: Any, word: str, language: str) -> float:
     """wordfreq's Zipf frequency of `word`, less one for each boundary its segmenter infers inside it in a language
     of `BOUNDARY_PENALTY`: wordfreq takes that penalty for Chinese but not for Japanese, where a string of particles
@@ -104,6 +118,8 @@ def zipf_frequencies(words: list[str], language: str, cache_dir: Path | None = N
         except (OSError, ValueError):
             pass
         log.warning("word-frequency cache %s is damaged; recomputing it", path)
+    if SEGMENTERS.get(language, ("", ""))[0] == "jieba":
+        _quiet_jieba()
     values = np.fromiter((zipf(wordfreq, w, language) for w in words), dtype=np.float32, count=len(words))
     if path is not None:
         try:

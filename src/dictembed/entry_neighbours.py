@@ -1,0 +1,122 @@
+"""Near-synonyms of an entry of a reverse dictionary: a word given instead of a description (search mode `similar`).
+
+`EntryNeighbours` is the part of `ReverseDictionary` that finds the entry a query names (`entry_of`), decides
+whether a query is searched as an entry or as a description (`similar_entry`), and lists the entry's near-synonyms
+(`neighbours`) as scored by `near_synonyms.SynonymSearch`, with the filters and results of `search`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dictembed.errors import DictEmbedError
+from dictembed.near_synonyms import SynonymScoring, SynonymSearch, has_entry_vectors
+from dictembed.query_encoder import QueryEncoder, search_threads
+from dictembed.search_options import SEARCH_MODES, Filters
+
+if TYPE_CHECKING:
+    from dictembed.entry_senses import EntrySenses
+    from dictembed.entry_space import EntrySpace
+    from dictembed.reverse_dictionary import Result
+    from dictembed.search_index import EntryGroups, SearchIndex, WordIndex
+    from dictembed.search_space import SearchSpace
+
+
+class EntryNeighbours:
+    """Near-synonym search, for a class that sets the query `encoder`, the entry `space`, its `name`, every group's
+    unit vector `_unit` (or None), the cache `_synonyms` and the `_lock` that guards it, and has the members declared
+    below (`ReverseDictionary`)."""
+
+    encoder: QueryEncoder
+    space: SearchSpace | EntrySpace
+    name: str
+    _unit: np.ndarray | None
+    _synonyms: SynonymSearch | None
+    _lock: threading.RLock
+
+    if TYPE_CHECKING:  # the host's
+
+        @property
+        def groups(self) -> EntryGroups: ...
+        @property
+        def index(self) -> SearchIndex | None: ...
+        @property
+        def senses(self) -> EntrySenses | None: ...
+        @property
+        def word_index(self) -> WordIndex: ...
+        def _entry_mask(self, filters: Filters) -> np.ndarray | None: ...
+        def _result(
+            self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None, pos: str | None = None
+        ) -> Result: ...
+
+    @property
+    def has_entry_vectors(self) -> bool:
+        """Whether the space has a vector per entry for `neighbours` (`near_synonyms.has_entry_vectors`)."""
+        return has_entry_vectors(self.space)
+
+    def entry_of(self, query: str) -> str | None:
+        """The entry `query` names, exactly or else case-insensitively (the first such entry), or None."""
+        text = query.strip()
+        if text in self.space.index:
+            return text
+        found = self.word_index.by_folded.get(text.casefold())
+        return None if found is None else self.space.words[found]
+
+    def similar_entry(self, query: str, mode: str = "auto") -> str | None:
+        """The entry whose near-synonyms answer `query` in search `mode`, or None to search it as a description:
+        `describe` never looks it up, `similar` needs an entry (an error otherwise), and `auto` takes the entry
+        when the query is one and the space has entry vectors."""
+        if mode not in SEARCH_MODES:
+            raise DictEmbedError(f"unknown mode {mode!r}; choose from {', '.join(SEARCH_MODES)}")
+        if mode == "describe":
+            return None
+        entry = self.entry_of(query)
+        if mode == "similar" and entry is None:
+            raise DictEmbedError(f"{query.strip()[:100]!r} is not an entry of this model; mode similar needs one")
+        return entry if mode == "similar" or self.has_entry_vectors else None
+
+    @property
+    def synonym_search(self) -> SynonymSearch:
+        """What `neighbours` reads (`near_synonyms.SynonymSearch`), made once."""
+        groups = self.groups
+        with self._lock:
+            if self._synonyms is None:
+                try:
+                    self._synonyms = SynonymSearch.of(self.space, groups, self.index, self.senses, self._unit)
+                except DictEmbedError as err:
+                    raise DictEmbedError(f"{self.name}: {err}") from None
+            return self._synonyms
+
+    @property
+    def synonym_score_kind(self) -> str:
+        """What the default `neighbours` score is: cosine+senses (mixed with the best pair of senses), or cosine."""
+        return "cosine+senses" if self.synonym_search.has_senses else "cosine"
+
+    def neighbours(
+        self,
+        word: str,
+        k: int = 10,
+        filters: Filters | None = None,
+        max_definitions: int | None = 10,
+        scoring: SynonymScoring | None = None,
+        **options: Any,
+    ) -> list[Result]:
+        """The k results nearest to the entry `word` (see `entry_of`) by `scoring` (`near_synonyms`: the cosine of the
+        entry vectors mixed with that of the best pair of senses; `SynonymScoring(sense_weight=0)`: the first alone),
+        best first: its near-synonyms, the word itself left out (the other words of its own group come first). The
+        filters are those of `search` (`filters=` or keywords); the senses come in dictionary order."""
+        filters = Filters.resolve(filters, options)
+        if (entry := self.entry_of(word)) is None:
+            raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
+        search, entry_mask, index = self.synonym_search, self._entry_mask(filters), self.space.index[entry]
+        mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
+        mask[index] = False
+        group = int(self.word_index.group_of[index])
+        allowed = self.groups.any(mask) if entry_mask is not None else None  # else no pass over the groups
+        alone = len(self.groups.members(group)) == 1  # unfiltered, its group drops out
+        with search_threads(self.encoder):
+            top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone)
+        return [self._result(int(g), s, mask, max_definitions, filters.pos) for g, s in zip(top, scores, strict=True)]
