@@ -139,6 +139,135 @@ def test_a_dictionary_served_twice_is_refused(language_folders) -> None:
         create_app([language_folders["en"], language_folders["en"]], device="cpu")
 
 
+# ------------------------------------------------------------- one dictionary, encoders of different languages
+ENGLISH_ONLY, MULTILINGUAL = "sentence-transformers/all-MiniLM-L6-v2", "intfloat/multilingual-e5-small"
+
+
+def _as_base(folder: Path, base_model: str, to: Path, noise: float = 0.0) -> Path:
+    """A copy of `folder` whose record names `base_model`; with `noise`, its word embeddings moved (another
+    encoder, whose query vectors, and so scores, differ)."""
+    import json
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    copy = Path(shutil.copytree(folder, to))
+    record = json.loads((copy / "dictembed.json").read_text())
+    (copy / "dictembed.json").write_text(json.dumps({**record, "base_model": base_model}))
+    if noise:
+        tensors = load_file(str(copy / "model.safetensors"))
+        name = next(n for n in tensors if n.endswith("word_embeddings.weight"))
+        moved = tensors[name] + np.random.default_rng(0).normal(0, noise, tensors[name].shape).astype(np.float32)
+        save_file({**tensors, name: moved}, str(copy / "model.safetensors"))
+    return copy
+
+
+@pytest.fixture(scope="module")
+def reader_folders(language_folders, tmp_path_factory) -> dict[str, Path]:
+    """zh.tsv (Chinese headwords, English glosses, as CC-CEDICT's) in two folders of distinct encoders, one named
+    English-only by its base model, one multilingual."""
+    root = tmp_path_factory.mktemp("readers")
+    return {
+        "english": _as_base(language_folders["zh"], ENGLISH_ONLY, root / "zh-english"),
+        "multilingual": _as_base(language_folders["zh"], MULTILINGUAL, root / "zh-multilingual", noise=0.5),
+    }
+
+
+@pytest.fixture(scope="module")
+def reader_clients(reader_folders) -> dict[str, object]:
+    """Apps serving both reader folders, and each alone."""
+    from fastapi.testclient import TestClient
+
+    from dictembed.serve import create_app
+
+    both = [reader_folders["english"], reader_folders["multilingual"]]
+    alone = {kind: TestClient(create_app(folder, device="cpu")) for kind, folder in reader_folders.items()}
+    return {"both": TestClient(create_app(both, device="cpu")), **alone}
+
+
+def _ranked(answer: dict) -> list[tuple[list[str], float]]:
+    return [(result["words"], result["score"]) for result in answer["results"]]
+
+
+@pytest.mark.parametrize(
+    ("query", "reader"),
+    [
+        ("a domesticated animal that barks", "english"),  # English: the English-only specialist
+        ("会汪汪叫的宠物", "multilingual"),  # Chinese, which the English-only encoder cannot read
+        ("собака, которая лает", "multilingual"),  # Russian: no specialist reads it
+        ("12345", "multilingual"),  # no letters: no language a specialist reads
+    ],
+)
+def test_a_description_goes_to_the_folder_whose_encoder_reads_its_language(reader_clients, query, reader) -> None:
+    other = "multilingual" if reader == "english" else "english"
+    answer = _reverse(reader_clients["both"], q=query, k=100, mode="describe")
+    assert answer["model"] == f"zh-{reader}" and answer["dictionary"] == "zh.tsv" and answer["language"] == "zh"
+    assert sorted(_words(answer)) == sorted(ZH_WORDS)
+    alone = {kind: _ranked(_reverse(reader_clients[kind], q=query, k=100, mode="describe")) for kind in (reader, other)}
+    assert _ranked(answer) == alone[reader] != alone[other]  # that encoder's own search, not the other's
+
+
+def test_health_lists_a_dictionary_of_several_folders_once_with_their_encoders(reader_clients) -> None:
+    health = reader_clients["both"].get("/health").json()
+    encoders = [{"model": "zh-english", "reads": ["en"]}, {"model": "zh-multilingual", "reads": None}]
+    row = {"dictionary": "zh.tsv", "language": "zh", "entries": len(ZH_WORDS), "model": "zh-english"}
+    assert health["dictionaries"] == [row | {"encoders": encoders}]
+    assert _reverse(reader_clients["both"], 422, q="a pet", lang="en")["error"].endswith("served: zh (zh.tsv)")
+
+
+def test_the_folder_chosen_is_centred_as_a_dictionary_of_its_own(language_folders, reader_folders) -> None:
+    from fastapi.testclient import TestClient
+
+    from dictembed.serve import create_app
+
+    folders = [language_folders["en"], reader_folders["english"], reader_folders["multilingual"]]
+    app = create_app(folders, device="cpu")
+    client, dictionaries = TestClient(app), app.state.served.dictionaries
+    en, english, multilingual = dictionaries.served
+    assert english.rd.encoder is en.rd.encoder and multilingual.rd.encoder is not en.rd.encoder
+    assert [row["dictionary"] for row in client.get("/health").json()["dictionaries"]] == ["en.tsv", "zh.tsv"]
+    zh = dictionaries.choose("zh")
+    centred = dictionaries.search_of(zh, "a domesticated animal that barks")  # English: the English-only encoder's
+    assert centred is english.centring.search(en.centring)  # centred by the English dictionary of that encoder
+    assert dictionaries.search_of(zh, "会汪汪叫的宠物") is multilingual.rd  # Chinese into Chinese: as it is
+    answer = _reverse(client, q="会汪汪叫的宠物", lang="zh", k=100)
+    assert answer["model"] == "zh-multilingual" and sorted(_words(answer)) == sorted(ZH_WORDS)
+
+
+def test_folders_of_one_dictionary_whose_encoders_read_alike_are_refused(
+    language_folders, reader_folders, tmp_path, capsys
+) -> None:
+    from dictembed.errors import DictEmbedError
+    from dictembed.serve import create_app
+
+    english = reader_folders["english"]
+    twin = _as_base(language_folders["zh"], "all-mpnet-base-v2", tmp_path / "zh-mpnet")  # English-only as well
+    argv = ["serve", "--model", str(english), "--model", str(twin), "--port", "0"]
+    cli_refuses(capsys, argv, "'zh.tsv' is served by several model folders", "read the same languages (en)")
+    with pytest.raises(DictEmbedError, match=r"'zh.tsv' is served by .* the same languages \(any language\)"):
+        create_app([language_folders["zh"], reader_folders["multilingual"]], device="cpu")  # not known: any
+
+
+@pytest.mark.parametrize(
+    ("name", "reads"),
+    [
+        (ENGLISH_ONLY, {"en"}),
+        ("all-MiniLM-L6-v2", {"en"}),  # the Hub name's last part (a folder of it)
+        ("sentence-transformers/all-mpnet-base-v2", {"en"}),
+        ("all-mpnet-base-v2", {"en"}),  # the offline name
+        (MULTILINGUAL, None),
+        ("multilingual-e5-small", None),  # the offline name
+        ("bert-base-uncased", None),  # not known: any
+        (None, None),
+    ],
+)
+def test_the_languages_a_base_models_encoder_reads(name, reads) -> None:
+    from dictembed.card_metadata import base_languages
+
+    assert base_languages(name) == (None if reads is None else frozenset(reads))
+
+
 @pytest.mark.parametrize(
     ("name", "words", "language", "prior"),
     [

@@ -4,6 +4,9 @@
 The licence data: base models by Hub name (below), dictionaries in their catalogue (`dictionary.catalog`). A base
 model or dictionary not in them (a local folder, a table file) has no known licence: the card omits `license`
 and says so, and lists the file's dictionary licence as `unknown`.
+
+Beside the licences, the languages each known base model's encoder reads (`base_languages`): `dictembed serve`
+routes a description to the folder of a dictionary whose encoder reads its language.
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ BASE_MODEL_LICENCES: dict[str, Licence] = {
 }
 UNKNOWN = "unknown"
 
+# The languages the encoder of each known base model reads (ISO 639-1), by Hub name; None: any (multilingual).
+BASE_MODEL_LANGUAGES: dict[str, frozenset[str] | None] = {
+    "sentence-transformers/all-MiniLM-L6-v2": frozenset({"en"}),
+    "sentence-transformers/all-mpnet-base-v2": frozenset({"en"}),
+    "intfloat/multilingual-e5-small": None,
+}
+
 # The STS test tasks (`evaluation.sts.STS_TASKS`) as model-index datasets: (name, Hub dataset id).
 STS_DATASETS: dict[str, tuple[str, str]] = {
     **{f"STS{year}": (f"STS{year}", f"mteb/sts{year}-sts") for year in range(12, 17)},
@@ -33,12 +43,26 @@ STS_DATASETS: dict[str, tuple[str, str]] = {
 }
 
 
+def hub_name_of(name: str) -> str:
+    """The Hub name of a base model named by its Hub name or its offline name (`dictembed models prepare`)."""
+    offline = OFFLINE_MODELS.get(name)
+    return offline.original if offline else name
+
+
 def base_licence(hub_name: str | None) -> Licence | None:
     """The weights' licence of a base model by its Hub name or its offline name (`dictembed models prepare`)."""
-    if not hub_name:
+    return BASE_MODEL_LICENCES.get(hub_name_of(hub_name)) if hub_name else None
+
+
+def base_languages(name: str | None) -> frozenset[str] | None:
+    """The languages the encoder of a base model reads (`BASE_MODEL_LANGUAGES`), by its Hub name, its offline name
+    or the Hub name's last part (`all-MiniLM-L6-v2`, as a folder of it is named); None: any language, that of a
+    multilingual model and of a model not known."""
+    if not name:
         return None
-    offline = OFFLINE_MODELS.get(hub_name)
-    return BASE_MODEL_LICENCES.get(offline.original if offline else hub_name)
+    hub = hub_name_of(name)
+    by_last_part = {known.rpartition("/")[2]: known for known in BASE_MODEL_LANGUAGES}
+    return BASE_MODEL_LANGUAGES.get(by_last_part.get(hub, hub))
 
 
 def dictionary_parts(spec: str | None) -> list[str]:

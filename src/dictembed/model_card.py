@@ -17,6 +17,7 @@ from dictembed.card_metadata import (
     dictionary_metadata,
     dictionary_parts,
     dictionary_source,
+    hub_name_of,
     model_index,
     sts_test_figures,
     yaml_lines,
@@ -50,9 +51,8 @@ def hub_base_model(name: str | None) -> str | None:
     if path.exists():
         embedded = _embedded_model()
         return EMBEDDED_BASE if embedded is not None and path.resolve() == embedded else None
-    if name in OFFLINE_MODELS:
-        return OFFLINE_MODELS[name].original
-    return name if _HUB_NAME.match(name) else None
+    hub = hub_name_of(name)
+    return hub if _HUB_NAME.match(hub) else None
 
 
 def _base_model(record: dict[str, Any]) -> str | None:

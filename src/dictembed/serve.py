@@ -1,14 +1,15 @@
 """`dictembed serve`: the reverse dictionary as a web page and a JSON API (FastAPI + uvicorn).
 
 One model folder is served, or several (`--model F1 --model F2`): each one dictionary, labelled with its name and
-language (`served_dictionaries`), the first the default. Endpoints (the models are loaded once, when the app is
-created; `serve_routes`):
+language (`served_dictionaries`), the first the default; one dictionary may be served by folders whose encoders
+read different languages, each description searched in the one that reads it. Endpoints (the models are loaded
+once, when the app is created; `serve_routes`):
 - `GET /` the search page (`static/index.html`: one file, no external resources); with several dictionaries it
   has a selector of the language of the words wanted;
 - `GET /health` -> {"status": "ok", "model", "entries", "candidates", "results", "score_kind", "dictionary",
   "language", "definitions", "chinese", "scripts", "dictionaries": [{"dictionary", "language", "entries",
-  "model"}]} (the default dictionary's, then every served one; `candidates`: the entries a search may list, see
-  `--min-frequency`);
+  "model"[, "encoders"]}]} (the default dictionary's, then every served one, once; `candidates`: the entries a
+  search may list, see `--min-frequency`);
 - `GET /api/reverse?q=...&k=10[&lang=zh|dictionary=NAME&pos=n&pattern=gir*&words=single&length=5|min_length=4
   &max_length=6&initial=g&pinyin=sc&script=any|cjk|latin&mode=auto|describe|similar&sort=relevance|alphabet
   |length]` -> {"query", "mode", "entry", "model", "entries", "language", "dictionary", "score_kind", "results":

@@ -84,7 +84,10 @@ class ReverseAnswer(BaseModel):
     query: str
     mode: str = Field(description="describe, or similar: the near-synonyms of `entry`")
     entry: str | None = Field(description="the entry whose neighbours are listed (mode similar)")
-    model: str
+    model: str = Field(
+        description="the model folder that answered: of a dictionary served by several, the one whose encoder reads "
+        "the description's language"
+    )
     entries: int
     language: str = Field(description="the language of the dictionary searched (`lang`)")
     dictionary: str = Field(description="the name of the dictionary searched")
@@ -232,7 +235,9 @@ def api(served: Served) -> FastAPI:
         description="The default dictionary's model name, entry count, result count after grouping, score kind, "
         "dictionary and language, whether its words are Chinese (the page then offers the pinyin filter), and how "
         "many entries are written in CJK characters and in Latin letters (with both, the page offers the script "
-        "filter); and every served dictionary with its language, entries and model (`dictionaries`).",
+        "filter); and every served dictionary once with its language, entries and model (`dictionaries`; one served "
+        "by several folders also lists each folder's model and the languages its encoder reads, null: any, as "
+        "`encoders`).",
     )
     def health() -> dict[str, Any]:
         default = served.dictionaries.default
@@ -248,7 +253,7 @@ def api(served: Served) -> FastAPI:
             "definitions": rd.has_definitions,
             "chinese": served.chinese,
             "scripts": {name: served.scripts[name] for name in SCRIPTS[1:]},
-            "dictionaries": [s.row() for s in served.dictionaries.served],
+            "dictionaries": served.dictionaries.rows(),
         }
 
     @get_and_head(
@@ -261,7 +266,8 @@ def api(served: Served) -> FastAPI:
             "with identical vectors are one result. Filters keep the words that pass all of them. With several "
             "dictionaries served, `lang` or `dictionary` chooses the one searched (default: the first served), and "
             "a description in another language than its own is searched centred per language. A search runs "
-            "before any waiting step of a bulk encode."
+            "before any waiting step of a bulk encode. A dictionary served by several folders is searched in the one "
+            "whose encoder reads the description's language (`model` names it)."
         ),
         responses=documented(
             ReverseAnswer,
@@ -351,6 +357,7 @@ def api(served: Served) -> FastAPI:
         if not query:
             return error(422, "q: the query is empty")
         target = served.dictionaries.choose(lang, dictionary)
+        target = served.dictionaries.reader(target, query)
         options = {"pos": pos, "pattern": pattern, "words": words, "length": length, "min_length": min_length}
         options |= {"max_length": max_length, "initial": initial, "pinyin": pinyin, "script": script}
         entry, search = await run_in_threadpool(served.start_search, query, k, mode, target, **options)

@@ -2,11 +2,17 @@
 dictionary's name and language, the one a search targets (`lang=`, `dictionary=`), and the reverse dictionary a
 description searches in it.
 
+One dictionary may be served by several folders whose encoders read different languages (the base model's,
+`card_metadata.base_languages`): CC-CEDICT indexed by an English-only model for English descriptions and by a
+multilingual one for Chinese ones. A description then goes to the folder whose encoder reads its language, a
+specialist (the fewest languages) before a multilingual one (`ServedDictionaries.reader`).
+
 A folder's language is the catalogue's language of its dictionary name (`dictionary.catalog`), else the language
 its headwords are in (`word_frequency.guess_language`), else "und"; its word-frequency prior is in that language.
 Folders whose encoders are identical (the same weights and settings) share one loaded encoder. With several
 dictionaries served, a description in another language than the target dictionary's is searched centred per
-language (`language_centring`; `centring=False` turns it off); with one, searches are the folder's own.
+language (`language_centring`; `centring=False` turns it off); with one (by one folder or several), searches
+are the folder's own.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dictembed.card_metadata import base_languages
 from dictembed.dictionary.catalog import language_of
 from dictembed.errors import DictEmbedError
 from dictembed.language_centring import UNDETERMINED, CentredSpace, query_language, writes_latin
@@ -50,12 +57,13 @@ PROMPTS_FILE = "config_sentence_transformers.json"  # the encoder's prompts (e5'
 
 @dataclass(eq=False)
 class ServedDictionary:
-    """One served reverse dictionary, its dictionary's name and language, and its centred searches (None: a space
-    without an entry matrix, never centred)."""
+    """One served reverse dictionary, its dictionary's name and language, the languages its encoder reads (None:
+    any), and its centred searches (None: a space without an entry matrix, never centred)."""
 
     rd: ReverseDictionary
     language: str
     name: str
+    reads: frozenset[str] | None = None
     centring: CentredSpace | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -66,6 +74,20 @@ class ServedDictionary:
         """What `/health` lists of it."""
         rd = self.rd
         return {"dictionary": self.name, "language": self.language, "entries": len(rd.space), "model": rd.name}
+
+    def reads_language(self, language: str | None) -> bool:
+        """Whether its encoder reads `language` (None: a description in no known script, which only one reading any
+        language reads)."""
+        return self.reads is None or language in self.reads
+
+    @property
+    def breadth(self) -> float:
+        """How many languages its encoder reads (any: infinitely many): the fewest, the more specialised."""
+        return float("inf") if self.reads is None else len(self.reads)
+
+    def encoder_row(self) -> dict[str, Any]:
+        """What `/health` lists of it as one of the folders of its dictionary: its model and what it reads."""
+        return {"model": self.rd.name, "reads": None if self.reads is None else sorted(self.reads)}
 
 
 def named_language(name: str) -> str | None:
@@ -169,45 +191,76 @@ def open_served(
         rd = folder_reverse_dictionary(folder, shared, device, precision, ranking, prior, dictionary)
         if key:
             encoders.setdefault(key, rd.encoder)
-        served.append(ServedDictionary(rd, language, name))
+        served.append(ServedDictionary(rd, language, name, base_languages(folder.record.base_model)))
     return check_names(served)
 
 
 def served_of(rd: ReverseDictionary) -> ServedDictionary:
-    """A reverse dictionary already loaded, labelled by its dictionary's name (else the model's) and language."""
+    """A reverse dictionary already loaded, labelled by its dictionary's name (else the model's) and language, and
+    the languages its encoder's base model reads."""
     name = rd.public_dictionary or rd.name
-    return ServedDictionary(rd, languages_of(name, list(rd.space.words))[0], name)
+    base = getattr(rd.encoder, "base_model", None)
+    reads = base_languages(base if isinstance(base, str) else None)
+    return ServedDictionary(rd, languages_of(name, list(rd.space.words))[0], name, reads)
+
+
+def reads_text(reads: frozenset[str] | None) -> str:
+    """The languages an encoder reads, for a message: `en`, `en, zh` or `any language`."""
+    return "any language" if reads is None else ", ".join(sorted(reads))
 
 
 def check_names(served: list[ServedDictionary]) -> list[ServedDictionary]:
-    """`served`, each dictionary name once (`dictionary=` names one)."""
-    names = [s.name for s in served]
-    if twice := sorted({n for n in names if names.count(n) > 1}):
-        raise DictEmbedError(f"the dictionary {twice[0]!r} is served by several model folders; serve each once")
+    """`served`, each dictionary name once (`dictionary=` names one), or by several folders whose encoders read
+    different languages (one English-only, one multilingual): `ServedDictionaries.reader` picks one per query."""
+    kinds = [(s.name, s.reads) for s in served]
+    if twice := next((kind for kind in kinds if kinds.count(kind) > 1), None):
+        raise DictEmbedError(
+            f"the dictionary {twice[0]!r} is served by several model folders whose encoders read the same languages "
+            f"({reads_text(twice[1])}); serve each once, or with encoders of different languages"
+        )
     return served
 
 
 class ServedDictionaries:
-    """The served dictionaries (the first is the default target), the one a search targets, and the batcher of the
-    reverse dictionary that searches a description in it (`serve_scheduling.QueryBatcher`, one each)."""
+    """The served folders (the first is the default target), the dictionary a search targets, the folder of it whose
+    encoder reads the query, and the batcher of the reverse dictionary that searches a description in it
+    (`serve_scheduling.QueryBatcher`, one each)."""
 
     def __init__(self, served: list[ServedDictionary], model: ModelThread, centring: bool = True) -> None:
         if not served:
             raise DictEmbedError("no dictionary to serve")
         self.served, self.model = check_names(served), model
         self.default = served[0]
-        self.centring = centring and len(served) > 1
+        self.centring = centring and self.several
         self.latin = next((s.language for s in served if writes_latin(s.language)), "en")
         self._lock = threading.Lock()
         self._batchers: dict[int, QueryBatcher] = {}
 
     @property
     def several(self) -> bool:
-        return len(self.served) > 1
+        """Whether several dictionaries are served (not one by several folders)."""
+        return len({s.name for s in self.served}) > 1
+
+    def folders_of(self, target: ServedDictionary) -> list[ServedDictionary]:
+        """The served folders of `target`'s dictionary, in the order served."""
+        return [s for s in self.served if s.name == target.name]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """What `/health` lists: each dictionary once (its first folder's row), with `encoders` (each folder's model
+        and the languages it reads, null: any) when several folders serve it."""
+        firsts: dict[str, ServedDictionary] = {}
+        for served in self.served:
+            firsts.setdefault(served.name, served)
+        rows = []
+        for first in firsts.values():
+            folders = self.folders_of(first)
+            extra = {"encoders": [s.encoder_row() for s in folders]} if len(folders) > 1 else {}
+            rows.append(first.row() | extra)
+        return rows
 
     def listing(self) -> str:
-        """The served dictionaries as `en (wordnet), zh (cc-cedict)`."""
-        return ", ".join(f"{s.language} ({s.name})" for s in self.served)
+        """The served dictionaries as `en (wordnet), zh (cc-cedict)`, each once."""
+        return ", ".join(dict.fromkeys(f"{s.language} ({s.name})" for s in self.served))
 
     def choose(self, lang: str | None = None, dictionary: str | None = None) -> ServedDictionary:
         """The dictionary a search targets: the one named `dictionary`, else the first in language `lang`, else the
@@ -226,10 +279,23 @@ class ServedDictionaries:
             raise DictEmbedError(f"lang: no dictionary in {lang[:20]!r} is served; served: {self.listing()}")
         return found
 
+    def reader(self, target: ServedDictionary, query: str) -> ServedDictionary:
+        """The folder of `target`'s dictionary that answers `query`: of those whose encoder reads the query's language
+        (`query_language`), the one reading the fewest (an English-only one for English, a multilingual one for a
+        language no specialist reads), the first served among equals; with none, the first served."""
+        folders = self.folders_of(target)
+        if len(folders) == 1:
+            return target
+        language = query_language(query, self.latin)
+        reading = [s for s in folders if s.reads_language(language)]
+        return min(reading, key=lambda s: s.breadth) if reading else folders[0]
+
     def search_of(self, target: ServedDictionary, query: str) -> ReverseDictionary:
-        """The reverse dictionary that searches the description `query` in `target`: its own, or when centring is on
-        and the query's language (`query_language`) is not the target's, the centred one, whose queries are shifted
-        by the mean of a served dictionary in their language with the same encoder (if one is served)."""
+        """The reverse dictionary that searches the description `query` in `target`, in the folder that reads it
+        (`reader`): its own, or when centring is on and the query's language (`query_language`) is not the
+        target's, the centred one, whose queries are shifted by the mean of a served dictionary in their language
+        with the same encoder (if one is served)."""
+        target = self.reader(target, query)
         language = query_language(query, self.latin)
         centring = target.centring
         if not self.centring or centring is None or language is None or target.language in (language, UNDETERMINED):
