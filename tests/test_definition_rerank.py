@@ -50,6 +50,15 @@ def space(encoder, dictionary) -> DefinitionSpace:
     return DefinitionSpace.build(encoder, dictionary, "amp", similarity="cosine")
 
 
+def _definition_caches(folder):
+    """The cached definition spaces in `folder` (not the headword vectors cached beside them)."""
+    return [
+        p
+        for p in folder.glob("definitions-*.safetensors")
+        if "headwords" not in json.loads(p.with_suffix(".json").read_text())
+    ]
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
@@ -86,7 +95,8 @@ def test_an_ica_space_and_one_without_counts_keep_no_definitions(space) -> None:
 def test_the_score_mixes_the_best_definition_as_computed_by_hand(space, encoder, dictionary) -> None:
     query = "a financial institution that accepts deposits"  # bank's second definition, word for word
     weight = 0.5
-    rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0, definition_weight=weight))
+    ranking = Ranking(frequency_weight=0, definition_weight=weight, headword_weight=0)
+    rd = ReverseDictionary(encoder, space, dictionary, ranking=ranking)
     assert rd.reranks and rd.score_kind == "cosine+definition"
     results = rd.search(query, k=5)
     h = _unit(encoder.encode(query))
@@ -102,7 +112,7 @@ def test_the_score_mixes_the_best_definition_as_computed_by_hand(space, encoder,
 
 def test_weight_zero_and_a_space_without_definitions_rank_by_the_entry_cosine(space, encoder, dictionary) -> None:
     query = "money lent to a customer"
-    plain = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0, definition_weight=0))
+    plain = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=0))
     bare = DefinitionSpace(space.words, space.matrix, "cosine", counts=space.counts)
     without = ReverseDictionary(encoder, bare, dictionary, ranking=Ranking(frequency_weight=0))
     assert plain.score_kind == without.score_kind == "cosine" and not without.reranks
@@ -116,7 +126,7 @@ def test_a_shallow_rerank_reorders_only_the_best_by_the_rest_of_the_score(space,
     query = "a place where money is kept"
     deep = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0, depth=100))
     shallow = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0, depth=2))
-    dense = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0, definition_weight=0))
+    dense = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=0))
     assert {r.words[0] for r in shallow.search(query, k=2)} == {r.words[0] for r in dense.search(query, k=2)}
     assert [r.words for r in shallow.search(query, k=5)] == [r.words for r in deep.search(query, k=5)]  # depth k
 
@@ -130,7 +140,7 @@ def test_filters_apply_before_the_rerank(space, encoder, dictionary) -> None:
 @pytest.mark.parametrize(
     ("options", "named"),
     [({"definition_weight": -1}, "definition_weight"), ({"frequency_weight": float("nan")}, "frequency_weight")]
-    + [({"depth": 0}, "depth")],
+    + [({"depth": 0}, "depth"), ({"headword_weight": float("inf")}, "headword_weight")],
 )
 def test_bad_weights_are_refused(options, named) -> None:
     with pytest.raises(DictEmbedError, match=named):
@@ -139,7 +149,7 @@ def test_bad_weights_are_refused(options, named) -> None:
 
 def test_a_cache_written_without_definition_vectors_is_rebuilt(encoder, dictionary, tmp_path, caplog) -> None:
     first = DefinitionSpace.build(encoder, dictionary, "amp", cache_dir=tmp_path)
-    (path,) = tmp_path.glob("definitions-*.safetensors")
+    (path,) = _definition_caches(tmp_path)
     save_file({"matrix": load_file(str(path))["matrix"]}, str(path))  # as an older version wrote it
     sidecar = path.with_suffix(".json")
     sidecar.write_text(json.dumps({k: v for k, v in json.loads(sidecar.read_text()).items() if k != "sha256_of"}))
@@ -152,7 +162,7 @@ def test_a_cache_written_without_definition_vectors_is_rebuilt(encoder, dictiona
 
 def test_changed_definition_vectors_in_the_cache_are_noticed(encoder, dictionary, tmp_path, caplog) -> None:
     first = DefinitionSpace.build(encoder, dictionary, "amp", cache_dir=tmp_path)
-    (path,) = tmp_path.glob("definitions-*.safetensors")
+    (path,) = _definition_caches(tmp_path)
     tensors = load_file(str(path))
     tensors["definitions"] = -tensors["definitions"]
     save_file(tensors, str(path))
@@ -217,7 +227,7 @@ def test_the_two_stage_search_equals_the_exact_one_when_it_keeps_every_group(
 
 def test_the_two_stage_search_scores_its_candidates_exactly(space, encoder, dictionary, monkeypatch) -> None:
     _coarse(monkeypatch, candidates=2)
-    ranking = Ranking(frequency_weight=0, definition_weight=0)
+    ranking = Ranking(frequency_weight=0, definition_weight=0, headword_weight=0)
     rd = ReverseDictionary(encoder, space, dictionary, ranking=ranking)
     query = "a strongroom for valuables"
     results = rd.search(query, k=2)

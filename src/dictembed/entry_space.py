@@ -139,11 +139,8 @@ class EntrySpace(nn.Module):
             if kind == "MLMHeadSpace":
                 return MLMHeadSpace.from_saved(meta, tensors)
             cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[kind]
-            extra = (
-                {"counts": tensors.get("counts"), "definitions": tensors.get("definitions")}
-                if cls is DefinitionSpace
-                else {}
-            )
+            kept = ("counts", "definitions", "headwords")
+            extra = {name: tensors.get(name) for name in kept} if cls is DefinitionSpace else {}
             return cls(
                 words,
                 tensors["matrix"],
@@ -312,7 +309,9 @@ class DefinitionSpace(MatrixSpace):
     saved beside the matrix: with it, the mean of an entry without one of its definitions is exact
     (`leave_one_out`). `definitions` (or None: an ICA space, an older save) is the float16 vector of every
     definition, entry by entry in the dictionary's order (`counts[i]` rows for entry i), saved beside them: the
-    reverse dictionary reranks its best candidates by their best single definition (`definition_rows`)."""
+    reverse dictionary reranks its best candidates by their best single definition (`definition_rows`).
+    `headwords` (or None: an ICA space, an older save) is the float16 vector of each entry's word encoded as a
+    description is (`entry_vectors.headword_vectors`), which the reverse dictionary also reranks by."""
 
     kind = "definitions"
 
@@ -325,10 +324,12 @@ class DefinitionSpace(MatrixSpace):
         kind: str | None = None,
         counts: torch.Tensor | np.ndarray | None = None,
         definitions: torch.Tensor | np.ndarray | None = None,
+        headwords: torch.Tensor | np.ndarray | None = None,
     ) -> None:
         super().__init__(words, matrix, similarity, temperature, kind)
         self.counts: torch.Tensor | None = None
         self.definitions: torch.Tensor | None = None
+        self.headwords: torch.Tensor | None = None
         if counts is not None:
             counts = torch.as_tensor(np.asarray(counts), dtype=torch.long).clone()
             if counts.shape != (len(self.words),) or (counts < 1).any():
@@ -346,9 +347,19 @@ class DefinitionSpace(MatrixSpace):
                 self.definitions = vectors
             else:
                 log.warning("the definition vectors exceed the range of float16; the space keeps none")
+        if headwords is not None:
+            vectors = torch.as_tensor(np.asarray(headwords)).to(torch.float16).contiguous()
+            if tuple(vectors.shape) != tuple(self.matrix.shape):
+                raise DictEmbedError(
+                    f"{tuple(vectors.shape)} headword vectors do not fit the entries {tuple(self.matrix.shape)}"
+                )
+            if torch.isfinite(vectors).all():
+                self.headwords = vectors
+            else:
+                log.warning("the headword vectors exceed the range of float16; the space keeps none")
 
     def _saved_tensors(self) -> dict[str, torch.Tensor]:
-        kept = {"counts": self.counts, "definitions": self.definitions}
+        kept = {"counts": self.counts, "definitions": self.definitions, "headwords": self.headwords}
         return {**self._tensors(), **{name: t for name, t in kept.items() if t is not None}}
 
     def definition_rows(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -381,8 +392,22 @@ class DefinitionSpace(MatrixSpace):
         definitions = None
         if self.definitions is not None:
             definitions = self.definitions[self.definition_rows(np.array(rows, dtype=np.int64))[0]]
+        headwords = self.headwords[rows] if self.headwords is not None else None
         return DefinitionSpace(
-            words_kept, self.matrix[rows], self.similarity, self.temperature, self.kind, counts, definitions
+            words_kept, self.matrix[rows], self.similarity, self.temperature, self.kind, counts, definitions, headwords
+        )
+
+    def with_headwords(self, headwords: torch.Tensor | np.ndarray) -> DefinitionSpace:
+        """This space (its tensors shared) with the vector of each entry's word (`entry_vectors.headword_vectors`)."""
+        return DefinitionSpace(
+            self.words,
+            self.matrix,
+            self.similarity,
+            self.temperature,
+            self.kind,
+            self.counts,
+            self.definitions,
+            headwords,
         )
 
     def leave_one_out(self, entries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
@@ -472,7 +497,8 @@ def matrix_space(view: SearchSpace) -> MatrixSpace:
     matrix = np.array(view.matrix)
     if view.type_name == "DefinitionSpace":
         definitions = None if view.definitions is None else np.array(view.definitions)
+        headwords = None if view.headwords is None else np.array(view.headwords)
         return DefinitionSpace(
-            view.words, matrix, view.similarity, view.temperature, view.kind, view.counts, definitions
+            view.words, matrix, view.similarity, view.temperature, view.kind, view.counts, definitions, headwords
         )
     return WordEmbeddingSpace(view.words, matrix, view.similarity, view.temperature, view.kind)

@@ -1,6 +1,7 @@
 """The vectors of a DefSent+ definition space (`entry_space.DefinitionSpace.build`): every definition encoded, in
 parts kept on disk so that an interrupted build resumes (`encode_in_parts`), averaged per headword
-(`definition_tensors`), and DefSent+'s ICA transform of the averages (`ica_transform`)."""
+(`definition_tensors`), DefSent+'s ICA transform of the averages (`ica_transform`), and each headword's own vector
+as a query's (`headword_vectors`), which the reverse dictionary mixes into its ranking."""
 
 from __future__ import annotations
 
@@ -53,6 +54,15 @@ def definition_tensors(
         "matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32)),
         "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
     }
+
+
+def headword_vectors(encoder: Encoder, words: list[str], batch_size: int = 256) -> torch.Tensor:
+    """The float16 vector of each of `words` encoded as a description is (the query encoder's own pooling and
+    prompt): the reverse dictionary compares a description with the word itself as well as with its definitions
+    (`search_options.Ranking.headword_weight`). Encoded in this process alone (a model folder is saved by the main
+    one), not cached: a trained encoder's are its own."""
+    vectors = encode_in_parts(encoder, words, batch_size, None, f"headword vectors of {len(words):,} entries")
+    return torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(torch.float16)
 
 
 def part_sizes(count: int, batch_size: int) -> list[int]:

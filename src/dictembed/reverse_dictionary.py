@@ -44,7 +44,7 @@ from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder, as_rows, exported_query_encoder, search_threads
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
 from dictembed.search_options import Filters, Ranking, normalize_pos
-from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
+from dictembed.search_space import MATRIX_SPACES, SearchSpace, definition_rows, l2_normalize
 
 if TYPE_CHECKING:
     import torch
@@ -82,6 +82,14 @@ def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpac
     from dictembed.entry_space import EntrySpace
 
     return EntrySpace.load(folder.path), None
+
+
+def best_cosines(vectors: np.ndarray, rows: np.ndarray, starts: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Per run of `rows` (each starting at an index of `starts`): the best cosine of the unit `query` to the
+    `vectors` of its rows (-1 for a zero or non-finite vector)."""
+    chosen = np.asarray(vectors[rows], dtype=np.float32)
+    cosine = chosen @ query / np.linalg.norm(chosen, axis=1)
+    return np.nan_to_num(np.maximum.reduceat(cosine, starts), nan=-1.0)
 
 
 class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
@@ -173,15 +181,28 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         the model's logits)."""
         if not isinstance(self.space, SearchSpace):
             return "probability"
-        return "cosine" + "+definition" * self.reranks + "+frequency" * (self.group_prior is not None)
+        kind = "cosine" + "+definition" * self.reranks_by_definition + "+headword" * self.reranks_by_headword
+        return kind + "+frequency" * (self.group_prior is not None)
 
     @property
     def reranks(self) -> bool:
-        """Whether searches rerank by the best single definition (`Ranking`): a definition space that keeps its
-        definition vectors, and a definition weight above 0."""
+        """Whether searches rerank their best results (`Ranking`): by definition, by headword, or both."""
+        return self.reranks_by_definition or self.reranks_by_headword
+
+    @property
+    def reranks_by_definition(self) -> bool:
+        """Whether searches rerank by the best single definition: a definition space that keeps its definition
+        vectors, and a definition weight above 0."""
         space = self.space
         has = isinstance(space, SearchSpace) and space.definitions is not None and space.counts is not None
         return has and self.ranking.definition_weight > 0
+
+    @property
+    def reranks_by_headword(self) -> bool:
+        """Whether searches rerank by the cosine to the word itself: a space that keeps its headword vectors, and
+        a headword weight above 0."""
+        space = self.space
+        return isinstance(space, SearchSpace) and space.headwords is not None and self.ranking.headword_weight > 0
 
     @property
     def index(self) -> SearchIndex | None:
@@ -298,16 +319,23 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
 
     def _rerank(self, h: np.ndarray, top: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
-        mixes in the cosine of the query vector `h` to each group's best single definition, and their scores."""
+        mixes in the cosine of the query vector `h` to each group's best single definition and adds that to its
+        best word's own vector, and their scores."""
         space = cast(SearchSpace, self.space)
-        rows, starts = space.definition_rows(self.groups.first[top])
-        definitions = np.asarray(cast(np.ndarray, space.definitions)[rows], dtype=np.float32)
-        cosine = definitions @ (h / np.linalg.norm(h)) / np.linalg.norm(definitions, axis=1)
-        best = np.nan_to_num(np.maximum.reduceat(cosine, starts), nan=-1.0)
-        prior = self.group_prior
-        prior_top = prior[top] if prior is not None else np.float32(0)
-        weight = self.ranking.definition_weight
-        combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top
+        query = h / np.linalg.norm(h)
+        combined = scores
+        if self.reranks_by_definition:
+            rows, starts = space.definition_rows(self.groups.first[top])
+            best = best_cosines(cast(np.ndarray, space.definitions), rows, starts, query)
+            prior = self.group_prior
+            prior_top = prior[top] if prior is not None else np.float32(0)
+            weight = self.ranking.definition_weight
+            combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top
+        if self.reranks_by_headword:
+            groups = self.groups
+            positions, starts = definition_rows(groups.starts, groups.sizes, top)
+            best = best_cosines(cast(np.ndarray, space.headwords), groups.order[positions], starts, query)
+            combined = combined + self.ranking.headword_weight * best
         order = np.lexsort((top, -combined))
         return top[order], combined[order]
 

@@ -70,6 +70,11 @@ class EntryGroups:
         """One entry index per group (its first), computed once."""
         return self.order[self.starts]
 
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """The number of entries of each group, computed once."""
+        return np.diff(self.starts, append=len(self.order))
+
     def members(self, group: int) -> np.ndarray:
         end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.order)
         return self.order[self.starts[group] : end]

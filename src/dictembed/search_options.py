@@ -36,7 +36,8 @@ DEFAULT_K = 10  # results a search lists unless asked for more or fewer
 # a tuning sample of the Oxford definitions (docs/results.md, "Reverse dictionary ranking")
 FREQUENCY_WEIGHT = 0.0125  # x the word's Zipf frequency (dictembed.word_frequency)
 DEFINITION_WEIGHT = 0.75  # x the cosine to the entry's best single definition
-RERANK_DEPTH = 200  # the best results by the rest of the score that the definition term reranks
+HEADWORD_WEIGHT = 0.3  # x the cosine to the entry's word itself, encoded as a description is
+RERANK_DEPTH = 200  # the best results by the rest of the score that the definition and headword terms rerank
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
@@ -217,10 +218,13 @@ class Ranking:
 
         (cos(q, entry vector) + definition_weight x max over its definitions cos(q, definition vector))
         / (1 + definition_weight) + frequency_weight x Zipf frequency of its word
+        + headword_weight x cos(q, the vector of the word itself)
 
-    The definition term needs the space's definition vectors (`DefinitionSpace.definitions`) and reranks only
-    the `depth` best entries by the rest of the score (or the k asked for, when more), so it costs a few
-    hundred dot products a query. A weight of 0 turns its term off.
+    The definition term needs the space's definition vectors (`DefinitionSpace.definitions`), the headword term
+    its headword vectors (`DefinitionSpace.headwords`: each word encoded as a description is); both rerank only
+    the `depth` best entries by the rest of the score (or the k asked for, when more), so they cost a few
+    hundred dot products a query. Results that are several words (identical entries) take their best word's
+    headword cosine. A weight of 0 turns its term off.
 
     `min_frequency` (None: every entry) is the candidate set: only entries whose word has at least this Zipf
     frequency (3: once per million words) are ever listed."""
@@ -229,9 +233,10 @@ class Ranking:
     definition_weight: float = DEFINITION_WEIGHT
     depth: int = RERANK_DEPTH
     min_frequency: float | None = None
+    headword_weight: float = HEADWORD_WEIGHT
 
     def __post_init__(self) -> None:
-        for name in ("frequency_weight", "definition_weight"):
+        for name in ("frequency_weight", "definition_weight", "headword_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
                 raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")

@@ -82,7 +82,7 @@ def l2_normalize(rows: np.ndarray) -> np.ndarray:
 class SearchSpace:
     """A matrix space's words and arrays in numpy (memory maps when opened from a folder): `matrix` [entries, dim]
     (float16 or float32), `counts` and `definitions` (a definition space's per-entry definition counts and float16
-    definition vectors, or None)."""
+    definition vectors, or None) and `headwords` (its float16 vector of each entry's word, or None)."""
 
     words: list[str]
     matrix: np.ndarray
@@ -92,6 +92,7 @@ class SearchSpace:
     type_name: str = "DefinitionSpace"
     counts: np.ndarray | None = None
     definitions: np.ndarray | None = None
+    headwords: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.words)
@@ -110,6 +111,7 @@ class SearchSpace:
         """The view of a space in memory (its tensors as numpy arrays, shared)."""
         counts = getattr(space, "counts", None)
         definitions = getattr(space, "definitions", None)
+        headwords = getattr(space, "headwords", None)
         return cls(
             space.words,
             space.matrix.detach().cpu().numpy(),
@@ -119,6 +121,7 @@ class SearchSpace:
             type(space).__name__,
             None if counts is None else counts.numpy(),
             None if definitions is None else definitions.numpy(),
+            None if headwords is None else headwords.numpy(),
         )
 
     @staticmethod
@@ -160,6 +163,7 @@ class SearchSpace:
             type_name,
             tensors.get("counts"),
             tensors.get("definitions"),
+            tensors.get("headwords"),
         )
 
     def unit_rows(self, rows: np.ndarray, inverse_norms: np.ndarray) -> np.ndarray:
@@ -231,4 +235,7 @@ def _problem(meta: dict[str, Any], words: list, tensors: dict[str, np.ndarray]) 
         expected = (int(counts.sum()) if counts is not None else -1, matrix.shape[1])
         if tuple(definitions.shape) != expected:
             return f"{tuple(definitions.shape)} definition vectors do not fit the entries' counts {expected}"
+    headwords = tensors.get("headwords")
+    if headwords is not None and tuple(headwords.shape) != tuple(matrix.shape):
+        return f"{tuple(headwords.shape)} headword vectors do not fit the entries {tuple(matrix.shape)}"
     return None

@@ -15,7 +15,15 @@ from dictembed.cli.report import Check, Handler, UsageError
 from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, PRECISION_HELP
 from dictembed.io import text_encoding
 from dictembed.model_folder import ModelFolder, may_be_hub_name
-from dictembed.search_options import DEFAULT_K, DEFINITION_WEIGHT, FREQUENCY_WEIGHT, POS_TAGS, WORD_COUNTS, Ranking
+from dictembed.search_options import (
+    DEFAULT_K,
+    DEFINITION_WEIGHT,
+    FREQUENCY_WEIGHT,
+    HEADWORD_WEIGHT,
+    POS_TAGS,
+    WORD_COUNTS,
+    Ranking,
+)
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
 
@@ -274,6 +282,13 @@ def add_ranking(group: Group) -> None:
         "+ WEIGHT x definition cosine) / (1 + WEIGHT), for a model whose entry space keeps its definition "
         "vectors; 0 turns it off",
     )
+    group.add_argument(
+        "--headword-weight",
+        type=weight,
+        default=HEADWORD_WEIGHT,
+        help="add WEIGHT x the cosine of the description to the word itself (encoded as a description is) to the "
+        "score, for a model whose entry space keeps its headword vectors; 0 turns it off",
+    )
 
     group.add_argument(
         "--min-frequency",
@@ -295,7 +310,12 @@ def zipf(text: str) -> float:
 
 def ranking_of(args: argparse.Namespace) -> Ranking:
     """The `Ranking` of the options `add_ranking` registered."""
-    return Ranking(args.frequency_weight, args.definition_weight, min_frequency=args.min_frequency)
+    return Ranking(
+        args.frequency_weight,
+        args.definition_weight,
+        min_frequency=args.min_frequency,
+        headword_weight=args.headword_weight,
+    )
 
 
 def add_top_k(group: Group) -> None:

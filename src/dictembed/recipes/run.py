@@ -24,7 +24,8 @@ from torch import nn
 from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import EntrySpace
+from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_vectors import headword_vectors
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
 from dictembed.io import staged_dir, writing
@@ -131,9 +132,13 @@ def save_model_folder(
     folder: Path, encoder: Encoder, record: RunRecord, space: EntrySpace | None, dictionary: Dictionary | None
 ) -> None:
     """Write a model folder: the encoder with its record, and with an entry space the space, the definitions of
-    its `dictionary` beside it (so the folder serves as a reverse dictionary from anywhere) and its search index."""
+    its `dictionary` beside it (so the folder serves as a reverse dictionary from anywhere) and its search index.
+    A plain definition space is saved with its headword vectors, encoded by `encoder` (the query encoder) as a
+    description is (`entry_vectors.headword_vectors`)."""
     encoder.save(folder, record)
     if space is not None:
+        if isinstance(space, DefinitionSpace) and space.headwords is None and not space.kind.endswith("-ica"):
+            space = space.with_headwords(headword_vectors(encoder, space.words))
         space.save(folder)
         if dictionary is not None:
             write_definitions(folder, dictionary)
