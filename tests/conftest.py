@@ -10,8 +10,13 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from dictembed.dictionary.core import Dictionary
+    from dictembed.encoder import Encoder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -265,15 +270,28 @@ def cli_succeeds(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[s
     return captured.out, captured.err
 
 
-@pytest.fixture()
-def toy_dictionary():
+def dictionary_of(name: str, senses: dict[str, list[str]], pos: str | None = None) -> Dictionary:
+    """A dictionary of each word's definitions, in order, all of part of speech `pos`."""
     from dictembed.dictionary.core import Dictionary
 
-    d = Dictionary(name="toy")
-    for word, definitions in TOY_WORDS.items():
+    d = Dictionary(name=name)
+    for word, definitions in senses.items():
         for definition in definitions:
-            d.add(word, definition)
+            d.add(word, definition, pos=pos)
     return d
+
+
+@pytest.fixture()
+def toy_dictionary():
+    return dictionary_of("toy", TOY_WORDS)
+
+
+@pytest.fixture(scope="module")
+def mean_encoder(bert_path: Path) -> Encoder:
+    """The tiny BERT with mean pooling."""
+    from dictembed.encoder import Encoder
+
+    return Encoder.load(str(bert_path), pooling="mean")
 
 
 def _hypothesis_profiles() -> None:

@@ -10,6 +10,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from conftest import dictionary_of
 from safetensors.torch import load_file, save_file
 
 from dictembed import reverse_dictionary, search_index
@@ -33,16 +34,12 @@ SENSES = {
 
 @pytest.fixture(scope="module")
 def dictionary() -> Dictionary:
-    d = Dictionary(name="rerank")
-    for word, definitions in SENSES.items():
-        for definition in definitions:
-            d.add(word, definition, pos="n")
-    return d
+    return dictionary_of("rerank", SENSES, pos="n")
 
 
 @pytest.fixture(scope="module")
-def encoder(bert_path) -> Encoder:
-    return Encoder.load(str(bert_path), pooling="mean")
+def encoder(mean_encoder) -> Encoder:
+    return mean_encoder
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import dictionary_of
 from safetensors.torch import load_file, save_file
 
 from dictembed.dictionary.core import Dictionary
@@ -33,16 +34,12 @@ SENSES = {
 
 @pytest.fixture(scope="module")
 def dictionary() -> Dictionary:
-    d = Dictionary(name="headwords")
-    for word, definitions in SENSES.items():
-        for definition in definitions:
-            d.add(word, definition, pos="n")
-    return d
+    return dictionary_of("headwords", SENSES, pos="n")
 
 
 @pytest.fixture(scope="module")
-def encoder(bert_path) -> Encoder:
-    return Encoder.load(str(bert_path), pooling="mean")
+def encoder(mean_encoder) -> Encoder:
+    return mean_encoder
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +154,14 @@ def test_predict_takes_the_headword_weight(served_model, capsys) -> None:
     assert "--headword-weight" in capsys.readouterr().err
     code = main(["predict", "a pet that barks", "--model", str(served_model), "--headword-weight", "0", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)
+
+
+def test_a_filtered_out_word_adds_nothing_to_its_results_headword_term(space, encoder, dictionary) -> None:
+    query = "lender"
+    w = 10.0
+    rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=w))
+    (result,) = rd.search(query, k=5, pattern="loaner")
+    h = _unit(encoder.encode(query))
+    entry = float(_unit(space.matrix.numpy())[2] @ h)
+    word = float(_unit(space.headwords.float().numpy())[2] @ h)  # loaner's own, not lender's
+    assert result.words == ["loaner"] and result.score == pytest.approx(entry + w * word, abs=1e-3)

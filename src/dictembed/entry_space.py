@@ -398,16 +398,13 @@ class DefinitionSpace(MatrixSpace):
         )
 
     def with_headwords(self, headwords: torch.Tensor | np.ndarray) -> DefinitionSpace:
-        """This space (its tensors shared) with the vector of each entry's word (`entry_vectors.headword_vectors`)."""
+        """A copy of this space on the CPU (wherever training left it) with the vector of each entry's word
+        (`entry_vectors.headword_vectors`)."""
+        definitions = self.definitions.cpu() if self.definitions is not None else None
+        counts = self.counts.cpu() if self.counts is not None else None
+        matrix = self.matrix.detach().cpu()
         return DefinitionSpace(
-            self.words,
-            self.matrix,
-            self.similarity,
-            self.temperature,
-            self.kind,
-            self.counts,
-            self.definitions,
-            headwords,
+            self.words, matrix, self.similarity, self.temperature, self.kind, counts, definitions, headwords
         )
 
     def leave_one_out(self, entries: np.ndarray, vectors: np.ndarray) -> np.ndarray:

@@ -84,12 +84,18 @@ def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpac
     return EntrySpace.load(folder.path), None
 
 
-def best_cosines(vectors: np.ndarray, rows: np.ndarray, starts: np.ndarray, query: np.ndarray) -> np.ndarray:
+def best_cosines(
+    vectors: np.ndarray, rows: np.ndarray, starts: np.ndarray, query: np.ndarray, keep: np.ndarray | None = None
+) -> np.ndarray:
     """Per run of `rows` (each starting at an index of `starts`): the best cosine of the unit `query` to the
-    `vectors` of its rows (-1 for a zero or non-finite vector)."""
+    `vectors` of its rows that `keep` (None: all) lets count; a zero or non-finite vector counts as none, and a run
+    with none scores -1."""
     chosen = np.asarray(vectors[rows], dtype=np.float32)
-    cosine = chosen @ query / np.linalg.norm(chosen, axis=1)
-    return np.nan_to_num(np.maximum.reduceat(cosine, starts), nan=-1.0)
+    cosine = np.nan_to_num(chosen @ query / np.linalg.norm(chosen, axis=1), nan=-np.inf)
+    if keep is not None:
+        cosine[~keep] = -np.inf
+    best = np.fmax.reduceat(cosine, starts)
+    return np.where(np.isfinite(best), best, -1.0)
 
 
 class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
@@ -317,10 +323,12 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
             order = np.lexsort((candidates, -exact))[:n]
             yield candidates[order], exact[order]
 
-    def _rerank(self, h: np.ndarray, top: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rerank(
+        self, h: np.ndarray, top: np.ndarray, scores: np.ndarray, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
-        mixes in the cosine of the query vector `h` to each group's best single definition and adds that to its
-        best word's own vector, and their scores."""
+        mixes in the cosine of the query vector `h` to each group's best single definition and adds that to the
+        vector of its best word among those the entry `mask` (None: all) keeps, and their scores."""
         space = cast(SearchSpace, self.space)
         query = h / np.linalg.norm(h)
         combined = scores
@@ -334,7 +342,9 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         if self.reranks_by_headword:
             groups = self.groups
             positions, starts = definition_rows(groups.starts, groups.sizes, top)
-            best = best_cosines(cast(np.ndarray, space.headwords), groups.order[positions], starts, query)
+            members = groups.order[positions]
+            keep = mask[members] if mask is not None else None
+            best = best_cosines(cast(np.ndarray, space.headwords), members, starts, query, keep)
             combined = combined + self.ranking.headword_weight * best
         order = np.lexsort((top, -combined))
         return top[order], combined[order]
@@ -428,7 +438,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
                 vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True
             ):
                 if reranks and len(top):
-                    top, scores = self._rerank(vector, top, scores)
+                    top, scores = self._rerank(vector, top, scores, mask)
                 results = zip(top[:k], scores[:k], strict=True)
                 out.append(
                     [self._result(int(g), score, mask, max_definitions, filters.pos, vector) for g, score in results]

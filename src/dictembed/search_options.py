@@ -36,7 +36,7 @@ DEFAULT_K = 10  # results a search lists unless asked for more or fewer
 # a tuning sample of the Oxford definitions (docs/results.md, "Reverse dictionary ranking")
 FREQUENCY_WEIGHT = 0.0125  # x the word's Zipf frequency (dictembed.word_frequency)
 DEFINITION_WEIGHT = 0.75  # x the cosine to the entry's best single definition
-HEADWORD_WEIGHT = 0.3  # x the cosine to the entry's word itself, encoded as a description is
+HEADWORD_WEIGHT = 0.2  # x the cosine to the entry's word itself, encoded as a description is
 RERANK_DEPTH = 200  # the best results by the rest of the score that the definition and headword terms rerank
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
 MAX_PATTERN_CHARS = 100

@@ -371,7 +371,9 @@ def api(served: Served) -> FastAPI:
             "model": found.name,
             "entries": len(found.space),
             **label,
-            "score_kind": found.score_kind if entry is None else found.synonym_score_kind,
+            "score_kind": (
+                served.dictionaries.search_of(target, query).score_kind if entry is None else found.synonym_score_kind
+            ),
             "results": [r.to_dict() | label for r in sort_results(results, sort)],
         }
 
