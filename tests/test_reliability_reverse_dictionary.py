@@ -115,7 +115,7 @@ def test_entry_vectors_are_checked_when_loaded(change, named, served_model, tmp_
 
 def test_an_entry_space_of_another_width_is_refused(served_model, tmp_path, capsys) -> None:
     folder = damaged_copy(served_model, tmp_path / "m")
-    names = ("matrix", "definitions")  # as an entry space of another encoder
+    names = ("matrix", "definitions", "headwords")  # as an entry space of another encoder
     _rewrite_space(folder, lambda t, meta: t.update({name: t[name][:, :-2].contiguous() for name in names}))
     error = cli_refuses(capsys, _predict(folder, "a pet that barks"), "dimensions")
     assert "does not belong to this encoder" in error
