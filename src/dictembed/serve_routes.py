@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 
 from dictembed import __version__
 from dictembed.cjk import MAX_PINYIN_LETTERS, looks_chinese
-from dictembed.reverse_dictionary import Result
+from dictembed.reverse_dictionary import Result, ReverseDictionary
 from dictembed.search_options import (
     DEFAULT_K,
     MAX_INITIAL_CHARS,
@@ -156,16 +156,18 @@ class Served:
 
     def start_search(
         self, query: str, k: int, mode: str, target: ServedDictionary, **options: Any
-    ) -> tuple[str | None, Future[list[Result]]]:
-        """Off the event loop: the entry of `target` whose neighbours answer `query` (None: a description), and its
-        search in `target` (`ServedDictionaries.batcher`), queued for the model with the filters of `options`
-        (`Filters.of`), whose entry mask is computed first, here."""
+    ) -> tuple[str | None, ReverseDictionary, Future[list[Result]]]:
+        """Off the event loop: the entry of `target` whose neighbours answer `query` (None: a description), the
+        reverse dictionary that searches (a description's: `ServedDictionaries.search_of`, perhaps centred), and its
+        search, queued for the model with the filters of `options` (`Filters.of`), whose entry mask is computed
+        first, here."""
         filters = Filters.of(**options)
         entry = target.rd.similar_entry(query, mode)
         if entry is None:
-            return None, self.dictionaries.batcher(target, query).submit(query, k, filters)
+            searching = self.dictionaries.search_of(target, query)
+            return None, searching, self.dictionaries.batcher_of(searching).submit(query, k, filters)
         target.rd.filter_mask(filters)
-        return entry, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters)
+        return entry, target.rd, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters)
 
     async def encode(self, request: Request, sentences: list[str], normalize: bool) -> str:
         """The JSON answer of an encode: its sentences counted in tokens (413 over the budget), then encoded a
@@ -360,9 +362,8 @@ def api(served: Served) -> FastAPI:
         target = served.dictionaries.reader(target, query)
         options = {"pos": pos, "pattern": pattern, "words": words, "length": length, "min_length": min_length}
         options |= {"max_length": max_length, "initial": initial, "pinyin": pinyin, "script": script}
-        entry, search = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
+        entry, found, search = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
         results = await until_done(request, search)
-        found = target.rd
         label = {"language": target.language, "dictionary": target.name}
         return {
             "query": query,
@@ -371,9 +372,7 @@ def api(served: Served) -> FastAPI:
             "model": found.name,
             "entries": len(found.space),
             **label,
-            "score_kind": (
-                served.dictionaries.search_of(target, query).score_kind if entry is None else found.synonym_score_kind
-            ),
+            "score_kind": found.score_kind if entry is None else found.synonym_score_kind,
             "results": [r.to_dict() | label for r in sort_results(results, sort)],
         }
 

@@ -310,7 +310,3 @@ class ServedDictionaries:
             if id(rd) not in self._batchers:
                 self._batchers[id(rd)] = QueryBatcher(rd, self.model)
             return self._batchers[id(rd)]
-
-    def batcher(self, target: ServedDictionary, query: str) -> QueryBatcher:
-        """The batcher that searches the description `query` in `target` (`search_of`)."""
-        return self.batcher_of(self.search_of(target, query))
