@@ -12,7 +12,8 @@ import torch
 from transformers import AutoModelForMaskedLM
 
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace, ica_transform
+from dictembed.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace
+from dictembed.entry_vectors import ica_transform
 from dictembed.errors import DictEmbedError
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples, token_lengths
 from dictembed.recipes.config import RunConfig
@@ -145,11 +146,11 @@ def test_definition_space_averages_definitions(bert_path, toy_dictionary, tmp_pa
 
 
 def test_ica_space_transforms_the_cached_plain_space(bert_path, toy_dictionary, tmp_path, monkeypatch) -> None:
-    import dictembed.entry_space as entry_space
+    import dictembed.entry_vectors as entry_vectors
 
     encoder = Encoder.load(str(bert_path), pooling="mean")
     plain = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
-    monkeypatch.setattr(entry_space, "ica_transform", lambda m: m * 2.0)  # the plain space is not re-encoded
+    monkeypatch.setattr(entry_vectors, "ica_transform", lambda m: m * 2.0)  # the plain space is not re-encoded
     monkeypatch.setattr(Encoder, "encode", lambda *a, **k: pytest.fail("re-encoded the definitions"))
     doubled = DefinitionSpace.build(encoder, toy_dictionary, "amp", ica=True, cache_dir=tmp_path)
     torch.testing.assert_close(doubled.matrix, plain.matrix * 2.0)

@@ -27,12 +27,11 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedTokenizerBase
 
-from dictembed.cache import cache_key, cached_tensors, space_path
 from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_logits import ENTRY_TEMPERATURE, cosine_logits, cosine_query
-from dictembed.entry_vectors import definition_tensors, ica_transform
+from dictembed.entry_vectors import ICA_SUFFIX, space_tensors
 from dictembed.entry_vectors import encode_in_parts as encode_in_parts  # where callers find it
 from dictembed.entry_vectors import part_sizes as part_sizes
 from dictembed.errors import DictEmbedError, MissingHeadError
@@ -336,27 +335,18 @@ class DefinitionSpace(MatrixSpace):
                 raise DictEmbedError(f"{len(self.words)} entries need as many positive counts, got {counts.shape}")
             self.counts = counts
         if definitions is not None:
-            vectors = torch.as_tensor(np.asarray(definitions)).to(torch.float16).contiguous()
             expected = (int(self.counts.sum()) if self.counts is not None else -1, self.matrix.shape[1])
-            if tuple(vectors.shape) != expected:
-                raise DictEmbedError(
-                    f"{tuple(vectors.shape)} definition vectors do not fit the entries' counts and dimensions "
-                    f"{expected}" + (" (the space has no counts)" if self.counts is None else "")
-                )
-            if torch.isfinite(vectors).all():
-                self.definitions = vectors
-            else:
-                log.warning("the definition vectors exceed the range of float16; the space keeps none")
+            no_counts = " (the space has no counts)" if self.counts is None else ""
+            fit = f"the entries' counts and dimensions {expected}{no_counts}"
+            self.definitions = float16_rows(definitions, expected, "definition", fit)
         if headwords is not None:
-            vectors = torch.as_tensor(np.asarray(headwords)).to(torch.float16).contiguous()
-            if tuple(vectors.shape) != tuple(self.matrix.shape):
-                raise DictEmbedError(
-                    f"{tuple(vectors.shape)} headword vectors do not fit the entries {tuple(self.matrix.shape)}"
-                )
-            if torch.isfinite(vectors).all():
-                self.headwords = vectors
-            else:
-                log.warning("the headword vectors exceed the range of float16; the space keeps none")
+            shape = tuple(self.matrix.shape)
+            self.headwords = float16_rows(headwords, shape, "headword", f"the entries {shape}")
+
+    @property
+    def is_ica(self) -> bool:
+        """Whether the space is ICA-transformed (DefSent+'s entry space), which keeps no per-definition vectors."""
+        return self.kind.endswith(ICA_SUFFIX)
 
     def _saved_tensors(self) -> dict[str, torch.Tensor]:
         kept = {"counts": self.counts, "definitions": self.definitions, "headwords": self.headwords}
@@ -370,7 +360,7 @@ class DefinitionSpace(MatrixSpace):
 
     def check_leave_one_out(self) -> np.ndarray:
         """The per-entry counts, or a one-line DictEmbedError when leave-one-out is impossible (ICA, no counts)."""
-        if self.kind.endswith("-ica"):
+        if self.is_ica:
             raise DictEmbedError("leave-one-out needs a plain definition space; an ICA-transformed one has no means")
         return self.check_counts()
 
@@ -434,59 +424,29 @@ class DefinitionSpace(MatrixSpace):
         space keeps every definition's vector in float16 (`definitions`).
         `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors.
 
-        With `cache_dir` (recipes pass `dictembed.cache.default_cache_dir()`, i.e. $DICTEMBED_CACHE) the matrix
-        is cached there, keyed by `cache_key`; concurrent builds of one space are serialised by a file lock, and
-        the definitions are encoded in parts kept beside the cache entry until it is written, so that an
-        interrupted build resumes from its last part (`encode_in_parts`)."""
+        With `cache_dir` (recipes pass `dictembed.cache.default_cache_dir()`, i.e. $DICTEMBED_CACHE) the tensors
+        are cached there, and an interrupted build resumes (`entry_vectors.space_tensors`)."""
         if entries not in ("ac", "amp"):
             raise DictEmbedError(f"unknown entry type {entries!r}; choose ac or amp")
-        kind = f"definitions-{entries}" + ("-ica" if ica else "")
+        kind = f"definitions-{entries}" + (ICA_SUFFIX if ica else "")
         counts = np.array([len(e.senses) for e in dictionary])
-        if cache_dir is None:
-            tensors = cls._tensors_of(encoder, dictionary, counts, entries, ica, None, batch_size, None)
-        else:
-            source = {
-                "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
-                "base_model": encoder.base_model,
-                "dictionary": dictionary.name,
-                "entries": entries,
-                "ica": ica,
-                "entry_count": len(dictionary),
-                "definitions": int(counts.sum()),
-                "precision": encoder.compute_precision,
-            }
-            path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
-            tensors = cached_tensors(
-                path,
-                lambda parts: cls._tensors_of(encoder, dictionary, counts, entries, ica, cache_dir, batch_size, parts),
-                source,
-                needs=() if ica else ("definitions",),
-            )
+        tensors = space_tensors(encoder, dictionary, counts, entries, ica, cache_dir, batch_size)
         definitions = tensors.get("definitions")
         return cls(
             dictionary.headwords, tensors["matrix"], similarity, temperature, kind, None if ica else counts, definitions
         )
 
-    @classmethod
-    def _tensors_of(
-        cls,
-        encoder: Encoder,
-        dictionary: Dictionary,
-        counts: np.ndarray,
-        entries: Literal["ac", "amp"],
-        ica: bool,
-        cache_dir: str | Path | None,
-        batch_size: int,
-        parts: Path | None,
-    ) -> dict[str, torch.Tensor]:
-        """The float32 entry `matrix` of `build` and, for a plain space, the float16 `definitions`, computed (no
-        cache lookup of its own); `counts`: the definitions of each entry; `parts`: where to keep the encoded
-        definitions until the space is cached."""
-        if ica:  # the ICA space transforms the plain one, which is itself cached
-            plain = cls.build(encoder, dictionary, entries, cache_dir=cache_dir, batch_size=batch_size)
-            matrix = ica_transform(plain.matrix.double().numpy())
-            return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
-        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts)
+
+def float16_rows(values: torch.Tensor | np.ndarray, shape: tuple, what: str, fit: str) -> torch.Tensor | None:
+    """`values` as a contiguous float16 tensor of `shape` (else a one-line error: the `what` vectors do not fit
+    `fit`), or None, logged, when they exceed float16's range."""
+    vectors = torch.as_tensor(np.asarray(values)).to(torch.float16).contiguous()
+    if tuple(vectors.shape) != shape:
+        raise DictEmbedError(f"{tuple(vectors.shape)} {what} vectors do not fit {fit}")
+    if torch.isfinite(vectors).all():
+        return vectors
+    log.warning("the %s vectors exceed the range of float16; the space keeps none", what)
+    return None
 
 
 def matrix_space(view: SearchSpace) -> MatrixSpace:

@@ -1,7 +1,7 @@
-"""The vectors of a DefSent+ definition space (`entry_space.DefinitionSpace.build`): every definition encoded, in
-parts kept on disk so that an interrupted build resumes (`encode_in_parts`), averaged per headword
-(`definition_tensors`), DefSent+'s ICA transform of the averages (`ica_transform`), and each headword's own vector
-as a query's (`headword_vectors`), which the reverse dictionary mixes into its ranking."""
+"""The vectors of a DefSent+ definition space (`entry_space.DefinitionSpace.build`), cached (`space_tensors`): every
+definition encoded, in parts kept on disk so that an interrupted build resumes (`encode_in_parts`), averaged per
+headword (`definition_tensors`), DefSent+'s ICA transform of the averages (`ica_transform`), and each headword's own
+vector as a query's (`headword_vectors`), which the reverse dictionary mixes into its ranking."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from dictembed.cache import PartialBuild
+from dictembed.cache import PartialBuild, cache_key, cached_tensors, space_path
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes, process_count
 from dictembed.encoder import Encoder
@@ -21,9 +21,64 @@ from dictembed.errors import DictEmbedError
 from dictembed.progress import duration
 
 log = logging.getLogger(__name__)
+ICA_SUFFIX = "-ica"  # ends the kind of an ICA-transformed definition space ("definitions-amp-ica")
 # Definitions a part of a resumable build holds (rounded down to whole batches): a part is kept on disk as soon
 # as it is encoded, so an interrupted build loses at most one part (about 40 s of WordNet on 2 CPU cores).
 PART_SIZE = 10_000
+
+
+def space_tensors(
+    encoder: Encoder,
+    dictionary: Dictionary,
+    counts: np.ndarray,
+    entries: Literal["ac", "amp"],
+    ica: bool,
+    cache_dir: str | Path | None,
+    batch_size: int,
+) -> dict[str, torch.Tensor]:
+    """The tensors of a definition space (`DefinitionSpace.build`): the float32 entry `matrix` and, for a plain
+    space, the float16 `definitions`; `counts`: the definitions of each entry.
+
+    With `cache_dir` they are cached there, keyed by `cache.cache_key`; concurrent builds of one space are
+    serialised by a file lock, and the definitions are encoded in parts kept beside the cache entry until it is
+    written, so that an interrupted build resumes from its last part (`encode_in_parts`)."""
+    if cache_dir is None:
+        return _computed_tensors(encoder, dictionary, counts, entries, ica, None, batch_size, None)
+    source = {
+        "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
+        "base_model": encoder.base_model,
+        "dictionary": dictionary.name,
+        "entries": entries,
+        "ica": ica,
+        "entry_count": len(dictionary),
+        "definitions": int(counts.sum()),
+        "precision": encoder.compute_precision,
+    }
+    return cached_tensors(
+        space_path(cache_key(encoder, dictionary, entries, ica), cache_dir),
+        lambda parts: _computed_tensors(encoder, dictionary, counts, entries, ica, cache_dir, batch_size, parts),
+        source,
+        needs=() if ica else ("definitions",),
+    )
+
+
+def _computed_tensors(
+    encoder: Encoder,
+    dictionary: Dictionary,
+    counts: np.ndarray,
+    entries: Literal["ac", "amp"],
+    ica: bool,
+    cache_dir: str | Path | None,
+    batch_size: int,
+    parts: Path | None,
+) -> dict[str, torch.Tensor]:
+    """The tensors of `space_tensors`, computed (no cache lookup of their own); `parts`: where to keep the encoded
+    definitions until the space is cached."""
+    if ica:  # the ICA space transforms the plain one, which is itself cached
+        plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size)["matrix"]
+        matrix = ica_transform(plain.double().numpy())
+        return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
+    return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts)
 
 
 def definition_tensors(

@@ -142,7 +142,7 @@ def model_ranks(encoder: Encoder, space: Any, queries: QuerySet, batch_size: int
 
 def entry_pooling(space: DefinitionSpace) -> str:
     """The pooling that built the space's vectors: [CLS] for AC, mean for AMP."""
-    if space.kind.endswith("-ica"):
+    if space.is_ica:
         raise DictEmbedError("leave-one-out needs a plain definition space; an ICA-transformed one has no means")
     if space.kind.startswith("definitions-ac"):
         return "cls"

@@ -137,7 +137,7 @@ def save_model_folder(
     description is (`entry_vectors.headword_vectors`)."""
     encoder.save(folder, record)
     if space is not None:
-        if isinstance(space, DefinitionSpace) and space.headwords is None and not space.kind.endswith("-ica"):
+        if isinstance(space, DefinitionSpace) and space.headwords is None and not space.is_ica:
             space = space.with_headwords(headword_vectors(encoder, space.words))
         space.save(folder)
         if dictionary is not None:
