@@ -76,8 +76,8 @@ class EntryGroups:
         return np.diff(self.starts, append=len(self.order))
 
     def members(self, group: int) -> np.ndarray:
-        end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.order)
-        return self.order[self.starts[group] : end]
+        start = self.starts[group]
+        return self.order[start : start + self.sizes[group]]
 
     def any(self, entry_mask: np.ndarray) -> np.ndarray:
         """Per group: whether any of its entries is set in `entry_mask`."""
