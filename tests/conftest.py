@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["DICTEMBED_CPU_PRECISION"] = "fp32"  # "auto" computes alike on every CPU kind, AMX or not
 
 TOY_WORDS = {
     "dog": ["a domesticated animal that barks", "a loyal pet that chases cats"],

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from dictembed import devices
 from dictembed.cli import build_parser, main
 from dictembed.devices import autocast, resolve_device, resolve_precision
 from dictembed.encoder import Encoder
@@ -35,7 +36,7 @@ def test_device_and_precision_resolution() -> None:
         with pytest.raises(DictEmbedError, match="CUDA is not available"):
             resolve_device("cuda:1")
         assert resolve_precision("auto", "auto") == "fp32"
-    assert resolve_precision("auto", "cpu") == "fp32"  # the CPU never picks a lower precision by itself
+    assert resolve_precision("auto", "cpu") == "fp32"  # the suite pins DICTEMBED_CPU_PRECISION=fp32
     assert resolve_precision("bf16", "cpu") == "bf16"
     with pytest.raises(DictEmbedError, match="unknown precision"):
         resolve_precision("fp8", "cpu")
@@ -45,20 +46,33 @@ def test_device_and_precision_resolution() -> None:
         assert not torch.is_autocast_enabled("cpu")
 
 
-def test_an_amx_cpu_keeps_fp32_and_hints_bf16_once(monkeypatch, caplog) -> None:
-    from dictembed import devices
-
-    devices._hint_bf16_on_amx.cache_clear()
+def test_an_amx_cpu_computes_in_bf16_and_says_so_once(monkeypatch, caplog) -> None:
+    monkeypatch.delenv("DICTEMBED_CPU_PRECISION")
+    devices._say_bf16_on_amx.cache_clear()
     monkeypatch.setattr(devices, "cpu_has_amx", lambda: True)
     with caplog.at_level("INFO", logger="dictembed.devices"):
-        assert resolve_precision("auto", "cpu") == resolve_precision(None, "cpu") == "fp32"
-    assert [r.getMessage().count("--precision bf16") for r in caplog.records] == [1]  # said once, not per call
-    devices._hint_bf16_on_amx.cache_clear()
+        assert resolve_precision("auto", "cpu") == resolve_precision(None, "cpu") == "bf16"
+        assert resolve_precision("fp32", "cpu") == "fp32"  # an explicit choice wins
+    assert [r.getMessage().count("--precision fp32") for r in caplog.records] == [1]  # said once, not per call
+    devices._say_bf16_on_amx.cache_clear()
     monkeypatch.setattr(devices, "cpu_has_amx", lambda: False)
     caplog.clear()
     with caplog.at_level("INFO", logger="dictembed.devices"):
         assert resolve_precision("auto", "cpu") == "fp32"
     assert not caplog.records
+
+
+def test_the_cpu_precision_variable_sets_what_auto_means(monkeypatch) -> None:
+    monkeypatch.setattr(devices, "cpu_has_amx", lambda: True)
+    monkeypatch.setenv("DICTEMBED_CPU_PRECISION", "fp32")
+    assert resolve_precision("auto", "cpu") == "fp32"
+    monkeypatch.setattr(devices, "cpu_has_amx", lambda: False)
+    monkeypatch.setenv("DICTEMBED_CPU_PRECISION", "BF16")  # an AVX512_BF16 CPU without AMX, by choice
+    assert resolve_precision("auto", "cpu") == "bf16"
+    assert resolve_precision("fp32", "cpu") == "fp32"
+    monkeypatch.setenv("DICTEMBED_CPU_PRECISION", "fp8")
+    with pytest.raises(DictEmbedError, match="DICTEMBED_CPU_PRECISION='fp8': use fp32, bf16 or auto"):
+        resolve_precision("auto", "cpu")
 
 
 def test_run_config_records_the_resolved_precision_and_grad_accum() -> None:

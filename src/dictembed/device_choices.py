@@ -8,7 +8,9 @@ import os
 
 DEVICE_HELP = "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps"
 COMPUTE_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-PRECISION_HELP = "compute precision: auto (bf16 on a CUDA GPU that supports it, else fp32), fp32, bf16, fp16"
+PRECISION_HELP = (
+    "compute precision: auto (bf16 on a CUDA GPU that supports it and on a CPU with AMX, else fp32), fp32, bf16, fp16"
+)
 
 
 def is_main_process() -> bool:

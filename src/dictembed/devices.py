@@ -1,11 +1,13 @@
 """One device policy and one compute-precision policy for every command.
 
 `--device auto` (the default) is `best_device()`: CUDA, else Apple MPS, else the CPU; any
-torch device name is accepted (cpu, cuda, cuda:1, mps). `--precision auto` is bf16 on a CUDA GPU that
-supports it and fp32 elsewhere; fp32 means no autocast. Training turns the precision into accelerate's
-`mixed_precision`; inference runs the model under `torch.autocast` (`autocast`). On a CPU with Intel AMX,
-bf16 is the fast path at fp32's quality (docs/results.md), but `auto` stays fp32 there so
-that results reproduce on CPUs without it; it says so once in the log.
+torch device name is accepted (cpu, cuda, cuda:1, mps). `--precision auto` is bf16 where the hardware computes
+it natively and fast (a CUDA GPU that supports it; a CPU with Intel AMX, where bf16 encodes about 2x faster at
+fp32's STS, docs/results.md) and fp32 elsewhere; fp32 means no autocast. Training turns the precision into
+accelerate's `mixed_precision`; inference runs the model under `torch.autocast` (`autocast`). A CPU with
+AVX512_BF16 but no AMX stays fp32 (not measured end to end); `--precision fp32` reproduces fp32 figures anywhere.
+`DICTEMBED_CPU_PRECISION=fp32|bf16` sets what `auto` means on any CPU (the test suite pins fp32, so that it
+computes the same on every CPU kind).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 
 import torch
 
@@ -69,7 +72,8 @@ def loader_device(device: str | torch.device | None) -> torch.device | None:
 
 
 def resolve_precision(precision: str | None, device: str | torch.device | None) -> str:
-    """fp32, bf16 or fp16: "auto" (or None) is bf16 on a CUDA device that supports it, fp32 otherwise."""
+    """fp32, bf16 or fp16: "auto" (or None) is bf16 on a CUDA device that supports it and on a CPU with AMX,
+    fp32 otherwise."""
     precision = precision or "auto"
     if precision not in COMPUTE_PRECISIONS:
         raise DictEmbedError(f"unknown precision {precision!r}; choose from {', '.join(COMPUTE_PRECISIONS)}")
@@ -78,8 +82,24 @@ def resolve_precision(precision: str | None, device: str | torch.device | None) 
     kind = device_type(device)
     if kind == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         return "bf16"
-    if kind == "cpu" and cpu_has_amx():
-        _hint_bf16_on_amx()
+    if kind == "cpu":
+        return cpu_auto_precision()
+    return "fp32"
+
+
+CPU_PRECISION_VARIABLE = "DICTEMBED_CPU_PRECISION"
+
+
+def cpu_auto_precision() -> str:
+    """What "auto" means on the CPU: `$DICTEMBED_CPU_PRECISION` (fp32 or bf16) when set, else bf16 with AMX."""
+    chosen = os.environ.get(CPU_PRECISION_VARIABLE, "").strip().lower()
+    if chosen in ("fp32", "bf16"):
+        return chosen
+    if chosen not in ("", "auto"):
+        raise DictEmbedError(f"{CPU_PRECISION_VARIABLE}={chosen!r}: use fp32, bf16 or auto")
+    if cpu_has_amx():
+        _say_bf16_on_amx()
+        return "bf16"
     return "fp32"
 
 
@@ -93,13 +113,9 @@ def cpu_has_amx() -> bool:
 
 
 @functools.cache
-def _hint_bf16_on_amx() -> None:
-    """Say once per process that `--precision bf16` is the fast path on this CPU (fp32 stays the default: the
-    project's figures are fp32 and reproduce across CPUs with and without AMX)."""
-    log.info(
-        "this CPU has AMX: --precision bf16 encodes about 2x and trains about 1.2x faster than fp32 on such "
-        "CPUs, at the same STS (docs/results.md); fp32 stays the default"
-    )
+def _say_bf16_on_amx() -> None:
+    """Say once per process that `auto` chose bf16 on this CPU, and how to get fp32's figures instead."""
+    log.info("this CPU has AMX: computing in bf16 (about 2x faster, the same STS); --precision fp32 for fp32")
 
 
 def autocast(device: str | torch.device | None, precision: str | None) -> contextlib.AbstractContextManager:

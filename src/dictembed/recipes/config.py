@@ -83,7 +83,8 @@ class RunConfig:
     device: str = option("auto", "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps", run=False)
     precision: str = option(
         "auto",
-        "compute precision: auto (bf16 on a CUDA GPU that supports it, else fp32), fp32, bf16, fp16; saved resolved",
+        "compute precision: auto (bf16 on a CUDA GPU that supports it and on a CPU with AMX, else fp32), fp32, bf16, "
+        "fp16; saved resolved",
         choices=("auto", "fp32", "bf16", "fp16"),
     )
 
