@@ -15,7 +15,11 @@ Contestants (each one that cannot run, e.g. a package not installed, is reported
 - `openvino_fp32`, `openvino_int8`: the fused fp32 graph read by OpenVINO (`INFERENCE_PRECISION_HINT` f32, so no
   bf16 on AMX CPUs), and its `nncf.quantize` (transformer preset, the same calibration sentences), run through
   `Encoder` as well (its tokenisation, length-sorted batches and pooling; only the backbone forward differs);
-- `st_openvino`: `SentenceTransformer(backend="openvino")` (optimum-intel; it needs transformers < 5.6).
+- `st_openvino`: `SentenceTransformer(backend="openvino")` (optimum-intel; it needs transformers < 5.6);
+- on a CPU that computes bf16 natively (AMX or AVX512_BF16) two native-format contestants: `torch_bf16`, dictembed's
+  `Encoder` under bf16 autocast (what `--precision auto` runs on AMX), `openvino_bf16`, the fused fp32 graph with
+  OpenVINO's `INFERENCE_PRECISION_HINT` bf16, and `openvino_int8_bf16`, the nncf model with that hint (its
+  unquantised operations in bf16).
 Speed: `--limit` STS-B test sentences, one warm-up and `--repeats` interleaved timed encodes, the median
 sentences/s and its ratio to `st_fp32`. Quality: STS-B dev cosine Spearman x 100 (the first `--dev-pairs`
 pairs), the cosine of each contestant's vectors to `st_fp32`'s, and with `--sts-avg` the 7-task STS avg
@@ -34,15 +38,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
-from machine import finish, load_average, machine
+from machine import cpu, finish, has_fast_bf16, load_average, machine
 
 from dictembed.backends.onnx.graph import QuantizeSettings, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
+from dictembed.backends.openvino import OpenVinoBackbone
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
@@ -60,23 +64,6 @@ class Contestant:
 
     def encode(self, sentences: list[str], **_: Any) -> np.ndarray:
         return self.run(list(sentences))
-
-
-class OpenVinoBackbone:
-    """A compiled OpenVINO model called like the torch backbone (keyword tensors in, `.last_hidden_state` out);
-    `threads` = 1 so that `Encoder.encode` runs its batches one after another (OpenVINO uses its own threads)."""
-
-    threads = 1
-
-    def __init__(self, compiled: Any) -> None:
-        self.compiled = compiled
-        self.inputs = [port.get_any_name() for port in compiled.inputs]
-
-    def __call__(self, output_hidden_states: bool = False, return_dict: bool = True, **batch: Any) -> Any:
-        ids = batch["input_ids"]
-        feeds = {n: (batch[n] if n in batch else torch.zeros_like(ids)).numpy() for n in self.inputs}
-        (hidden,) = self.compiled(feeds).values()
-        return SimpleNamespace(last_hidden_state=torch.from_numpy(np.asarray(hidden)), hidden_states=None)
 
 
 def resolve(name: str) -> str:
@@ -154,20 +141,24 @@ def static_int8(fp32: Path, target: Path, feeds: list[dict], keep_ffn_out: bool)
     return target
 
 
-def openvino_encoder(model: str, graph: Path, threads: int, feeds: list[dict] | None) -> Encoder:
-    """The model's encoder running `graph` on OpenVINO (f32), `nncf.quantize`d over `feeds` if given."""
-    import openvino as ov
+def nncf_int8(backbone: OpenVinoBackbone, feeds: list[dict]) -> OpenVinoBackbone:
+    """`backbone`'s network `nncf.quantize`d over `feeds` (transformer preset), on as many threads. The network
+    object itself is quantised: a second read of the same graph file while the first is held makes nncf miss
+    nodes ("Could not find a node Gather_N in NNCFGraph")."""
+    import nncf
 
-    network = ov.Core().read_model(str(graph))
-    if feeds is not None:
-        import nncf
+    dataset = nncf.Dataset(feeds)
+    network = nncf.quantize(backbone.network, dataset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
+    return OpenVinoBackbone(network, backbone.inference_threads)
 
-        dataset = nncf.Dataset(feeds)
-        network = nncf.quantize(network, dataset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
-    config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
+
+def openvino_encoder(model: str, backbone: OpenVinoBackbone, precision: str = "f32") -> Encoder:
+    """The model's encoder running `backbone` with OpenVINO's inference precision hint `precision` (f32 or bf16,
+    which the encoder's compute precision selects), compiled now, not in the first encode."""
     encoder = Encoder.load(model, device="cpu", backend="torch").eval()
-    encoder.onnx = OpenVinoBackbone(ov.Core().compile_model(network, "CPU", config))
-    return encoder
+    backbone.compiled(precision)
+    encoder.onnx = backbone
+    return encoder.set_precision("bf16" if precision == "bf16" else "fp32")
 
 
 def contestants(path: str, scratch: Path, args: argparse.Namespace) -> tuple[dict[str, Contestant], dict[str, str]]:
@@ -182,6 +173,13 @@ def contestants(path: str, scratch: Path, args: argparse.Namespace) -> tuple[dic
 
     def of(encoder: Encoder) -> Contestant:
         return Contestant(lambda s: encoder.encode(s, batch_size=size, show_progress_bar=False))
+
+    native_bf16 = has_fast_bf16(cpu())
+    if native_bf16:
+        ready["torch_bf16"] = of(Encoder.load(path, device="cpu", backend="torch").eval().set_precision("bf16"))
+    else:
+        emulated = "this CPU emulates bf16 (no AMX, no AVX512_BF16)"
+        skipped |= dict.fromkeys(("torch_bf16", "openvino_bf16", "openvino_int8_bf16"), emulated)
 
     try:
         from dictembed.backends.onnx.export import export
@@ -205,14 +203,19 @@ def contestants(path: str, scratch: Path, args: argparse.Namespace) -> tuple[dic
             skipped[name] = f"failed ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
     try:
         import nncf  # noqa: F401
-        import openvino  # noqa: F401
+        import openvino
     except ImportError as err:
         skipped["openvino_fp32"] = skipped["openvino_int8"] = f"not installed ({err.name}): pip install openvino nncf"
     else:
-        ready["openvino_fp32"] = of(openvino_encoder(path, fp32, args.threads, None))
+        graph = OpenVinoBackbone(openvino.Core().read_model(str(fp32)), args.threads)
+        ready["openvino_fp32"] = of(openvino_encoder(path, graph))
         start = time.perf_counter()
-        ready["openvino_int8"] = of(openvino_encoder(path, fp32, args.threads, feeds))
+        quantized = nncf_int8(graph, feeds)
+        ready["openvino_int8"] = of(openvino_encoder(path, quantized))
         note(quantized="openvino_int8", seconds=round(time.perf_counter() - start, 1))
+        if native_bf16:  # the same networks, compiled with the bf16 hint
+            ready["openvino_bf16"] = of(openvino_encoder(path, graph, "bf16"))
+            ready["openvino_int8_bf16"] = of(openvino_encoder(path, quantized, "bf16"))
     try:
         config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32"}
         ov_st = SentenceTransformer(path, device="cpu", backend="openvino", model_kwargs={"ov_config": config})

@@ -26,6 +26,7 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.backends.onnx.runtime import OnnxBackbone, attach
+from dictembed.backends.openvino import attach as attach_openvino
 from dictembed.devices import autocast, best_device, resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.io import staged_dir
@@ -39,7 +40,7 @@ from dictembed.record import RunRecord
 from dictembed.tokenization import tokenize_counting_cuts
 
 log = logging.getLogger(__name__)
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("torch", "onnx", "openvino")
 
 
 class Encoder(nn.Module):
@@ -181,9 +182,11 @@ class Encoder(nn.Module):
         (`dictembed.loading.load_parts`). `pooling` overrides the saved pooling; `pooler` "model" appends the
         model's own dense pooler (`model_pooler`); `normalize` True/False adds or removes a Normalize module.
         `device` defaults to CUDA, else MPS, else the CPU. `backend` "onnx" runs the backbone with ONNX Runtime
-        on the CPU (an export's graph, else one exported now; inference only), "torch" with torch; default:
-        "onnx" for a folder written by `dictembed export --format onnx`, else "torch". An export written without
-        its fp32 weights (the default of `dictembed export`) is a one-line error: `OnnxQueryEncoder` runs it."""
+        on the CPU (an export's graph, else one exported now; inference only), "openvino" the same graph with
+        OpenVINO (fp32 graphs only; compute precision bf16 on a CPU with AMX, else fp32:
+        `dictembed.backends.openvino`), "torch" with torch; default: "onnx" for a folder written by `dictembed
+        export --format onnx`, else "torch". An export written without its fp32 weights (the default of `dictembed
+        export`) is a one-line error: `OnnxQueryEncoder` runs it."""
         if backend is not None and backend not in BACKENDS:
             raise DictEmbedError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
         model_folder = ModelFolder.open(name_or_path)
@@ -212,6 +215,8 @@ class Encoder(nn.Module):
         if normalize is False:
             encoder.post = nn.ModuleList(m for m in encoder.post if not isinstance(m, st_modules.Normalize))
         record.base_model = record.base_model or str(name_or_path)
+        if backend == "openvino":
+            return attach_openvino(encoder.to("cpu"), folder)
         if backend == "onnx" or (backend is None and model_folder.is_exported):
             return attach(encoder.to("cpu"), folder)
         return encoder.to(device or best_device())

@@ -16,6 +16,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "lexsub": (("lemminflect",), "lexical substitution and GR-BERT triplets"),
     "finetune": (("datasets",), "supervised STS-B fine-tuning"),
     "onnx": (("onnxruntime", "onnx"), "the ONNX backend"),
+    "openvino": (("openvino",), "the OpenVINO backend"),
     "mteb": (("mteb",), "MTEB evaluation"),
     "serve": (("fastapi", "uvicorn"), "the web server"),
     "zh": (("pypinyin",), "the pinyin filter"),

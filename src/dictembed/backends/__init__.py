@@ -1,1 +1,2 @@
-"""Inference backends that run an Encoder's backbone in place of torch: `onnx/` (ONNX Runtime)."""
+"""Inference backends that run an Encoder's backbone in place of torch: `onnx/` (ONNX Runtime) and `openvino.py`
+(OpenVINO, the same graph)."""

@@ -76,9 +76,10 @@ def register(subparsers: Any) -> None:
     add_batch_size(shared, 32, "sentences per forward pass")
     shared.add_argument(
         "--backend",
-        choices=["torch", "onnx"],
+        choices=["torch", "onnx", "openvino"],
         default=None,
-        help="run the backbone with torch or ONNX Runtime (CPU) (default: onnx for an exported folder, else torch)",
+        help="run the backbone with torch, ONNX Runtime (CPU) or OpenVINO (CPU; bf16 with AMX; pip install "
+        '"dictembed[openvino]") (default: onnx for an exported folder, else torch)',
     )
     output.add_argument("--output", type=array_path, required=True, help="the .npy or .npz file to write")
     add_overwrite(output, "replace an existing --output file")
@@ -100,6 +101,15 @@ def register(subparsers: Any) -> None:
         "--output", required=True, help="folder to write (the model's save, its entry space and definitions, and onnx/)"
     )
     add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")
+
+
+def backend_of(encoder: Any) -> str:
+    """What runs the encoder's backbone: "torch", "onnx" (ONNX Runtime) or "openvino"."""
+    from dictembed.backends.openvino import OpenVinoBackbone
+
+    if encoder.onnx is None:
+        return "torch"
+    return "openvino" if isinstance(encoder.onnx, OpenVinoBackbone) else "onnx"
 
 
 def encode_streamed(args: argparse.Namespace) -> Report:
@@ -128,6 +138,7 @@ def encode_streamed(args: argparse.Namespace) -> Report:
         "quantize": quantize,
         "precision": encoder.compute_precision,
         "device": str(encoder.device),
+        "backend": backend_of(encoder),
         "resumed_from": done["resumed_from"],
     }
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
@@ -177,7 +188,7 @@ def run_encode(args: argparse.Namespace) -> Report:
         "quantize": quantize,
         "precision": encoder.compute_precision,
         "device": str(encoder.device),
-        "backend": "onnx" if encoder.onnx is not None else "torch",
+        "backend": backend_of(encoder),
     }
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
 

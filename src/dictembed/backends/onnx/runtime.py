@@ -101,25 +101,33 @@ class OnnxBackbone:
         return SimpleNamespace(last_hidden_state=torch.from_numpy(hidden), hidden_states=None)
 
 
-def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
-    """Run `encoder`'s backbone forward through ONNX Runtime (on the CPU, where the encoder moves): the graph
-    exported in `folder`, or for a folder that is no export a fp32 graph exported now; `threads`: see
-    `OnnxBackbone`. Returns the encoder."""
+@contextlib.contextmanager
+def backbone_graph(encoder: Any, folder: str | Path, backend: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The ONNX graph of `encoder`'s backbone and its manifest, for the `backend` (its name, for the log) to open:
+    the graph exported in `folder`, or for a folder that is no export a fp32 graph exported now into a temporary
+    folder that is removed on exit. Moves the encoder to the CPU, where the graph runs."""
     if encoder.pooling == "first_last_avg":
         raise DictEmbedError("first_last_avg pooling needs every hidden layer; the ONNX export has the last only")
     if encoder.device.type != "cpu":
-        log.info("the ONNX backend runs on the CPU (onnxruntime's CPUExecutionProvider)")
+        log.info("the %s backend runs on the CPU", backend)
         encoder.to("cpu")
     folder = Path(folder)
     if is_exported(folder):
-        path, manifest = exported_file(folder)
-        encoder.onnx = OnnxBackbone(path, threads, manifest)
-    else:
-        require("onnx")
-        with tempfile.TemporaryDirectory() as scratch:
-            raw, path = Path(scratch) / "raw.onnx", Path(scratch) / FP32_FILE
-            names = export_backbone(encoder, raw)
-            manifest = {"file": None, "quantize": None, "inputs": names}
-            manifest["optimized"] = optimize_graph(raw, path, encoder.backbone.config)
-            encoder.onnx = OnnxBackbone(path, threads, manifest)  # the session holds the graph in memory
+        yield exported_file(folder)
+        return
+    require("onnx")
+    with tempfile.TemporaryDirectory() as scratch:
+        raw, path = Path(scratch) / "raw.onnx", Path(scratch) / FP32_FILE
+        names = export_backbone(encoder, raw)
+        manifest: dict[str, Any] = {"file": None, "quantize": None, "inputs": names}
+        manifest["optimized"] = optimize_graph(raw, path, encoder.backbone.config)
+        yield path, manifest
+
+
+def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
+    """Run `encoder`'s backbone forward through ONNX Runtime (on the CPU, where the encoder moves): the graph
+    exported in `folder`, or for a folder that is no export a fp32 graph exported now (`backbone_graph`);
+    `threads`: see `OnnxBackbone`. Returns the encoder."""
+    with backbone_graph(encoder, folder, "ONNX") as (path, manifest):
+        encoder.onnx = OnnxBackbone(path, threads, manifest)  # the session holds the graph in memory
     return encoder.eval()

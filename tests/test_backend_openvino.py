@@ -1,0 +1,186 @@
+"""The OpenVINO backend (dictembed.backends.openvino) on the tiny BERT: its vectors against torch fp32, the bf16
+precision hint, an export's graph, the refusals, the CLI, and the one-line install hint without openvino. The
+suite pins DICTEMBED_CPU_PRECISION=fp32 (conftest), so "auto" is the f32 hint on any CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from dictembed.backends.openvino import OpenVinoBackbone
+from dictembed.encoder import Encoder
+from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.extras import MissingExtraError
+
+SENTENCES = [
+    "a domesticated animal that barks",
+    "water that falls from clouds",
+    "the male ruler of a kingdom",
+    "pages bound together for reading, a written work you read at home or in a library",
+    "food",
+    "a vehicle with four wheels and an engine that you drive on roads to work every day",
+]
+INSTALL = "the OpenVINO backend needs the optional package 'openvino': pip install \"dictembed[openvino]\""
+
+
+@pytest.fixture()
+def openvino() -> Any:
+    """openvino, and the onnx extra that exports the graph it reads; the test is skipped without them."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    return pytest.importorskip("openvino")
+
+
+@pytest.fixture(scope="module")
+def exports(saved_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """fp32 and int8 exports of the tiny BERT that keep their weights (`Encoder.load` needs them)."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from dictembed.backends.onnx.export import export
+
+    root = tmp_path_factory.mktemp("openvino-exports")
+    return {
+        name: export(saved_bert, root / name, quantize=q, keep_weights=True)
+        for name, q in [("fp32", None), ("int8", "int8")]
+    }
+
+
+@pytest.fixture(scope="module")
+def reference(saved_bert: Path) -> np.ndarray:
+    """The torch fp32 vectors of SENTENCES."""
+    return np.asarray(Encoder.load(saved_bert, device="cpu", backend="torch").encode(SENTENCES, batch_size=4))
+
+
+def backbone_of(encoder: Encoder) -> OpenVinoBackbone:
+    """The encoder's backbone, which must be OpenVINO's."""
+    assert isinstance(encoder.onnx, OpenVinoBackbone), type(encoder.onnx)
+    return encoder.onnx
+
+
+def hint_of(compiled: Any) -> str:
+    """The INFERENCE_PRECISION_HINT a compiled model runs with: "f32" or "bf16"."""
+    return str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
+
+
+def test_plain_folder_matches_torch_fp32(openvino: Any, saved_bert: Path, reference: np.ndarray) -> None:
+    """A folder that is no export: its fp32 graph is exported now and compiled with the f32 hint."""
+    encoder = Encoder.load(saved_bert, backend="openvino")
+    backbone = backbone_of(encoder)
+    assert encoder.compute_precision == "fp32"
+    assert list(backbone.models) == ["f32"] and hint_of(backbone.models["f32"]) == "f32"
+    vectors = encoder.encode(SENTENCES, batch_size=4)
+    assert vectors.shape == reference.shape
+    np.testing.assert_allclose(vectors, reference, atol=1e-4)
+    np.testing.assert_allclose(encoder.encode(SENTENCES[3]), reference[3], atol=1e-4)  # a batch of one
+    assert list(backbone.models) == ["f32"]
+
+
+def test_export_graph_is_its_own_backend(
+    openvino: Any, exports: dict[str, Path], reference: np.ndarray, toy_dictionary: Any
+) -> None:
+    """An export's fp32 graph on OpenVINO: torch's vectors, and a cache key and MTEB name of its own (not ONNX
+    Runtime's, which runs the same graph)."""
+    from dictembed.cache import cache_key
+    from dictembed.evaluation.mteb import MtebEncoder
+
+    encoder = Encoder.load(exports["fp32"], backend="openvino")
+    np.testing.assert_allclose(encoder.encode(SENTENCES, batch_size=4), reference, atol=1e-4)
+    onnx = Encoder.load(exports["fp32"])
+    assert onnx.onnx is not None and not isinstance(onnx.onnx, OpenVinoBackbone)
+    assert cache_key(encoder, toy_dictionary, "amp", False) != cache_key(onnx, toy_dictionary, "amp", False)
+    backend = MtebEncoder(encoder).mteb_model_meta.experiment_kwargs["backend"]
+    assert backend.startswith("openvino-fp32-") and backend != onnx.onnx.identity
+
+
+def test_bf16_hint(openvino: Any, exports: dict[str, Path], reference: np.ndarray, monkeypatch) -> None:
+    """DICTEMBED_CPU_PRECISION=bf16: the bf16 hint and compute precision, vectors close to fp32; `set_precision`
+    fp32 then runs the f32-hinted model, with fp32's vectors."""
+    from dictembed.devices import cpu_has_amx
+
+    monkeypatch.setenv("DICTEMBED_CPU_PRECISION", "bf16")
+    encoder = Encoder.load(exports["fp32"], backend="openvino")
+    models = backbone_of(encoder).models
+    assert encoder.compute_precision == "bf16" and list(models) == ["bf16"]
+    if cpu_has_amx():  # elsewhere OpenVINO may fall back to f32 (no native bf16): the hint asked is checked above
+        assert hint_of(models["bf16"]) == "bf16"
+    vectors = encoder.encode(SENTENCES, batch_size=4)
+    cosine = (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
+    assert cosine.min() > 0.99, cosine
+    assert list(models) == ["bf16"]
+
+    encoder.set_precision("fp32")
+    np.testing.assert_allclose(encoder.encode(SENTENCES, batch_size=4), reference, atol=1e-4)
+    assert sorted(models) == ["bf16", "f32"] and hint_of(models["f32"]) == "f32"
+
+
+def test_int8_export(openvino: Any, exports: dict[str, Path], reference: np.ndarray) -> None:
+    """onnxruntime's int8 graph (com.microsoft.QAttention): a one-line error naming the folder while OpenVINO
+    cannot convert it; should a version read it, its vectors must be int8's, close to fp32."""
+    try:
+        encoder = Encoder.load(exports["int8"], backend="openvino")
+    except ModelLoadError as err:
+        message = str(err)
+        assert str(exports["int8"]) in message and "backend='onnx'" in message and "\n" not in message
+    else:
+        vectors = encoder.encode(SENTENCES, batch_size=4)
+        cosine = (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
+        assert cosine.min() > 0.95, cosine
+
+
+def test_inference_only_and_thread_count(openvino: Any, exports: dict[str, Path]) -> None:
+    from dictembed.backends.openvino import attach
+
+    encoder = Encoder.load(exports["fp32"], backend="openvino")
+    batch = encoder.tokenize(SENTENCES[:2])
+    with pytest.raises(DictEmbedError, match="inference only.*backend='torch'"):
+        encoder(batch)  # a forward with gradients: training
+    with torch.no_grad():
+        assert encoder(batch).shape == (2, encoder.dim)
+    backbone = backbone_of(encoder)
+    assert backbone.threads == 1  # `Encoder.encode` runs the batches one after another
+    assert backbone.models["f32"].get_property("INFERENCE_NUM_THREADS") == backbone.inference_threads >= 1
+    with pytest.raises(DictEmbedError, match="threads must be at least 1"):
+        attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=0)
+
+
+def test_missing_openvino_is_the_one_line_extra_message(saved_bert: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino -> ImportError
+    with pytest.raises(MissingExtraError) as raised:
+        Encoder.load(saved_bert, backend="openvino")
+    assert str(raised.value) == INSTALL
+
+
+def test_cli_missing_openvino(saved_bert: Path, tmp_path: Path, capsys, monkeypatch, restore_log_level) -> None:
+    from conftest import cli_refuses
+
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    text = tmp_path / "in.txt"
+    text.write_text("a sentence\n")
+    argv = ["encode", "--model", str(saved_bert), "--input", str(text), "--output", str(tmp_path / "x.npz")]
+    cli_refuses(capsys, [*argv, "--backend", "openvino"], INSTALL)
+
+
+def test_cli_encode_writes_the_api_vectors(
+    openvino: Any, exports: dict[str, Path], tmp_path: Path, capsys, restore_log_level
+) -> None:
+    """`encode --backend openvino`: the vectors of `Encoder.load(backend="openvino").encode`, in memory (.npz) and
+    streamed (.npy), and "backend": "openvino" in the report."""
+    from dictembed.cli import main
+
+    model = exports["fp32"]
+    expected = Encoder.load(model, backend="openvino").encode(SENTENCES)
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(SENTENCES) + "\n")
+    for target in (tmp_path / "out.npz", tmp_path / "out.npy"):
+        argv = ["encode", "--model", str(model), "--input", str(text), "--output", str(target), "--json", "-q"]
+        assert main([*argv, "--backend", "openvino"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert (report["backend"], report["precision"], report["device"]) == ("openvino", "fp32", "cpu")
+        vectors = np.load(target)["embeddings"] if target.suffix == ".npz" else np.load(target)
+        np.testing.assert_allclose(vectors, expected, atol=1e-6)
