@@ -79,11 +79,12 @@ def main() -> None:
     parser.add_argument("--split", choices=DESCRIPTION_SPLITS, default="test")
     parser.add_argument("--vocabulary", type=int, default=66_421, help="the N most frequent single-word headwords")
     parser.add_argument("--depth", type=int, default=1000, help="results searched for a gold word")
+    parser.add_argument("--precision", default="fp32", help="the query encoder's compute precision (default: fp32)")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = parser.parse_args()
 
     pairs = load_description_pairs(args.data, split=args.split)
-    rd = ReverseDictionary.load(args.model).prepare()
+    rd = ReverseDictionary.load(args.model, precision=args.precision).prepare()
     single = [w for w in rd.space.words if " " not in w and "_" not in w]
     zipf = zipf_frequencies(single, "en")
     ranked = sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))
@@ -106,7 +107,10 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(
-            json.dumps({"model": args.model, "split": args.split, "floor": floor, "table": table}, indent=1)
+            json.dumps(
+                {"model": args.model, "split": args.split, "precision": args.precision, "floor": floor, "table": table},
+                indent=1,
+            )
         )
 
 

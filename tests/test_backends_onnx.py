@@ -93,6 +93,15 @@ def test_backend_onnx_on_a_plain_model(st_model: Path) -> None:
     np.testing.assert_allclose(encoder.encode(SENTENCES, batch_size=3), _torch_vectors(st_model), atol=1e-3)
 
 
+def test_auto_precision_is_fp32_on_onnx_runtime(exports: dict[str, Path], monkeypatch) -> None:
+    """ONNX Runtime computes its graph's precision: "auto" stays fp32 there even where it means bf16 (AMX)."""
+    monkeypatch.setenv("DICTEMBED_CPU_PRECISION", "bf16")
+    encoder = Encoder.load(exports["int8"])
+    assert encoder.set_precision("auto").compute_precision == "fp32"
+    assert encoder.set_precision("bf16").compute_precision == "bf16"  # an explicit choice is kept
+    assert Encoder.load(exports["int8"], backend="torch").set_precision("auto").compute_precision == "bf16"
+
+
 def test_torch_backend_still_loads_an_export(st_model: Path, exports: dict[str, Path]) -> None:
     encoder = Encoder.load(exports["int8"], backend="torch")
     assert encoder.onnx is None

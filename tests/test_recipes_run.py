@@ -20,6 +20,7 @@ from dictembed.model_folder import LEGACY_RECORD_NAME, RECORD_NAME, read_record
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples
 from dictembed.recipes.config import RunConfig
 from dictembed.recipes.registry import RECIPES, get_recipe
+from dictembed.recipes.resolve import resolve_train_config
 from dictembed.recipes.run import Recipe, train
 from dictembed.training import Trainer, TrainSettings
 
@@ -117,6 +118,20 @@ def test_a_run_reruns_from_its_saved_configuration(bert_path, toy_tsv, tmp_path,
     sentences = ["a pet that barks", "water from the sky"]
     expected = Encoder.load(str(out), device="cpu").encode(sentences)
     assert (Encoder.load(str(tmp_path / "again"), device="cpu").encode(sentences) == expected).all()
+
+
+def test_a_rerun_resolves_the_precision_on_its_own_machine(bert_path, toy_tsv, tmp_path) -> None:
+    """A folder trained where "auto" meant bf16 (a CPU with AMX) records bf16; a rerun of its configuration
+    resolves "auto" again here instead of computing in (possibly emulated) bf16, unless told."""
+    out = train(_config(bert_path, toy_tsv, tmp_path / "first", seeds=[3]))
+    record = json.loads((out / RECORD_NAME).read_text())
+    record["config"]["precision"] = "bf16"
+    (out / RECORD_NAME).write_text(json.dumps(record))
+    given = {"model": str(bert_path), "dictionary": toy_tsv}
+    rerun = resolve_train_config(None, "best", given, output=str(tmp_path / "again"), saved=out)
+    assert rerun.config.precision == "fp32"  # the suite's CPU "auto"
+    told = resolve_train_config(None, "best", given | {"precision": "bf16"}, output=str(tmp_path / "b"), saved=out)
+    assert told.config.precision == "bf16" and told.config.seeds == [3]
 
 
 # ------------------------------------------------------------------------------ checkpoints

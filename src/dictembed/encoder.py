@@ -154,7 +154,10 @@ class Encoder(nn.Module):
 
     def set_precision(self, precision: str | None = "auto") -> Encoder:
         """Set the compute precision of inference (`autocast`): fp32, bf16, fp16, or "auto" (bf16 on a CUDA
-        GPU that supports it, else fp32), resolved for the device the encoder is on now. Returns self."""
+        GPU that supports it and on a CPU with AMX, else fp32), resolved for the device the encoder is on now;
+        "auto" is fp32 on an ONNX Runtime backbone, which computes its graph's precision. Returns self."""
+        if isinstance(self.onnx, OnnxBackbone) and (precision or "auto") == "auto":
+            precision = "fp32"
         self.compute_precision = resolve_precision(precision, self.device)
         return self
 

@@ -20,8 +20,9 @@ from dictembed.record import RunRecord, file_sha256
 log = logging.getLogger(__name__)
 
 # Settings a saved configuration does not carry over to a rerun: where and how this run writes, and the
-# device and entry-space cache, which are this machine's choice.
-NOT_REUSED = ("output", "resume", "overwrite", "preset", "device", "cache_dir")
+# device, compute precision (saved resolved: bf16 from a CPU with AMX would be emulated, slowly, on one without;
+# "auto" resolves again, `--precision` still sets it) and entry-space cache, which are this machine's choice.
+NOT_REUSED = ("output", "resume", "overwrite", "preset", "device", "precision", "cache_dir")
 # Model names of the e5 family (intfloat/e5-*, multilingual-e5-small, a folder named after one), which were
 # contrastively trained at temperature 0.01: cosine entry logits want that temperature (docs/methods.md).
 E5_NAME = re.compile(r"(^|[/_.-])e5([/_.-]|$)", re.IGNORECASE)
