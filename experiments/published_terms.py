@@ -24,7 +24,7 @@ from lemminflect import getAllLemmas
 
 from dictembed.evaluation.descriptions import DESCRIPTION_SPLITS, load_description_pairs
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import Filters
+from dictembed.search_options import HEADWORD_WEIGHT, Filters, Ranking
 from dictembed.word_frequency import zipf_frequencies
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
@@ -80,11 +80,13 @@ def main() -> None:
     parser.add_argument("--vocabulary", type=int, default=66_421, help="the N most frequent single-word headwords")
     parser.add_argument("--depth", type=int, default=1000, help="results searched for a gold word")
     parser.add_argument("--precision", default="fp32", help="the query encoder's compute precision (default: fp32)")
+    parser.add_argument("--headword-weight", type=float, default=HEADWORD_WEIGHT, help="the headword term's weight")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = parser.parse_args()
 
     pairs = load_description_pairs(args.data, split=args.split)
-    rd = ReverseDictionary.load(args.model, precision=args.precision).prepare()
+    ranking = Ranking(headword_weight=args.headword_weight)
+    rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=ranking).prepare()
     single = [w for w in rd.space.words if " " not in w and "_" not in w]
     zipf = zipf_frequencies(single, "en")
     ranked = sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))
@@ -108,7 +110,8 @@ def main() -> None:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"model": args.model, "split": args.split, "precision": args.precision, "floor": floor, "table": table},
+                {"model": args.model, "split": args.split, "precision": args.precision}
+                | {"headword_weight": args.headword_weight, "floor": floor, "table": table},
                 indent=1,
             )
         )
