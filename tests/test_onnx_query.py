@@ -433,3 +433,18 @@ def test_serve_on_the_int8_export(served_export: tuple[Path, Path]) -> None:
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
         expected = OnnxQueryEncoder.open(exported).encode(["a dog barks", "rain"], normalize_embeddings=True)
         np.testing.assert_allclose(vectors, expected, atol=1e-6)
+
+
+def test_the_fp32_export_ranks_as_its_folder(served_model: Path, tmp_path: Path) -> None:
+    """The quality tier's serving path: an fp32 export answers with its folder's results and scores (the headword
+    term included), through ONNX Runtime alone."""
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    exported = export(served_model, tmp_path / "fp32")
+    folder, fast = ReverseDictionary.load(served_model), ReverseDictionary.load(exported)
+    assert isinstance(fast.encoder, OnnxQueryEncoder) and not isinstance(folder.encoder, OnnxQueryEncoder)
+    assert "+headword" in folder.score_kind and fast.score_kind == folder.score_kind
+    for query in ("a pet that barks", "water that falls from clouds", "something you sit on"):
+        expected, found = folder.search(query, k=5), fast.search(query, k=5)
+        assert [r.words for r in found] == [r.words for r in expected], query
+        np.testing.assert_allclose([r.score for r in found], [r.score for r in expected], atol=1e-4)
