@@ -271,6 +271,17 @@ def cli_succeeds(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[s
     return captured.out, captured.err
 
 
+# Sentences of several lengths that the backend tests encode on every backend.
+BACKEND_SENTENCES = [
+    "a domesticated animal that barks",
+    "water that falls from clouds",
+    "the male ruler of a kingdom",
+    "pages bound together for reading, a written work you read at home or in a library",
+    "food",
+    "a vehicle with four wheels and an engine that you drive on roads to work every day",
+]
+
+
 def dictionary_of(name: str, senses: dict[str, list[str]], pos: str | None = None) -> Dictionary:
     """A dictionary of each word's definitions, in order, all of part of speech `pos`."""
     from dictembed.dictionary.core import Dictionary

@@ -12,20 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import BACKEND_SENTENCES
 
 from dictembed.backends.openvino import OpenVinoBackbone
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.extras import MissingExtraError
 
-SENTENCES = [
-    "a domesticated animal that barks",
-    "water that falls from clouds",
-    "the male ruler of a kingdom",
-    "pages bound together for reading, a written work you read at home or in a library",
-    "food",
-    "a vehicle with four wheels and an engine that you drive on roads to work every day",
-]
+SENTENCES = BACKEND_SENTENCES
 INSTALL = "the OpenVINO backend needs the optional package 'openvino': pip install \"dictembed[openvino]\""
 
 

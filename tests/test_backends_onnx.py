@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import BACKEND_SENTENCES
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -24,14 +25,7 @@ from dictembed.encoder import Encoder  # noqa: E402
 from dictembed.errors import DictEmbedError, ModelLoadError  # noqa: E402
 from dictembed.evaluation.mteb import MtebEncoder  # noqa: E402
 
-SENTENCES = [
-    "a domesticated animal that barks",
-    "water that falls from clouds",
-    "the male ruler of a kingdom",
-    "pages bound together for reading, a written work you read at home or in a library",
-    "food",
-    "a vehicle with four wheels and an engine that you drive on roads to work every day",
-]
+SENTENCES = BACKEND_SENTENCES
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import BACKEND_SENTENCES
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -30,15 +31,7 @@ from dictembed.encoder import Encoder  # noqa: E402
 from dictembed.errors import ModelLoadError  # noqa: E402
 from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, WEIGHTS_FILE, read_record  # noqa: E402
 
-SENTENCES = [
-    "a domesticated animal that barks",
-    "water that falls from clouds",
-    "the male ruler of a kingdom",
-    "pages bound together for reading, a written work you read at home or in a library",
-    "food",
-    "a vehicle with four wheels and an engine that you drive on roads to work every day",
-    "to move fast on foot",
-]
+SENTENCES = [*BACKEND_SENTENCES, "to move fast on foot"]
 MANY = [f"{s}, number {i}" + " word" * (3 * (i % 30)) for i, s in enumerate(SENTENCES * 9)]  # some over 64 tokens
 QUERY_LOG = "dictembed.backends.onnx.query"
 TRUNCATED = "{} of {} sentences were longer than 64 tokens and were truncated"
