@@ -137,12 +137,12 @@ def test_defsent_plus_runs_share_the_cache_in_dictembed_cache(bert_path, toy_dic
     assert len(spaces) == 1 and spaces[0].path.parent == cache_dir
     assert not (tmp_path / "one-runs" / "cache").exists()  # no more per-output caches
     built = []
-    real = entry_vectors._computed_tensors
-    entry_vectors._computed_tensors = lambda *a: built.append(a) or real(*a)
+    real = entry_vectors.definition_tensors
+    entry_vectors.definition_tensors = lambda *a: built.append(a) or real(*a)
     try:
         train(RunConfig.create("defsent-plus", output=str(tmp_path / "two"), **options))
     finally:
-        entry_vectors._computed_tensors = real
+        entry_vectors.definition_tensors = real
     assert built == [] and len(cache.list_cache()) == 1  # the second run never rebuilt
     # --cache-dir still overrides
     train(RunConfig.create("defsent-plus", output=str(tmp_path / "three"), cache_dir=str(tmp_path / "own"), **options))

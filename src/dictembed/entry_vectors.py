@@ -42,8 +42,18 @@ def space_tensors(
     With `cache_dir` they are cached there, keyed by `cache.cache_key`; concurrent builds of one space are
     serialised by a file lock, and the definitions are encoded in parts kept beside the cache entry until it is
     written, so that an interrupted build resumes from its last part (`encode_in_parts`)."""
+
+    def computed(parts: Path | None) -> dict[str, torch.Tensor]:
+        """The tensors computed (no cache lookup of their own); `parts`: where to keep the encoded definitions
+        until the space is cached."""
+        if ica:  # the ICA space transforms the plain one, which is itself cached
+            plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size)["matrix"]
+            matrix = ica_transform(plain.double().numpy())
+            return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
+        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts)
+
     if cache_dir is None:
-        return _computed_tensors(encoder, dictionary, counts, entries, ica, None, batch_size, None)
+        return computed(None)
     source = {
         "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
         "base_model": encoder.base_model,
@@ -54,31 +64,8 @@ def space_tensors(
         "definitions": int(counts.sum()),
         "precision": encoder.compute_precision,
     }
-    return cached_tensors(
-        space_path(cache_key(encoder, dictionary, entries, ica), cache_dir),
-        lambda parts: _computed_tensors(encoder, dictionary, counts, entries, ica, cache_dir, batch_size, parts),
-        source,
-        needs=() if ica else ("definitions",),
-    )
-
-
-def _computed_tensors(
-    encoder: Encoder,
-    dictionary: Dictionary,
-    counts: np.ndarray,
-    entries: Literal["ac", "amp"],
-    ica: bool,
-    cache_dir: str | Path | None,
-    batch_size: int,
-    parts: Path | None,
-) -> dict[str, torch.Tensor]:
-    """The tensors of `space_tensors`, computed (no cache lookup of their own); `parts`: where to keep the encoded
-    definitions until the space is cached."""
-    if ica:  # the ICA space transforms the plain one, which is itself cached
-        plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size)["matrix"]
-        matrix = ica_transform(plain.double().numpy())
-        return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
-    return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts)
+    path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
+    return cached_tensors(path, computed, source, needs=() if ica else ("definitions",))
 
 
 def definition_tensors(
