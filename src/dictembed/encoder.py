@@ -26,6 +26,7 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dictembed.backends.onnx.runtime import OnnxBackbone, attach
+from dictembed.backends.openvino import OpenVinoBackbone
 from dictembed.backends.openvino import attach as attach_openvino
 from dictembed.devices import autocast, best_device, resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
@@ -156,10 +157,17 @@ class Encoder(nn.Module):
         """Set the compute precision of inference (`autocast`): fp32, bf16, fp16, or "auto" (bf16 on a CUDA
         GPU that supports it and on a CPU with AMX, else fp32), resolved for the device the encoder is on now;
         "auto" is fp32 on an ONNX Runtime backbone, which computes its graph's precision. Returns self."""
-        if isinstance(self.onnx, OnnxBackbone) and (precision or "auto") == "auto":
+        if self.backend == "onnx" and (precision or "auto") == "auto":
             precision = "fp32"
         self.compute_precision = resolve_precision(precision, self.device)
         return self
+
+    @property
+    def backend(self) -> str:
+        """What runs the backbone: "torch", "onnx" (ONNX Runtime) or "openvino" (`BACKENDS`)."""
+        if self.onnx is None:
+            return "torch"
+        return "openvino" if isinstance(self.onnx, OpenVinoBackbone) else "onnx"
 
     def autocast(self) -> Any:
         """A context manager that runs the encoder's forward passes in its compute precision on its device

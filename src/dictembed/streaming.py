@@ -116,13 +116,12 @@ def model_identity(encoder: Any) -> dict[str, Any]:
     vectors for fixed probe sentences (not of its weights: parts it never uses, such as a BERT pooler that a
     masked-LM checkpoint lacks, are drawn anew at each load). Any doubt only makes a run start over."""
     probes = encoder.encode(PROBES, batch_size=len(PROBES), show_progress_bar=False)
-    backend = "onnx" if getattr(encoder, "onnx", None) is not None else "torch"
     return {
         "name": str(getattr(encoder.backbone, "name_or_path", "") or ""),
         "probe_sha1": hashlib.sha1(np.ascontiguousarray(probes, dtype=np.float32).tobytes()).hexdigest(),
         **encoder.config,
         "precision": encoder.compute_precision,
-        "backend": backend,
+        "backend": encoder.backend,
     }
 
 

@@ -103,15 +103,6 @@ def register(subparsers: Any) -> None:
     add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")
 
 
-def backend_of(encoder: Any) -> str:
-    """What runs the encoder's backbone: "torch", "onnx" (ONNX Runtime) or "openvino"."""
-    from dictembed.backends.openvino import OpenVinoBackbone
-
-    if encoder.onnx is None:
-        return "torch"
-    return "openvino" if isinstance(encoder.onnx, OpenVinoBackbone) else "onnx"
-
-
 def encode_streamed(args: argparse.Namespace) -> Report:
     """`encode` to .npy: chunk by chunk into a memory map, resumable after a kill (`dictembed.streaming`)."""
     from dictembed.streaming import encode_to_npy
@@ -138,7 +129,7 @@ def encode_streamed(args: argparse.Namespace) -> Report:
         "quantize": quantize,
         "precision": encoder.compute_precision,
         "device": str(encoder.device),
-        "backend": backend_of(encoder),
+        "backend": encoder.backend,
         "resumed_from": done["resumed_from"],
     }
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
@@ -188,7 +179,7 @@ def run_encode(args: argparse.Namespace) -> Report:
         "quantize": quantize,
         "precision": encoder.compute_precision,
         "device": str(encoder.device),
-        "backend": backend_of(encoder),
+        "backend": encoder.backend,
     }
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
 
