@@ -17,6 +17,7 @@ import pytest
 if TYPE_CHECKING:
     from dictembed.dictionary.core import Dictionary
     from dictembed.encoder import Encoder
+    from dictembed.reverse_dictionary import ReverseDictionary
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -280,6 +281,34 @@ BACKEND_SENTENCES = [
     "food",
     "a vehicle with four wheels and an engine that you drive on roads to work every day",
 ]
+
+
+def predict_in_a_process(model: Path, query: str, k: int = 3) -> tuple[list[list[str]], list[str]]:
+    """`dictembed predict --json` of `query` in a fresh Python: each result's words, and which of torch,
+    transformers and sentence_transformers it imported."""
+    import json
+    import subprocess
+
+    code = (
+        "import json, sys\n"
+        "from dictembed.cli import main\n"
+        f"assert main(['predict', '--model', {str(model)!r}, {query!r}, '--top-k', '{k}', '--json']) == 0\n"
+        "print(json.dumps([m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    return [row["words"] for row in json.loads("\n".join(out[:-1]))], json.loads(out[-1])
+
+
+def torch_reverse_dictionary(path: Path) -> ReverseDictionary:
+    """The folder searched with its torch weights (what `ReverseDictionary.load` ran before query graphs)."""
+    from dictembed.encoder import Encoder
+    from dictembed.model_folder import ModelFolder
+    from dictembed.reverse_dictionary import ReverseDictionary, saved_space  # noqa: F811
+
+    folder = ModelFolder.open(path)
+    source = folder.dictionary()
+    space, index = saved_space(folder, source)
+    return ReverseDictionary(Encoder.load(path, device="cpu"), space, source, folder.name, index=index)
 
 
 def dictionary_of(name: str, senses: dict[str, list[str]], pos: str | None = None) -> Dictionary:

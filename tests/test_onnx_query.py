@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import BACKEND_SENTENCES
+from conftest import BACKEND_SENTENCES, predict_in_a_process, torch_reverse_dictionary
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -400,15 +400,7 @@ def test_predict_on_the_int8_export_answers_without_torch(served_export: tuple[P
     rd = ReverseDictionary.load(exported)
     assert isinstance(rd.encoder, OnnxQueryEncoder)
     expected = [r.words for r in rd.search("a pet that barks", k=3)]
-    code = (
-        "import json, sys\n"
-        "from dictembed.cli import main\n"
-        f"assert main(['predict', '--model', {str(exported)!r}, 'a pet that barks', '--top-k', '3', '--json']) == 0\n"
-        "print(json.dumps([m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert [row["words"] for row in json.loads("\n".join(out[:-1]))] == expected
-    assert json.loads(out[-1]) == []
+    assert predict_in_a_process(exported, "a pet that barks") == (expected, [])
 
 
 def test_serve_on_the_int8_export(served_export: tuple[Path, Path]) -> None:
@@ -434,7 +426,7 @@ def test_the_fp32_export_ranks_as_its_folder(served_model: Path, tmp_path: Path)
     from dictembed.reverse_dictionary import ReverseDictionary
 
     exported = export(served_model, tmp_path / "fp32")
-    folder, fast = ReverseDictionary.load(served_model), ReverseDictionary.load(exported)
+    folder, fast = torch_reverse_dictionary(served_model), ReverseDictionary.load(exported)
     assert isinstance(fast.encoder, OnnxQueryEncoder) and not isinstance(folder.encoder, OnnxQueryEncoder)
     assert "+headword" in folder.score_kind and fast.score_kind == folder.score_kind
     for query in ("a pet that barks", "water that falls from clouds", "something you sit on"):

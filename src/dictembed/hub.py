@@ -3,7 +3,8 @@
 That is `dictembed.json`, the sentence-transformers files (`modules.json`, `1_Pooling/`, a `Dense` pooler),
 the weights and tokenizer, `entry_space/` and the `README.md` model card. Left out, each named with its reason
 (`UploadPlan.left_out`): hidden files and folders (`.env`, `.git/`, which also covers the Hub's own ignore
-patterns), staging leftovers of an interrupted save (`*.partial`), links that lead outside the folder or to
+patterns), staging leftovers of an interrupted save (`*.partial`), a trained folder's query graph (`onnx/` with
+`query.json`: loading from the Hub leaves `onnx/` out), links that lead outside the folder or to
 nothing, what is not a plain file (a pipe, a socket), a folder that cannot be read, and files that look like
 credentials (`dictembed.credentials`: `id_rsa`, `*.pem`, `credentials.json`, a private-key header), which
 `include_secrets` sends. A folder whose weights would not be sent is an error. A dry run lists the same files
@@ -23,7 +24,7 @@ from typing import NamedTuple
 from dictembed.credentials import credential
 from dictembed.errors import DictEmbedError
 from dictembed.io import STAGING_SUFFIX, is_regular_file
-from dictembed.model_folder import WEIGHTS_FILE
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, WEIGHTS_FILE
 
 log = logging.getLogger(__name__)
 REQUIRED_FILES = ("modules.json", "config.json")
@@ -88,6 +89,8 @@ def _folder_left_out(folder: Path, relative: str, root: Path) -> LeftOut | None:
         return LeftOut(relative, f"a hidden folder ({_file_count(folder)})")
     if STAGING_SUFFIX in folder.name:
         return LeftOut(relative, f"a staging leftover of an interrupted save ({_file_count(folder)})")
+    if relative == ONNX_DIR and (folder / QUERY_MANIFEST).is_file() and not (folder / ONNX_MANIFEST).is_file():
+        return LeftOut(relative, "the query graph: loading from the Hub leaves it out (write_query_graph remakes it)")
     return None
 
 

@@ -30,7 +30,7 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.errors import ModelLoadError
 from dictembed.io import staged_dir, with_umask
 from dictembed.loading import load_pretrained
-from dictembed.model_folder import resolve_model
+from dictembed.model_folder import ONNX_DIR, resolve_model
 from dictembed.objectives.mlm import Masker, load_masked_lm, mlm_head_module
 from dictembed.training import Trainer, TrainSettings
 
@@ -206,7 +206,8 @@ def write_masked_lm(model: str, mlm: PreTrainedModel, output: str | Path) -> Pat
     state = masked_lm_state(backbone, mlm)
     output = Path(output)
     with staged_dir(output) as staging:
-        shutil.copytree(source, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", *WEIGHT_FILES))
+        ignored = shutil.ignore_patterns(".git", ONNX_DIR, *WEIGHT_FILES)  # a query graph is of the source's weights
+        shutil.copytree(source, staging, dirs_exist_ok=True, ignore=ignored)
         for shard in staging.glob("model-*-of-*.safetensors"):
             shard.unlink()
         save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})

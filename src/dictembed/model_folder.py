@@ -8,7 +8,8 @@ A model folder is a sentence-transformers folder plus dictembed's own files:
     definitions.jsonl       the definitions of the model's dictionary, so that it serves them from anywhere
     search_index/           what a search reads, ready to map: entry groups, the coarse index, the definitions
                             of each entry (`dictembed.search_index`); rebuilt from the two above when missing
-    onnx/                   an ONNX export (export.json lists it; `dictembed.backends.onnx`)
+    onnx/                   an ONNX export (export.json lists it; `dictembed.backends.onnx`), or in a trained folder
+                            its query graph (query.json lists it: `write_query_graph`)
     README.md               the model card (`dictembed.model_card`)
 
 Nothing in the folder is trusted to point elsewhere: a file that is a link leading outside the folder is refused
@@ -43,6 +44,11 @@ DEFINITIONS_FILE = "definitions.jsonl"
 SEARCH_DIR = "search_index"
 ONNX_DIR = "onnx"
 ONNX_MANIFEST = "export.json"
+# A trained folder's own fp32 query graph beside its weights, which `predict` and `serve` run without torch; its
+# manifest marks no export, so `Encoder.load` still runs the weights; not model.onnx, the file sentence-transformers
+# and optimum would run unchecked
+QUERY_MANIFEST = "query.json"
+QUERY_FILE = "query.onnx"
 CARD_FILE = "README.md"
 WEIGHTS_FILE = "model.safetensors"
 DEFAULT_DICTIONARY = "wordnet"  # what a run trains on unless told otherwise, and what an untrained model uses

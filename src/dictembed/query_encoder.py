@@ -1,5 +1,6 @@
 """The encoder a reverse dictionary queries with: what a search and a server need of it (`QueryEncoder`), which one
-a model folder gets (`exported_query_encoder`: ONNX Runtime alone for an export, else the torch `Encoder`), its
+a model folder gets (`exported_query_encoder`: ONNX Runtime alone for an export or a folder with its query graph,
+else the torch `Encoder`), its
 vectors as rows for the search (`as_rows`), and the BLAS threads a search may use beside it (`search_threads`)."""
 
 from __future__ import annotations
@@ -7,13 +8,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
+import platform
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from dictembed.model_folder import ModelFolder
+from dictembed.model_folder import ONNX_DIR, QUERY_MANIFEST, ModelFolder
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +49,34 @@ class QueryEncoder(Protocol):
     def count_tokens(self, sentences: Sequence[str]) -> list[int]: ...
 
 
+def accelerator_present() -> bool:
+    """Whether this machine shows a GPU that device "auto" would choose (an NVIDIA or AMD device file, Apple
+    silicon), found without importing torch."""
+    nvidia = Path("/dev/nvidiactl").exists() and os.environ.get("CUDA_VISIBLE_DEVICES") not in ("", "-1")
+    return nvidia or Path("/dev/kfd").exists() or (sys.platform == "darwin" and platform.machine() == "arm64")
+
+
 def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | None) -> QueryEncoder | None:
-    """The ONNX Runtime encoder of an exported folder, torch never imported (None: no export, another device or
-    precision asked for, or a model the ONNX path cannot run: the torch `Encoder` then runs the folder's graph)."""
-    on_cpu = str(device or "auto") in ("auto", "cpu") and (precision or "auto") in ("auto", "fp32")
-    if not folder.is_exported or not on_cpu:
+    """The ONNX Runtime encoder of an exported folder (on the CPU, or device "auto"), or of a trained folder's query
+    graph (on the CPU, or "auto" where no GPU shows), torch never imported. None: neither, another device or a
+    precision other than auto or fp32 asked for, or a model the ONNX path cannot run: the torch `Encoder` then runs
+    the folder's graph or weights."""
+    device = str(device or "auto")
+    if (precision or "auto") not in ("auto", "fp32") or device not in ("auto", "cpu"):
+        return None
+    graph = folder.has(ONNX_DIR, QUERY_MANIFEST) and (device == "cpu" or not accelerator_present())
+    if not (folder.is_exported or graph):
         return None
     try:
         from dictembed.backends.onnx.query import OnnxQueryEncoder
     except ImportError:  # onnxruntime not installed: the torch Encoder says what to install
         return None
-    if (reason := OnnxQueryEncoder.unsupported(folder.path)) is not None:
+    if (reason := OnnxQueryEncoder.unsupported(folder)) is not None:
         log.debug("%s: the torch encoder runs the export (%s)", folder.path, reason)
         return None
-    return cast(QueryEncoder, OnnxQueryEncoder.open(folder.path))
+    encoder = OnnxQueryEncoder.open(folder)
+    log.debug("%s: queries encoded by ONNX Runtime (%s)", folder.path, encoder.layout.graph.relative_to(folder.path))
+    return cast(QueryEncoder, encoder)
 
 
 def as_rows(vectors: Any) -> np.ndarray:

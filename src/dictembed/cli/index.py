@@ -54,6 +54,7 @@ def index_folder(
     """Write the folder `output` (staged: a failure leaves what was there) for `model` (None: the embedded model)
     over `dictionary`, with the settings of `train`'s `best` preset (`recipes.resolve`; an e5 model's entry
     temperature, 0.01); what was written."""
+    from dictembed.backends.onnx.export import write_query_graph
     from dictembed.io import staged_dir
     from dictembed.model_card import write_model_card
     from dictembed.model_folder import read_record
@@ -77,6 +78,7 @@ def index_folder(
         save_model_folder(staging, encoder, record, space, loaded)
         saved = read_record(staging, required=True)
         write_model_card(staging, saved, name=Path(output).name)  # now with its entry space
+        write_query_graph(staging, encoder)
     return {
         "output": str(output),
         "model": saved.base_model,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import numpy as np
 from torch import nn
 
+from dictembed.backends.onnx.export import write_query_graph
 from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
@@ -270,8 +271,9 @@ def select(results: list[RunResult], key: str) -> tuple[RunResult, dict[str, Any
 
 
 def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Path:
-    """Copy the selected model to `output` (atomically), with the grid summary added to its record and card. The
-    published record names no path of this machine (`RunRecord.portable`); the run folders keep the real ones."""
+    """Copy the selected model to `output` (atomically), with the grid summary added to its record and card, and
+    for a reverse dictionary its query graph (`write_query_graph`). The published record names no path of this
+    machine (`RunRecord.portable`); the run folders keep the real ones."""
     with staged_dir(output) as staging:
         shutil.copytree(best.path, staging, dirs_exist_ok=True)
         record = read_record(staging, required=True)
@@ -279,6 +281,7 @@ def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Pat
         record = record.portable(output)
         write_record(staging, record)
         write_model_card(staging, record, name=Path(output).name)
+        write_query_graph(staging)
     return Path(output)
 
 

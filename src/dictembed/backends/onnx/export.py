@@ -12,6 +12,7 @@ loads it with either backend.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import logging
 import shutil
@@ -30,15 +31,27 @@ from dictembed.backends.onnx.graph import (
     optimize_graph,
     quantize_int8,
 )
-from dictembed.backends.onnx.query import OnnxQueryEncoder
+from dictembed.backends.onnx.query import NoGraph, OnnxQueryEncoder, QueryLayout
+from dictembed.backends.onnx.session import weights_sha256
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.io import replace_dir
-from dictembed.model_folder import DEFINITIONS_FILE, ONNX_DIR, ONNX_MANIFEST, SEARCH_DIR, SPACE_DIR, ModelFolder
+from dictembed.io import STAGING_SUFFIX, replace_dir
+from dictembed.model_folder import (
+    DEFINITIONS_FILE,
+    ONNX_DIR,
+    ONNX_MANIFEST,
+    QUERY_FILE,
+    QUERY_MANIFEST,
+    SEARCH_DIR,
+    SPACE_DIR,
+    ModelFolder,
+    is_exported,
+)
 from dictembed.quantization import WEIGHT_QUANTIZATIONS
 from dictembed.record import RunRecord
 from dictembed.search_index import write_search_index
+from dictembed.search_space import MATRIX_SPACES, SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -102,26 +115,11 @@ def export(
             write_search_index(staging, own)
         folder = staging / ONNX_DIR
         folder.mkdir()
-        with tempfile.TemporaryDirectory() as scratch:
-            raw = Path(scratch) / "raw.onnx"
-            names = export_backbone(encoder, raw)
-            fused = optimize_graph(raw, folder / FP32_FILE, encoder.backbone.config) if optimize else {}
-            if not optimize:
-                shutil.copyfile(raw, folder / FP32_FILE)
-        file = FP32_FILE
+        manifest = write_graph(encoder, folder, optimize)
         if quantize == "int8":
             quantize_int8(folder / FP32_FILE, folder / INT8_FILE, settings)
             (folder / FP32_FILE).unlink()
-            file = INT8_FILE
-        manifest = {
-            "file": file,
-            "quantize": quantize,
-            "inputs": names,
-            "optimized": fused,
-            "settings": asdict(settings or QuantizeSettings()) if quantize else None,
-            "onnxruntime": require("onnx", "onnxruntime").__version__,
-            "torch": torch.__version__,
-        }
+            manifest.update(file=INT8_FILE, quantize=quantize, settings=asdict(settings or QuantizeSettings()))
         (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if not keep_weights:
             drop_weights(staging)
@@ -130,6 +128,65 @@ def export(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return output
+
+
+def write_graph(encoder: Encoder, folder: Path, optimize: bool = True, file: str = FP32_FILE) -> dict[str, Any]:
+    """Write the fp32 graph of `encoder`'s backbone into `folder` (as `file`, fused by onnxruntime's optimizer
+    unless not `optimize`); returns its manifest."""
+    with tempfile.TemporaryDirectory() as scratch:
+        raw = Path(scratch) / "raw.onnx"
+        names = export_backbone(encoder, raw)
+        fused = optimize_graph(raw, folder / file, encoder.backbone.config) if optimize else {}
+        if not optimize:
+            shutil.copyfile(raw, folder / file)
+    return {
+        "file": file,
+        "quantize": None,
+        "inputs": names,
+        "optimized": fused,
+        "settings": None,
+        "onnxruntime": require("onnx", "onnxruntime").__version__,
+        "torch": torch.__version__,
+    }
+
+
+def write_query_graph(folder: str | Path, encoder: Encoder | None = None) -> Path | None:
+    """Write a trained folder's query graph (its manifest's path returned): the fp32 graph of its own weights
+    (`onnx/query.onnx`; `encoder`, when given, holds them already) and its manifest (`onnx/query.json`, with
+    `weights_sha256`), so that `predict` and `serve` answer through ONNX Runtime without importing torch, while
+    `Encoder.load` still runs the weights. A graph of the weights as they are is kept, one of other weights
+    replaced; staged in `onnx.partial/`, so an interrupted write leaves the folder as it was. None, nothing
+    written, for a folder without a matrix entry space (no search to answer), an export, a folder
+    `OnnxQueryEncoder` could not run, or without the onnx extra; an export that fails is logged, never raised."""
+    folder = Path(folder)
+    if SearchSpace.saved_type(folder) not in MATRIX_SPACES or is_exported(folder):
+        return None
+    if not all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime")):
+        log.debug("%s: no query graph (the onnx extra is not installed)", folder)
+        return None
+    try:
+        QueryLayout.read(ModelFolder(folder))
+        return folder / ONNX_DIR / QUERY_MANIFEST  # the graph of these weights is there already
+    except NoGraph:
+        pass
+    except DictEmbedError as err:
+        log.info("%s: no query graph, the weights answer queries (%s)", folder, err)
+        return None
+    staging = folder / (ONNX_DIR + STAGING_SUFFIX)
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir()
+        encoder = encoder or Encoder.load(folder, device="cpu", backend="torch")
+        manifest = write_graph(encoder, staging, file=QUERY_FILE)
+        manifest["weights_sha256"] = weights_sha256(folder)
+        (staging / QUERY_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        replace_dir(staging, folder / ONNX_DIR)
+    except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; the folder stays whole
+        log.warning("%s: no query graph (%s: %s); the weights answer queries", folder, type(err).__name__, err)
+        return None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder / ONNX_DIR / QUERY_MANIFEST
 
 
 def copy_in(source: Path, target: Path) -> None:

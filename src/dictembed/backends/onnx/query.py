@@ -1,13 +1,14 @@
-"""`OnnxQueryEncoder`: an exported model folder run with ONNX Runtime and the `tokenizers` library alone, for what
-answers queries (`predict`, `serve`): it imports no torch, transformers or sentence-transformers (8-15 s to import),
-so it opens in a fraction of a second.
+"""`OnnxQueryEncoder`: an exported model folder (or a trained folder's query graph, `export.write_query_graph`) run
+with ONNX Runtime and the `tokenizers` library alone, for what answers queries (`predict`, `serve`): it imports no
+torch, transformers or sentence-transformers (8-15 s to import), so it opens in a fraction of a second.
 
 It reads the sentence-transformers layout the export wrote (modules.json, the Pooling module's config, Normalize,
 the prompts of config_sentence_transformers.json, tokenizer.json) and the record's pooling and max_length, and gives
 the vectors `Encoder.load(folder)` gives: the same graph, tokens (truncated at max_length, padded to the batch's
 longest), default prompt, length-sorted batches, and sentence-transformers' pooling modes, computed here in numpy.
 
-What it cannot run (`OnnxQueryEncoder.unsupported`): a folder that is no export; a module after the pooling other
+What it cannot run (`OnnxQueryEncoder.unsupported`): a folder with neither an export nor a query graph of its
+weights as they are; a module after the pooling other
 than Normalize (Dense, ...); dictembed's prompt and first_last_avg poolings; a Transformer module that lower-cases
 its input. `Encoder.load` runs those.
 """
@@ -25,9 +26,15 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from dictembed.backends.onnx.session import exported_file, open_session, ordered_map, physical_cores
+from dictembed.backends.onnx.session import (
+    exported_file,
+    open_session,
+    ordered_map,
+    physical_cores,
+    query_graph_matches,
+)
 from dictembed.errors import DictEmbedError, ModelLoadError
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, ModelFolder, is_exported, read_record
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, ModelFolder, is_exported
 from dictembed.progress import Progress
 from dictembed.search_space import l2_normalize
 
@@ -50,6 +57,10 @@ class Unsupported(ModelLoadError):
     """A folder the ONNX query encoder cannot run (`Encoder.load` can)."""
 
 
+class NoGraph(Unsupported):
+    """A folder the ONNX query encoder could run, but with neither an export nor a query graph of its weights."""
+
+
 @dataclass(frozen=True)
 class QueryLayout:
     """What an exported folder declares for encoding a query: its graph, tokenizer, window, prompts and pooling."""
@@ -68,15 +79,10 @@ class QueryLayout:
     default_prompt_name: str | None = None
 
     @classmethod
-    def read(cls, folder: Path) -> QueryLayout:
-        """The layout of `folder`: an `Unsupported` error for what the query encoder does not run, a
-        `ModelLoadError` for a file that does not parse; neither opens the graph or the tokenizer."""
-        if not is_exported(folder):
-            raise Unsupported(
-                f"model folder {folder} holds no ONNX export ({ONNX_DIR}/{ONNX_MANIFEST}); write one with "
-                "`dictembed export`"
-            )
-        graph, manifest = exported_file(folder)
+    def read(cls, model_folder: ModelFolder) -> QueryLayout:
+        """The layout of `model_folder` (its record read once): an `Unsupported` error for what the query encoder
+        does not run, a `ModelLoadError` for a file that does not parse; neither opens the graph or the tokenizer."""
+        folder = model_folder.path
         modules = _modules(folder)
         first, rest = modules[0], modules[1:]
         if _kind(first) != "Transformer":
@@ -95,7 +101,7 @@ class QueryLayout:
                     f"model folder {folder}: module {module.get('path') or module['type']} ({module['type']}) "
                     "follows the pooling, which the ONNX query encoder does not run; load it with Encoder.load"
                 )
-        record = read_record(folder)
+        record = model_folder.record
         modes = _pooling_modes(folder, pooling, record.encoder.get("pooling"))
         hidden = pooling.get("embedding_dimension", pooling.get("word_embedding_dimension", config.get("hidden_size")))
         if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden <= 0:
@@ -106,6 +112,7 @@ class QueryLayout:
             raise Unsupported(f"model folder {folder}: no tokenizer.json (the tokenizers library reads only that)")
         tokenizer_config = _json(base / "tokenizer_config.json", required=False)
         length = _max_length(folder, record.encoder.get("max_length"), transformer, tokenizer_config, config)
+        graph, manifest = _graph(folder)  # last: what else it would refuse comes first (`write_query_graph`)
         return cls(
             folder=folder,
             graph=graph,
@@ -120,6 +127,21 @@ class QueryLayout:
             prompts=prompts,
             default_prompt_name=default,
         )
+
+
+def _graph(folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The graph and manifest of an export, else of a trained folder's query graph made from its weights as they
+    are; `NoGraph` for a folder with neither."""
+    if is_exported(folder):
+        return exported_file(folder)
+    if (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
+        graph, manifest = exported_file(folder, QUERY_MANIFEST)
+        if query_graph_matches(folder, manifest):
+            return graph, manifest
+        raise NoGraph(f"model folder {folder}: its query graph was made from other weights")
+    raise NoGraph(
+        f"model folder {folder} holds no ONNX export ({ONNX_DIR}/{ONNX_MANIFEST}); write one with `dictembed export`"
+    )
 
 
 def _json(path: Path, required: bool = True) -> dict[str, Any]:
@@ -292,7 +314,7 @@ class OnnxQueryEncoder:
         """The query encoder of an exported model folder (a path or an offline model's name); a folder it cannot
         run, or a file that does not parse, is a one-line `ModelLoadError`."""
         model_folder = ModelFolder.open(folder)
-        return cls(QueryLayout.read(model_folder.path), model_folder.name, threads)
+        return cls(QueryLayout.read(model_folder), model_folder.name, threads)
 
     @staticmethod
     def unsupported(folder: str | Path | ModelFolder) -> str | None:
@@ -300,7 +322,7 @@ class OnnxQueryEncoder:
         dictembed's own pooling, a file that does not parse, ...), or None when it can. Reads the folder's JSON
         files only: the graph and the tokenizer are opened by `open`."""
         try:
-            QueryLayout.read(ModelFolder.open(folder).path)
+            QueryLayout.read(ModelFolder.open(folder))
         except DictEmbedError as err:
             return str(err)
         return None

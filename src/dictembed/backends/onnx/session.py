@@ -1,10 +1,13 @@
 """ONNX Runtime sessions of an exported graph, without torch: the physical cores, the session options, a session
-opened with a one-line error, the file an export's manifest names, and batches run in order on worker threads.
+opened with a one-line error, the file an export's manifest names (or a trained folder's query graph, checked
+against the weights it was made from), and batches run in order on worker threads.
 `runtime.py` (the torch `Encoder`'s backbone) and `query.py` (the torch-free query encoder) share them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -14,7 +17,10 @@ from typing import Any, TypeVar
 
 from dictembed.errors import ModelLoadError
 from dictembed.extras import require
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST
+from dictembed.record import file_sha256
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,9 +69,10 @@ def open_session(path: Path, threads: int) -> Any:
         raise ModelLoadError(f"ONNX model file {path} is corrupt or unreadable ({detail})") from None
 
 
-def exported_file(folder: Path) -> tuple[Path, dict[str, Any]]:
-    """The ONNX file an export's manifest names, and the manifest."""
-    manifest_path = folder / ONNX_DIR / ONNX_MANIFEST
+def exported_file(folder: Path, manifest_name: str = ONNX_MANIFEST) -> tuple[Path, dict[str, Any]]:
+    """The ONNX file a manifest in `onnx/` names (an export's, or a trained folder's query graph's), and the
+    manifest."""
+    manifest_path = folder / ONNX_DIR / manifest_name
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         file = str(manifest["file"])
@@ -74,6 +81,46 @@ def exported_file(folder: Path) -> tuple[Path, dict[str, Any]]:
     if Path(file).name != file or file in ("", ".", ".."):
         raise ModelLoadError(f"{manifest_path}: file {file!r} is not a file name in the onnx folder")
     return folder / ONNX_DIR / file, manifest
+
+
+def graph_sources(folder: Path) -> list[Path]:
+    """The files a query graph is made from: the backbone's `config.json` and its weight files, in name order."""
+    return [folder / "config.json", *sorted(folder.glob("*.safetensors"))]
+
+
+def weights_sha256(folder: Path) -> str:
+    """The SHA-256 over the SHA-256 of each of `graph_sources` (by name): what a query graph records of the weights
+    it was made from (about 0.3 s a GB of weights)."""
+    digest = hashlib.sha256()
+    for path in graph_sources(folder):
+        digest.update(f"{path.name}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+_digests: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}  # folder and its source files -> digest
+_warned: set[tuple[str, str]] = set()  # folders and manifest digests warned about
+
+
+def query_graph_matches(folder: Path, manifest: dict[str, Any]) -> bool:
+    """Whether a query graph's manifest names the folder's weights as they are (`weights_sha256`, computed once per
+    state of the files); a graph of other weights is logged once and never run."""
+    sources = [p for p in graph_sources(folder) if p.is_file()]
+    files = tuple((p.name, (stat := p.stat()).st_size, stat.st_mtime_ns) for p in sources)
+    key = (str(folder.resolve()), files)
+    if key not in _digests:
+        _digests[key] = weights_sha256(folder)
+    named = str(manifest.get("weights_sha256"))
+    if len(files) > 1 and named == _digests[key]:
+        return True
+    if (key[0], named) not in _warned:
+        _warned.add((key[0], named))
+        log.warning(
+            "model folder %s: its query graph (%s/%s) was made from other weights; the weights answer instead",
+            folder,
+            ONNX_DIR,
+            QUERY_MANIFEST,
+        )
+    return False
 
 
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
