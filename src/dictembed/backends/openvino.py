@@ -111,15 +111,15 @@ def read_graph(path: Path, manifest: dict[str, Any], folder: str | Path) -> Any:
 def attach(encoder: Any, folder: str | Path, precision: str | None = None, threads: int | None = None) -> Any:
     """Run `encoder`'s backbone forward through OpenVINO on the CPU (where the encoder moves): the ONNX graph
     exported in `folder`, or for a folder that is no export a fp32 graph exported now (`backbone_graph`). The
-    encoder's compute precision is set to bf16 where `precision_hint(precision)` is bf16, else fp32, and that
-    hint's model compiled now (`set_precision` later switches hint, see `OpenVinoBackbone`); `threads`:
+    encoder's compute precision is set to bf16 where `precision_hint(precision)` is bf16, else fp32; the model of
+    the hint a forward asks for is compiled at its first forward (so a `set_precision` after the load compiles
+    one model, not two; see `OpenVinoBackbone`); `threads`:
     OpenVINO's inference threads (default: the physical cores). Returns the encoder."""
     require("openvino")
     with backbone_graph(encoder, folder, "OpenVINO") as (path, manifest):
         network = read_graph(path, manifest, folder)  # in memory: a graph exported now is removed on exit
     backbone = OpenVinoBackbone(network, threads, manifest)
     hint = precision_hint(precision)
-    backbone.compiled(hint)
     encoder.onnx = backbone
     encoder.compute_precision = "bf16" if hint == "bf16" else "fp32"
     return encoder.eval()
