@@ -72,6 +72,21 @@ def test_the_graph_answers_with_the_ranks_of_the_weights(served_model: Path) -> 
         np.testing.assert_allclose([r.score for r in found], [r.score for r in expected], atol=1e-4)
 
 
+def test_the_onnx_and_openvino_backends_run_the_graph_of_these_weights(served_model: Path, tmp_path: Path) -> None:
+    """`Encoder.load(folder, backend="onnx")` runs the folder's query graph instead of exporting one at load (and
+    a graph of other weights never): the weights' vectors within 1e-5."""
+    sentences = list(QUERIES)
+    reference = Encoder.load(served_model, device="cpu").encode(sentences)
+    onnx = Encoder.load(served_model, backend="onnx")
+    assert onnx.onnx is not None and onnx.onnx.manifest["file"] == QUERY_FILE
+    np.testing.assert_allclose(onnx.encode(sentences), reference, atol=1e-5)
+    edited = _copy(served_model, tmp_path, "edited")
+    _edit_weights(edited)
+    stale = Encoder.load(edited, backend="onnx")
+    assert stale.onnx is not None and stale.onnx.manifest["file"] is None  # exported now, from the edited weights
+    np.testing.assert_allclose(stale.encode(sentences), Encoder.load(edited, device="cpu").encode(sentences), atol=1e-5)
+
+
 def test_the_weights_answer_on_a_gpu_or_in_another_precision(
     served_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,10 +20,16 @@ import numpy as np
 import torch
 
 from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph
-from dictembed.backends.onnx.session import exported_file, open_session, ordered_map, physical_cores
+from dictembed.backends.onnx.session import (
+    exported_file,
+    open_session,
+    ordered_map,
+    physical_cores,
+    query_graph_matches,
+)
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.model_folder import is_exported
+from dictembed.model_folder import ONNX_DIR, QUERY_MANIFEST, is_exported
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +110,9 @@ class OnnxBackbone:
 @contextlib.contextmanager
 def backbone_graph(encoder: Any, folder: str | Path, backend: str) -> Iterator[tuple[Path, dict[str, Any]]]:
     """The ONNX graph of `encoder`'s backbone and its manifest, for the `backend` (its name, for the log) to open:
-    the graph exported in `folder`, or for a folder that is no export a fp32 graph exported now into a temporary
-    folder that is removed on exit. Moves the encoder to the CPU, where the graph runs."""
+    the graph exported in `folder`, else its query graph where it was made from the folder's weights as they are,
+    else a fp32 graph exported now into a temporary folder that is removed on exit. Moves the encoder to the CPU,
+    where the graph runs."""
     if encoder.pooling == "first_last_avg":
         raise DictEmbedError("first_last_avg pooling needs every hidden layer; the ONNX export has the last only")
     if encoder.device.type != "cpu":
@@ -115,6 +122,11 @@ def backbone_graph(encoder: Any, folder: str | Path, backend: str) -> Iterator[t
     if is_exported(folder):
         yield exported_file(folder)
         return
+    if (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
+        path, manifest = exported_file(folder, QUERY_MANIFEST)
+        if query_graph_matches(folder, manifest):
+            yield path, manifest
+            return
     require("onnx")
     with tempfile.TemporaryDirectory() as scratch:
         raw, path = Path(scratch) / "raw.onnx", Path(scratch) / FP32_FILE
