@@ -123,9 +123,9 @@ def backbone_graph(encoder: Any, folder: str | Path, backend: str) -> Iterator[t
         yield exported_file(folder)
         return
     if (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
-        path, manifest = exported_file(folder, QUERY_MANIFEST)
-        if query_graph_matches(folder, manifest):
-            yield path, manifest
+        graph = exported_file(folder, QUERY_MANIFEST)
+        if query_graph_matches(folder, graph[1]):
+            yield graph
             return
     require("onnx")
     with tempfile.TemporaryDirectory() as scratch:
