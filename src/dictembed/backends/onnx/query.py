@@ -31,7 +31,7 @@ from dictembed.backends.onnx.session import (
     open_session,
     ordered_map,
     physical_cores,
-    query_graph_matches,
+    query_graph,
 )
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, ModelFolder, is_exported
@@ -134,10 +134,9 @@ def _graph(folder: Path) -> tuple[Path, dict[str, Any]]:
     are; `NoGraph` for a folder with neither."""
     if is_exported(folder):
         return exported_file(folder)
+    if (graph := query_graph(folder)) is not None:
+        return graph
     if (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
-        graph, manifest = exported_file(folder, QUERY_MANIFEST)
-        if query_graph_matches(folder, manifest):
-            return graph, manifest
         raise NoGraph(f"model folder {folder}: its query graph was made from other weights")
     raise NoGraph(
         f"model folder {folder} holds no ONNX export ({ONNX_DIR}/{ONNX_MANIFEST}); write one with `dictembed export`"

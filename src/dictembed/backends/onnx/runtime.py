@@ -25,11 +25,11 @@ from dictembed.backends.onnx.session import (
     open_session,
     ordered_map,
     physical_cores,
-    query_graph_matches,
+    query_graph,
 )
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.model_folder import ONNX_DIR, QUERY_MANIFEST, is_exported
+from dictembed.model_folder import is_exported
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +122,9 @@ def backbone_graph(encoder: Any, folder: str | Path, backend: str) -> Iterator[t
     if is_exported(folder):
         yield exported_file(folder)
         return
-    if (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
-        graph = exported_file(folder, QUERY_MANIFEST)
-        if query_graph_matches(folder, graph[1]):
-            yield graph
-            return
+    if (graph := query_graph(folder)) is not None:
+        yield graph
+        return
     require("onnx")
     with tempfile.TemporaryDirectory() as scratch:
         raw, path = Path(scratch) / "raw.onnx", Path(scratch) / FP32_FILE

@@ -101,6 +101,15 @@ _digests: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}  # folder
 _warned: set[tuple[str, str]] = set()  # folders and manifest digests warned about
 
 
+def query_graph(folder: Path) -> tuple[Path, dict[str, Any]] | None:
+    """A trained folder's query graph and its manifest (`exported_file`) where the manifest names the folder's
+    weights as they are (`query_graph_matches`); None for a folder without one, or with one of other weights."""
+    if not (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
+        return None
+    graph = exported_file(folder, QUERY_MANIFEST)
+    return graph if query_graph_matches(folder, graph[1]) else None
+
+
 def query_graph_matches(folder: Path, manifest: dict[str, Any]) -> bool:
     """Whether a query graph's manifest names the folder's weights as they are (`weights_sha256`, computed once per
     state of the files); a graph of other weights is logged once and never run."""
