@@ -46,7 +46,7 @@ from machine import cpu, finish, has_fast_bf16, load_average, machine
 
 from dictembed.backends.onnx.graph import QuantizeSettings, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
-from dictembed.backends.openvino import OpenVinoBackbone
+from dictembed.backends.openvino import OpenVinoBackbone, openvino_core
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
@@ -203,11 +203,11 @@ def contestants(path: str, scratch: Path, args: argparse.Namespace) -> tuple[dic
             skipped[name] = f"failed ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
     try:
         import nncf  # noqa: F401
-        import openvino
+        import openvino  # noqa: F401
     except ImportError as err:
         skipped["openvino_fp32"] = skipped["openvino_int8"] = f"not installed ({err.name}): pip install openvino nncf"
     else:
-        graph = OpenVinoBackbone(openvino.Core().read_model(str(fp32)), args.threads)
+        graph = OpenVinoBackbone(openvino_core().read_model(str(fp32)), args.threads)
         ready["openvino_fp32"] = of(openvino_encoder(path, graph))
         start = time.perf_counter()
         quantized = nncf_int8(graph, feeds)

@@ -92,9 +92,10 @@ def test_export_graph_is_its_own_backend(
     assert backend.startswith("openvino-fp32-") and backend != onnx.onnx.identity
 
 
-def test_bf16_hint(openvino: Any, exports: dict[str, Path], reference: np.ndarray, monkeypatch) -> None:
-    """DICTEMBED_CPU_PRECISION=bf16: the bf16 hint and compute precision, vectors close to fp32; `set_precision`
-    fp32 then runs the f32-hinted model, with fp32's vectors."""
+def test_bf16_hint(openvino: Any, exports: dict[str, Path], reference: np.ndarray, monkeypatch, caplog) -> None:
+    """DICTEMBED_CPU_PRECISION=bf16: the bf16 hint and compute precision, vectors close to fp32, and a warning
+    where OpenVINO runs f32 instead (a CPU without native bf16); `set_precision` fp32 then runs the f32-hinted
+    model, with fp32's vectors."""
     from dictembed.devices import cpu_has_amx
 
     monkeypatch.setenv("DICTEMBED_CPU_PRECISION", "bf16")
@@ -105,6 +106,8 @@ def test_bf16_hint(openvino: Any, exports: dict[str, Path], reference: np.ndarra
     assert list(models) == ["bf16"]
     if cpu_has_amx():  # elsewhere OpenVINO may fall back to f32 (no native bf16): the hint asked is checked above
         assert hint_of(models["bf16"]) == "bf16"
+    fell_back = hint_of(models["bf16"]) != "bf16"
+    assert ("not the bf16 asked, on this CPU" in caplog.text) == fell_back, caplog.text
     cosine = (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
     assert cosine.min() > 0.99, cosine
     assert list(models) == ["bf16"]
@@ -183,3 +186,25 @@ def test_cli_encode_writes_the_api_vectors(
         assert (report["backend"], report["precision"], report["device"]) == ("openvino", "fp32", "cpu")
         vectors = np.load(target)["embeddings"] if target.suffix == ".npz" else np.load(target)
         np.testing.assert_allclose(vectors, expected, atol=1e-6)
+
+
+def test_a_signal_after_two_openvino_encoders_are_released_in_order(openvino: Any, saved_bert: Path) -> None:
+    """Two encoders released first-in first-out, then Ctrl-C: the signal reaches its handler. Each with its own
+    `openvino.Core`, the second Core's release put back the first one's unmapped alternate signal stack and the
+    signal was a segmentation fault (run in a fresh process, which that would kill)."""
+    import subprocess
+
+    code = (
+        "import gc, os, signal\n"
+        "from dictembed.encoder import Encoder\n"
+        f"first, second = (Encoder.load({str(saved_bert)!r}, backend='openvino') for _ in range(2))\n"
+        "first.encode(['a word']); second.encode(['a word'])\n"
+        "del first; gc.collect(); del second; gc.collect()\n"
+        "received = []\n"
+        "signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "print('received', received)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "received [2]"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,24 @@ from dictembed.backends.onnx.session import physical_cores
 from dictembed.devices import resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.extras import require
+
+log = logging.getLogger(__name__)
+
+_CORE: Any = None
+_CORE_LOCK = threading.Lock()
+
+
+def openvino_core() -> Any:
+    """The process's one `openvino.Core`, created at first use and never released. OpenVINO's CPU plugin swaps
+    in its own alternate signal stack for the thread that compiles and puts back the one it found when its Core
+    goes: two Cores released in the order they came leave that thread's alternate stack pointing at unmapped
+    memory, and the next signal it takes (Ctrl-C, SIGTERM) kills the process with a segmentation fault. One
+    Core that stays keeps one alternate stack that stays."""
+    global _CORE
+    with _CORE_LOCK:
+        if _CORE is None:
+            _CORE = require("openvino").Core()
+        return _CORE
 
 
 def precision_hint(precision: str | None) -> str:
@@ -63,13 +82,16 @@ class OpenVinoBackbone:
         """The network compiled for the CPU with INFERENCE_PRECISION_HINT `hint` ("f32" or "bf16")."""
         with self._lock:
             if hint not in self.models:
-                ov = require("openvino")
                 config = {
                     "INFERENCE_PRECISION_HINT": hint,
                     "INFERENCE_NUM_THREADS": self.inference_threads,
                     "PERFORMANCE_HINT": "LATENCY",
                 }
-                self.models[hint] = ov.Core().compile_model(self.network, "CPU", config)
+                model = openvino_core().compile_model(self.network, "CPU", config)
+                ran = str(model.get_property("INFERENCE_PRECISION_HINT").get_type_name())
+                if ran != hint:
+                    log.warning("OpenVINO runs %s, not the %s asked, on this CPU (no native %s)", ran, hint, hint)
+                self.models[hint] = model
             return self.models[hint]
 
     def __call__(
@@ -92,11 +114,11 @@ class OpenVinoBackbone:
 def read_graph(path: Path, manifest: dict[str, Any], folder: str | Path) -> Any:
     """The ONNX graph `path` (of the model `folder`, described by `manifest`) as an `openvino.Model`; a missing
     file or one OpenVINO cannot convert (an onnxruntime int8 export's QAttention) is a one-line `ModelLoadError`."""
-    ov = require("openvino")
+    core = openvino_core()
     if not path.is_file():
         raise ModelLoadError(f"ONNX model file {path} is missing")
     try:
-        return ov.Core().read_model(str(path))
+        return core.read_model(str(path))
     except Exception as err:  # OpenVINO raises RuntimeError and its own types, with a multi-line report
         lines = [line.strip(" -") for line in str(err).splitlines() if line.strip(" -")]
         reason = lines[-1][:200] if lines else type(err).__name__
