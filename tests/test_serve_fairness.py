@@ -106,7 +106,7 @@ def test_the_searches_of_clients_that_went_away_are_not_run(rd) -> None:
         ]
         neighbours = raw_request(port, b"GET /api/reverse?q=dog HTTP/1.1\r\nHost: x\r\n\r\n")  # no batcher
         wait_for(lambda: len(batcher.pending) == 5)
-        time.sleep(0.2)  # the neighbours' call is queued too
+        wait_for(lambda: model.waiting == 6)  # the five searches' calls and the neighbours' one
         for connection in [*gone, neighbours]:
             connection.close()
         wait_for(lambda: all(p.future.cancelled() for p in batcher.pending))

@@ -59,6 +59,11 @@ class ModelThread:
         self._queue.put((priority, next(self._order), run))
         return future
 
+    @property
+    def waiting(self) -> int:
+        """How many calls wait for the thread (the one running not counted)."""
+        return self._queue.qsize()
+
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`fn(*args, **kwargs)` run on the model's thread at `SEARCH` priority; its result or error."""
         return self.submit(SEARCH, fn, *args, **kwargs).result()
