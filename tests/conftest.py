@@ -93,8 +93,9 @@ def load_script(relative: str) -> ModuleType:
     return module
 
 
-def tiny_bert(path: Path, head: bool = True, dropout: float = 0.1) -> Path:
-    """A random 2-layer BERT (hidden 32) with the standard uncased vocabulary; with or without an MLM head."""
+def tiny_bert(path: Path, head: bool = True, dropout: float = 0.1, hidden: int = 32) -> Path:
+    """A random 2-layer BERT of hidden size `hidden` with the standard uncased vocabulary; with or without an MLM
+    head."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
@@ -104,10 +105,10 @@ def tiny_bert(path: Path, head: bool = True, dropout: float = 0.1) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(default_model())  # the standard uncased BERT vocabulary
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
+        hidden_size=hidden,
         num_hidden_layers=2,
         num_attention_heads=2,
-        intermediate_size=64,
+        intermediate_size=2 * hidden,
         max_position_embeddings=128,
         initializer_range=0.2,
         hidden_dropout_prob=dropout,

@@ -397,6 +397,30 @@ class DefinitionSpace(MatrixSpace):
             self.words, matrix, self.similarity, self.temperature, self.kind, counts, definitions, headwords
         )
 
+    def projected(self, projection: np.ndarray) -> DefinitionSpace:
+        """This space seen through `projection` (its dimension x k): every definition and headword vector
+        projected and re-normalised, each entry the mean of its projected definitions (as an AMP/AC entry is
+        the mean of its definitions). Needs the counts and the per-definition vectors of a plain space."""
+        if self.definitions is None or self.is_ica:
+            raise DictEmbedError("projecting an entry space needs its per-definition vectors (a plain, recent save)")
+        counts = self.check_counts()
+        if projection.ndim != 2 or projection.shape[0] != self.matrix.shape[1]:
+            raise DictEmbedError(f"a projection of shape {projection.shape} does not fit {self.matrix.shape[1]}-d")
+        weights = torch.as_tensor(np.asarray(projection, dtype=np.float32))
+
+        def unit_rows(vectors: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.normalize(vectors.cpu().float() @ weights, dim=-1)
+
+        definitions = unit_rows(self.definitions)
+        sums = torch.zeros(len(counts), weights.shape[1]).index_add_(
+            0, torch.repeat_interleave(torch.arange(len(counts)), torch.as_tensor(counts)), definitions
+        )
+        matrix = sums / torch.as_tensor(counts, dtype=torch.float32)[:, None]
+        headwords = unit_rows(self.headwords) if self.headwords is not None else None
+        return DefinitionSpace(
+            self.words, matrix, self.similarity, self.temperature, self.kind, counts, definitions, headwords
+        )
+
     def leave_one_out(self, entries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         """The vectors of `entries[i]` without the definition whose entry-encoder vector is `vectors[i]`:
         (mean * count - v) / (count - 1). Needs the counts, a plain (non-ICA) space and count > 1."""

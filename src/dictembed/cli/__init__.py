@@ -1,13 +1,13 @@
-"""`dictembed` commands: train | encode | export | index | predict | serve | evaluate | finetune | head | data | plot |
-dictionaries | push | cache | models.
+"""`dictembed` commands: train | encode | export | index | distil | predict | serve | evaluate | finetune | head |
+data | plot | dictionaries | push | cache | models.
 
 Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
 --json stdout is exactly one JSON document and the human-readable text goes to stderr. Logging always goes
 to stderr. Exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted; an error is one line
 `dictembed: error: ...` on stderr.
 
-Layout: one module per command group (`train`, `encode`, `index`, `predict`, `evaluate`, `finetune`, `head`, `data`,
-`dictionaries`, `hub`, `cache`, `models`), each with `COMMANDS` (name -> one-line help), `register(subparsers)`
+Layout: one module per command group (`train`, `encode`, `index`, `distil`, `predict`, `evaluate`, `finetune`, `head`,
+`data`, `dictionaries`, `hub`, `cache`, `models`), each with `COMMANDS` (name -> one-line help), `register(subparsers)`
 adding its parsers and options, and the `run_*` handlers beside them; `options` holds the options several commands
 share, `report` the printing. Registration is lazy: `main` registers in full only the command its arguments name,
 and every other command by name and help alone, so `dictembed --help` and `--version` import neither torch nor
@@ -33,6 +33,7 @@ from dictembed.cli import (
     cache,
     data,
     dictionaries,
+    distil,
     encode,
     evaluate,
     finetune,
@@ -54,13 +55,31 @@ from dictembed.progress import bars_turned_off
 __all__ = ["build_parser", "main", "read_sentences", "train_options"]
 
 # In the order --help lists them.
-COMMAND_MODULES = (train, encode, index, predict, evaluate, finetune, head, data, dictionaries, hub, cache, models)
+COMMAND_MODULES = (
+    train,
+    encode,
+    index,
+    distil,
+    predict,
+    evaluate,
+    finetune,
+    head,
+    data,
+    dictionaries,
+    hub,
+    cache,
+    models,
+)
 EPILOG = """\
 output: a human-readable table on stdout; with --json exactly one JSON document on stdout and the table on
 stderr. Logging always goes to stderr.
 exit status: 0 success, 1 runtime error (one line `dictembed: error: ...` on stderr), 2 usage error,
 130 interrupted."""
-INTERRUPT_HINTS = {"train": " (train again with --resume to continue)", "encode": " (a .npy continues when run again)"}
+INTERRUPT_HINTS = {
+    "train": " (train again with --resume to continue)",
+    "distil": " (run it again with --resume to continue)",
+    "encode": " (a .npy continues when run again)",
+}
 # `train`'s parser is generated from the recipes' options, which import torch: its checks run on the arguments
 # after the command's name before that parser is built.
 CHECKS_BEFORE_PARSING = {"train": train.check_command_line}

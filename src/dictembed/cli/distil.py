@@ -1,0 +1,116 @@
+"""`dictembed distil`: a reverse-dictionary folder whose small student encoder (default: the embedded
+all-MiniLM-L6-v2) queries a stronger teacher folder's entry space, trained to encode as the teacher does
+(`dictembed.query_distillation`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dictembed.cli.options import (
+    add_batch_size,
+    add_command,
+    add_device,
+    add_model,
+    add_overwrite,
+    check_model,
+    natural,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
+from dictembed.cli.report import Report
+from dictembed.output_folder import check_output_folder
+
+COMMANDS = {"distil": "a fast reverse-dictionary folder: a small encoder trained to query a stronger folder's entries"}
+
+
+def register(subparsers: Any) -> None:
+    """`distil`."""
+    p, (shared, output) = add_command(subparsers, "distil", run_distil, COMMANDS["distil"], check=check_distil)
+    p.add_argument("teacher", help="the teacher: a model folder with a DefSent+ entry space (`train`, `index`)")
+    add_model(
+        shared,
+        help_text="the student: hub name, local folder or prepared offline model (default: the "
+        "embedded all-MiniLM-L6-v2)",
+    )
+    add_device(shared)
+    shared.add_argument(
+        "--descriptions",
+        default="everyday",
+        help="a description corpus among the training texts: 'everyday' (the bundled one), a TSV file, or 'none'",
+    )
+    shared.add_argument("--definitions", type=natural, default=60_000, help="definitions sampled (0: all)")
+    shared.add_argument("--words", type=natural, default=40_000, help="headwords sampled (0: all)")
+    shared.add_argument(
+        "--ranking-weight",
+        type=non_negative_float,
+        default=1.0,
+        help="weight of the ranking term (the teacher's distribution over the entries) beside the cosine loss",
+    )
+    shared.add_argument("--epochs", type=positive_int, default=2, help="passes over the training texts")
+    shared.add_argument("--lr", type=positive_float, default=1e-4, help="AdamW learning rate")
+    add_batch_size(shared, 64, "texts per optimizer step")
+    shared.add_argument("--seed", type=natural, default=0, help="seed of the samples and the order")
+    shared.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUTPUT-runs/distil")
+    output.add_argument("--output", required=True, help="the folder to write: the student over the teacher's entries")
+    add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")
+
+
+def check_distil(args: argparse.Namespace) -> None:
+    """A teacher or student path that is not there, an --output that would lose something, a --descriptions file
+    that cannot be read: refused before anything loads."""
+    from dictembed.description_corpus import load_descriptions
+
+    check_model(args.teacher)
+    check_model(args.model)
+    check_output_folder(args.output, args.overwrite)
+    if args.descriptions != "none":
+        load_descriptions(args.descriptions)
+
+
+def run_distil(args: argparse.Namespace) -> Report:
+    from dictembed.backends.onnx.export import write_query_graph
+    from dictembed.description_corpus import load_descriptions
+    from dictembed.io import staged_dir
+    from dictembed.model_card import write_model_card
+    from dictembed.model_folder import read_record
+    from dictembed.paths import default_model
+    from dictembed.query_distillation import DistillationSettings, distil
+    from dictembed.recipes.run import save_model_folder
+
+    settings = DistillationSettings(
+        definitions=args.definitions,
+        words=args.words,
+        ranking_weight=args.ranking_weight,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        seed=args.seed,
+    )
+    descriptions = [] if args.descriptions == "none" else load_descriptions(args.descriptions)
+    student_model = args.model or str(default_model())
+    run_dir = Path(f"{args.output}-runs") / "distil"
+    student, space, dictionary, record = distil(
+        args.teacher, student_model, descriptions, settings, run_dir, args.device, args.precision, args.resume
+    )
+    with staged_dir(args.output) as staging:
+        save_model_folder(staging, student, record, space, dictionary)
+        write_model_card(staging, read_record(staging, required=True), name=Path(args.output).name)
+        write_query_graph(staging, student)
+    data: dict[str, Any] = {
+        "output": str(args.output),
+        "teacher": str(args.teacher),
+        "student": student_model,
+        "entries": len(space),
+        "dim": student.dim,
+        "texts": record.details["texts"],
+        "final_loss": record.final_loss,
+        "examples_per_s": record.throughput,
+    }
+    text = (
+        f"wrote {args.output}: {student_model} ({student.dim}-d) over the {len(space):,} entries of {args.teacher}, "
+        f"final loss {record.final_loss:.4f}"
+    )
+    return Report(data, text)
