@@ -92,6 +92,7 @@ def test_distil_writes_a_student_that_encodes_closer_to_the_teacher(
     record = read_record(out, required=True)
     assert record.method == "query-distillation" and record.details["teacher"] == served_model.name
     assert record.details["projection"] == "32 -> 16" and record.entry_space == "definitions-amp"
+    assert f"A student of `{served_model.name}`" in (out / "README.md").read_text()
     rd = ReverseDictionary.load(out, device="cpu")
     assert rd.space.matrix.shape[1] == 16 and rd.space.headwords is not None
     results = rd.search("a domesticated animal that barks", k=3)

@@ -200,9 +200,17 @@ def _method_section(record: dict[str, Any]) -> list[str]:
     if not method:
         return []
     found = paper(method)
-    if found is None:
-        return ["## Method", "", f"`{method}`", ""]
-    return ["## Method", "", f"{found.name}: {found.reference}", ""]
+    lines = ["## Method", "", f"`{method}`" if found is None else f"{found.name}: {found.reference}", ""]
+    details = record.get("details")
+    if isinstance(details, dict) and details.get("teacher"):
+        model = details.get("teacher_model") or "its own model"
+        projection = f" projected {details['projection']}" if details.get("projection") else ""
+        lines += [
+            f"A student of `{details['teacher']}` ({model}): trained to encode a query as it does, and searching "
+            f"its entry space{projection}.",
+            "",
+        ]
+    return lines
 
 
 def _space_section(record: dict[str, Any], folder: Path | None) -> list[str]:
