@@ -31,7 +31,7 @@ from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_logits import ENTRY_TEMPERATURE, cosine_logits, cosine_query
-from dictembed.entry_vectors import ICA_SUFFIX, space_tensors
+from dictembed.entry_vectors import ICA_SUFFIX, entry_means, space_tensors
 from dictembed.entry_vectors import encode_in_parts as encode_in_parts  # where callers find it
 from dictembed.entry_vectors import part_sizes as part_sizes
 from dictembed.errors import DictEmbedError, MissingHeadError
@@ -412,10 +412,7 @@ class DefinitionSpace(MatrixSpace):
             return torch.nn.functional.normalize(vectors.cpu().float() @ weights, dim=-1)
 
         definitions = unit_rows(self.definitions)
-        sums = torch.zeros(len(counts), weights.shape[1]).index_add_(
-            0, torch.repeat_interleave(torch.arange(len(counts)), torch.as_tensor(counts)), definitions
-        )
-        matrix = sums / torch.as_tensor(counts, dtype=torch.float32)[:, None]
+        matrix = entry_means(definitions.numpy(), counts)
         headwords = unit_rows(self.headwords) if self.headwords is not None else None
         return DefinitionSpace(
             self.words, matrix, self.similarity, self.temperature, self.kind, counts, definitions, headwords

@@ -88,14 +88,20 @@ def definition_tensors(
         else:
             what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
             vectors = encode_in_parts(pooled, definitions, batch_size, parts, what)
+    return {
+        "matrix": torch.from_numpy(entry_means(vectors, counts)),
+        "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
+    }
+
+
+def entry_means(vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The float32 mean of each entry's definition vectors (`counts[i]` rows for entry i, one after another),
+    summed in float64."""
     owner = np.repeat(np.arange(len(counts)), counts)
     matrix = np.zeros((len(counts), vectors.shape[1]), dtype=np.float64)
     np.add.at(matrix, owner, vectors)
     matrix /= counts[:, None]
-    return {
-        "matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32)),
-        "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
-    }
+    return np.ascontiguousarray(matrix, dtype=np.float32)
 
 
 def headword_vectors(encoder: Encoder, words: list[str], batch_size: int = 256) -> torch.Tensor:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file, save
 
 from dictembed.description_corpus import Description
 from dictembed.devices import loader_device
@@ -30,10 +30,12 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.entry_vectors import encode_in_parts
 from dictembed.errors import DictEmbedError
+from dictembed.io import atomic_write
 from dictembed.model_folder import ModelFolder
 from dictembed.objectives.entry_prediction import token_lengths
 from dictembed.objectives.query_distillation import QueryDistillation, distillation_collate
 from dictembed.record import RunRecord
+from dictembed.search_space import l2_normalize
 from dictembed.training import Trainer, TrainSettings
 
 log = logging.getLogger(__name__)
@@ -103,10 +105,6 @@ def rotation_onto(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     return (u @ vt).astype(np.float32)
 
 
-def unit(rows: np.ndarray) -> np.ndarray:
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-
-
 def distillation_texts(
     dictionary: Dictionary,
     words: list[str],
@@ -139,18 +137,19 @@ def teacher_fingerprint(folder: ModelFolder) -> str:
     return hashlib.sha1("\n".join([str(folder.path.resolve()), *stats]).encode()).hexdigest()[:16]
 
 
-def teacher_targets(teacher: Encoder, key: str, texts: list[str], run_dir: Path) -> np.ndarray:
-    """The teacher's unit vectors of `texts`, encoded once (in parts, resumable) and kept in `run_dir` under `key`
-    (the teacher's and the texts' fingerprints)."""
+def teacher_targets(
+    folder: ModelFolder, device: str, precision: str, key: str, texts: list[str], run_dir: Path
+) -> np.ndarray:
+    """The unit vectors of `texts` by the teacher `folder`'s encoder, encoded once (in parts, resumable) and kept
+    in `run_dir` under `key` (the teacher's and the texts' fingerprints); the teacher is loaded only to encode."""
     kept = run_dir / f"teacher-{key}.safetensors"
     if kept.is_file():
         return load_file(kept)["vectors"]
+    teacher = Encoder.load(folder, device=loader_device(device)).set_precision(precision)
     parts = run_dir / f"teacher-{key}.parts"
-    vectors = unit(np.asarray(encode_in_parts(teacher, texts, 64, parts, f"teacher's vectors of {len(texts):,} texts")))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    staged = kept.with_suffix(".partial")
-    save_file({"vectors": np.ascontiguousarray(vectors, dtype=np.float32)}, str(staged))
-    staged.replace(kept)
+    what = f"teacher's vectors of {len(texts):,} texts"
+    vectors = l2_normalize(np.asarray(encode_in_parts(teacher, texts, 64, parts, what), dtype=np.float32))
+    atomic_write(kept, save({"vectors": np.ascontiguousarray(vectors)}))
     shutil.rmtree(parts, ignore_errors=True)
     return vectors
 
@@ -162,10 +161,10 @@ def fitted_projection(
     seeded sample of the texts (the student before training)."""
     projection = principal_projection(space, student.dim)
     probe = np.random.default_rng(seed).choice(len(texts), min(PROBE, len(texts)), replace=False)
-    own = unit(np.asarray(student.encode([texts[i] for i in probe], batch_size=64)))
-    rotation = rotation_onto(unit(targets[probe] @ projection), own)
+    own = l2_normalize(np.asarray(student.encode([texts[i] for i in probe], batch_size=64)))
+    rotation = rotation_onto(l2_normalize(targets[probe] @ projection), own)
     fitted = projection @ rotation
-    before = float((unit(targets[probe] @ fitted) * own).sum(1).mean())
+    before = float((l2_normalize(targets[probe] @ fitted) * own).sum(1).mean())
     log.info("the student's vectors start at cosine %.3f to the teacher's, projected and turned", before)
     return fitted
 
@@ -185,7 +184,6 @@ def distil(
     folder = ModelFolder.open(teacher_path)
     space = teacher_space(folder)
     dictionary = folder.dictionary().load()
-    teacher = Encoder.load(folder, device=loader_device(device)).set_precision(precision)
     student = Encoder.load(student_path, device=loader_device(device)).set_precision(precision)
     texts, counts = distillation_texts(dictionary, space.words, descriptions, settings)
     log.info(
@@ -193,19 +191,17 @@ def distil(
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     key = f"{teacher_fingerprint(folder)}-{texts_fingerprint(texts)}"
-    targets = teacher_targets(teacher, key, texts, run_dir)
-    del teacher
+    targets = teacher_targets(folder, device, precision, key, texts, run_dir)
     kept = run_dir / "projection.safetensors"
     if resume and kept.is_file():
         projection = load_file(kept)["projection"]
     else:
         projection = fitted_projection(space, student, texts, targets, settings.seed)
-        save_file({"projection": projection}, str(kept.with_suffix(".partial")))
-        kept.with_suffix(".partial").replace(kept)
+        atomic_write(kept, save({"projection": projection}))
     projected = space.projected(projection)
     objective = QueryDistillation(
         student,
-        torch.from_numpy(unit(targets @ projection)),
+        torch.from_numpy(l2_normalize(targets @ projection)),
         projected.matrix,
         settings.ranking_weight,
         space.temperature,
