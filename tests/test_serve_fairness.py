@@ -62,6 +62,35 @@ def test_searches_run_before_waiting_bulk_steps_and_cancelled_calls_are_skipped(
     assert order == ["search 1", "search 2", "bulk 1", "bulk 3"] and model.skipped == 1
 
 
+def test_a_stopped_model_thread_runs_what_was_queued_then_ends_and_refuses_more() -> None:
+    from dictembed.errors import DictEmbedError
+    from dictembed.serve import BULK, SEARCH, ModelThread
+
+    model, release, order = ModelThread(), threading.Event(), []
+    model.submit(SEARCH, release.wait)
+    queued = [model.submit(BULK, order.append, "bulk"), model.submit(SEARCH, order.append, "search")]
+    stopper = threading.Thread(target=model.stop)
+    stopper.start()
+    wait_for(lambda: model.waiting == 3)  # the two calls and the end, behind the running call
+    with pytest.raises(DictEmbedError, match="shutting down"):
+        model.submit(SEARCH, order.append, "late")
+    release.set()
+    stopper.join(60)
+    assert order == ["search", "bulk"] and all(f.done() for f in queued) and not model.running
+
+
+def test_the_app_shutdown_ends_its_model_thread(rd) -> None:
+    from fastapi.testclient import TestClient
+
+    from dictembed.serve import create_app
+
+    app = create_app(reverse_dictionary=rd)
+    with TestClient(app) as client:
+        assert client.get("/api/reverse", params={"q": "a pet that barks", "k": 2}).status_code == 200
+        assert app.state.model.running
+    assert not app.state.model.running
+
+
 def test_a_cancelled_query_is_left_out_of_its_batch(rd) -> None:
     from dictembed.serve import SEARCH, ModelThread, QueryBatcher
 
@@ -139,7 +168,7 @@ def test_a_search_answers_within_a_step_of_a_bulk_encode(rd) -> None:
         bulk = threading.Thread(target=post_json, args=(f"{base}/api/encode", {"sentences": sentences}, encoded))
         bulk.start()
         assert started.wait(60)
-        time.sleep(0.2)
+        wait_for(lambda: len(steps) >= 3)  # the encode is under way
         asked = time.perf_counter()
         with urllib.request.urlopen(f"{base}/api/reverse?q=a+small+pet+that+purrs&k=3", timeout=60) as response:
             assert response.status == 200 and len(json.loads(response.read())["results"]) == 3
@@ -149,6 +178,13 @@ def test_a_search_answers_within_a_step_of_a_bulk_encode(rd) -> None:
     assert encoded["status"] == 200 and len(encoded["body"]["embeddings"]) == 80 and len(steps) == 80
     assert answered - asked < total / 4, (answered - asked, total)
     assert encoded["done"] > answered + 1.0  # the encode went on long after
+
+
+def steady(steps: list, quiet: float = 0.5) -> bool:
+    """Whether `steps` did not grow during `quiet` seconds (no encode step ran in that time)."""
+    before = len(steps)
+    time.sleep(quiet)
+    return len(steps) == before
 
 
 def test_an_encode_whose_client_went_away_stops_between_steps(rd) -> None:
@@ -170,12 +206,10 @@ def test_an_encode_whose_client_went_away_stops_between_steps(rd) -> None:
         client = raw_request(port, head.encode() + b"\r\n\r\n" + body)
         wait_for(lambda: len(steps) >= 2)
         client.close()
-        time.sleep(0.5)
-        ran = len(steps)
-        time.sleep(0.5)
+        wait_for(lambda: steady(steps))
         with urllib.request.urlopen(f"{base}/health", timeout=60) as response:
             assert response.status == 200
-    assert ran == len(steps) and ran < 10  # it stopped within a step or two of the client's going
+    assert len(steps) < 10  # it stopped within a step or two of the client's going, not after its 40
 
 
 def test_the_latency_benchmark_encodes_in_halves_until_the_budget_takes_them(rd) -> None:

@@ -9,10 +9,11 @@ Imported only when a server is made: FastAPI comes with the `serve` extra."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from importlib import resources
@@ -49,6 +50,7 @@ from dictembed.serve_scheduling import BULK, COUNT_STEP, SEARCH, ModelThread, To
 from dictembed.served_dictionaries import ServedDictionaries, ServedDictionary
 
 log = logging.getLogger("dictembed.serve")
+SHUTDOWN_WAIT = 30.0  # seconds a shutdown waits for the model's queued calls to end
 API_DESCRIPTION = """Describe a word and get the words (a reverse dictionary), or give a word and get its
 near-synonyms. Every error is a JSON object `{"error": message}` of one line. The search page is at `/`."""
 
@@ -203,7 +205,14 @@ class Served:
 def api(served: Served) -> FastAPI:
     """The FastAPI app over `served`: its error contract (`serve_http`) and its endpoints."""
     rd = served.rd
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(served.model.stop, SHUTDOWN_WAIT)  # the queued calls end, then the model's thread
+
     app = FastAPI(
+        lifespan=lifespan,
         title="dictembed reverse dictionary",
         version=__version__,
         description=API_DESCRIPTION,

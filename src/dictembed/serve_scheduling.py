@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dictembed.backends.onnx import query
+from dictembed.errors import DictEmbedError
 from dictembed.query_encoder import QueryEncoder
 from dictembed.reverse_dictionary import Result, ReverseDictionary
 from dictembed.search_options import DEFAULT_K, Filters
@@ -23,6 +24,7 @@ from dictembed.search_options import DEFAULT_K, Filters
 T = TypeVar("T")
 SEARCH = 0  # priority of searches, neighbours and every short call: first
 BULK = 1  # priority of the steps of a bulk encode: when no search waits
+STOP = 2  # priority of the thread's end: after every call already queued
 COUNT_STEP = 16  # sentences whose tokens one step counts (2,000 characters each: about 40 ms on 2 cores)
 
 
@@ -38,6 +40,7 @@ class ModelThread:
         self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], None]]] = queue.PriorityQueue()
         self._order = itertools.count()
         self.skipped = 0
+        self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="dictembed-model", daemon=True)
         self._thread.start()
 
@@ -56,6 +59,8 @@ class ModelThread:
             else:
                 future.set_result(result)
 
+        if self._stopping:
+            raise DictEmbedError("the server is shutting down: its model takes no more calls")
         self._queue.put((priority, next(self._order), run))
         return future
 
@@ -68,9 +73,34 @@ class ModelThread:
         """`fn(*args, **kwargs)` run on the model's thread at `SEARCH` priority; its result or error."""
         return self.submit(SEARCH, fn, *args, **kwargs).result()
 
+    @property
+    def running(self) -> bool:
+        """Whether the thread still runs (until `stop` has let it finish)."""
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Take no more calls, run those already queued, then end the thread (the app's shutdown calls this, so
+        that a stopped server does not keep its model's thread and memory); waits up to `timeout` seconds."""
+        if not self._stopping:
+            self._stopping = True
+            self._queue.put((STOP, next(self._order), _end))
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
     def _serve(self) -> None:
         while True:
-            self._queue.get()[2]()
+            try:
+                self._queue.get()[2]()
+            except _End:
+                return
+
+
+class _End(Exception):
+    """Raised by the call that ends the model's thread."""
+
+
+def _end() -> None:
+    raise _End
 
 
 @dataclass(eq=False)
