@@ -63,11 +63,12 @@ def hint_of(compiled: Any) -> str:
 
 
 def test_plain_folder_matches_torch_fp32(openvino: Any, saved_bert: Path, reference: np.ndarray) -> None:
-    """A folder that is no export: its fp32 graph is exported now and compiled with the f32 hint."""
+    """A folder that is no export: its fp32 graph is exported now and compiled with the f32 hint (one batch: a
+    direct call, not the streams)."""
     encoder = Encoder.load(saved_bert, backend="openvino")
     backbone = backbone_of(encoder)
     assert encoder.compute_precision == "fp32" and not backbone.models  # compiled at the first forward
-    vectors = encoder.encode(SENTENCES, batch_size=4)
+    vectors = encoder.encode(SENTENCES, batch_size=8)
     assert list(backbone.models) == ["f32"] and hint_of(backbone.models["f32"]) == "f32"
     assert vectors.shape == reference.shape
     np.testing.assert_allclose(vectors, reference, atol=1e-4)
@@ -102,7 +103,7 @@ def test_bf16_hint(openvino: Any, exports: dict[str, Path], reference: np.ndarra
     encoder = Encoder.load(exports["fp32"], backend="openvino")
     models = backbone_of(encoder).models
     assert encoder.compute_precision == "bf16" and not models
-    vectors = encoder.encode(SENTENCES, batch_size=4)
+    vectors = encoder.encode(SENTENCES, batch_size=8)
     assert list(models) == ["bf16"]
     if cpu_has_amx():  # elsewhere OpenVINO may fall back to f32 (no native bf16): the hint asked is checked above
         assert hint_of(models["bf16"]) == "bf16"
@@ -113,11 +114,11 @@ def test_bf16_hint(openvino: Any, exports: dict[str, Path], reference: np.ndarra
     assert list(models) == ["bf16"]
 
     encoder.set_precision("fp32")
-    np.testing.assert_allclose(encoder.encode(SENTENCES, batch_size=4), reference, atol=1e-4)
+    np.testing.assert_allclose(encoder.encode(SENTENCES, batch_size=8), reference, atol=1e-4)
     assert sorted(models) == ["bf16", "f32"] and hint_of(models["f32"]) == "f32"
 
     fp32 = Encoder.load(exports["fp32"], backend="openvino").set_precision("fp32")  # `encode --precision fp32`
-    np.testing.assert_allclose(fp32.encode(SENTENCES, batch_size=4), reference, atol=1e-4)
+    np.testing.assert_allclose(fp32.encode(SENTENCES, batch_size=8), reference, atol=1e-4)
     assert list(backbone_of(fp32).models) == ["f32"]  # one model compiled, not the load's bf16 as well
 
 
@@ -145,10 +146,28 @@ def test_inference_only_and_thread_count(openvino: Any, exports: dict[str, Path]
     with torch.no_grad():
         assert encoder(batch).shape == (2, encoder.dim)
     backbone = backbone_of(encoder)
-    assert backbone.threads == 1  # `Encoder.encode` runs the batches one after another
+    assert backbone.threads == backbone.inference_threads  # `Encoder.encode` runs that many batches at once
     assert backbone.models["f32"].get_property("INFERENCE_NUM_THREADS") == backbone.inference_threads >= 1
     with pytest.raises(DictEmbedError, match="threads must be at least 1"):
         attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=0)
+
+
+def test_batches_run_on_streams_with_the_vectors_of_direct_calls(
+    openvino: Any, exports: dict[str, Path], reference: np.ndarray
+) -> None:
+    """An encode of more batches than threads runs them on the streams model, a batch per worker thread; its
+    vectors are those of one-batch encodes (direct calls on every thread) and torch's."""
+    from dictembed.backends.openvino import attach
+
+    encoder = attach(Encoder.load(exports["fp32"], backend="torch"), exports["fp32"], threads=2)
+    backbone = backbone_of(encoder)
+    streamed = encoder.encode(SENTENCES, batch_size=1)
+    assert list(backbone.stream_models) == ["f32"] and not backbone.models
+    assert int(backbone.stream_models["f32"].get_property("NUM_STREAMS")) == 2
+    direct = np.concatenate([encoder.encode([sentence]) for sentence in SENTENCES])
+    assert list(backbone.models) == ["f32"]
+    np.testing.assert_allclose(streamed, direct, atol=1e-5)
+    np.testing.assert_allclose(streamed, reference, atol=1e-4)
 
 
 def test_missing_openvino_is_the_one_line_extra_message(saved_bert: Path, monkeypatch) -> None:

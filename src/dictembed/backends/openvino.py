@@ -7,10 +7,12 @@ path measured (all-MiniLM-L6-v2, 2 cores: 3.1x sentence-transformers fp32; f32 h
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +21,7 @@ import numpy as np
 import torch
 
 from dictembed.backends.onnx.runtime import backbone_graph
-from dictembed.backends.onnx.session import physical_cores
+from dictembed.backends.onnx.session import ordered_map, physical_cores
 from dictembed.devices import resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.extras import require
@@ -53,10 +55,11 @@ class OpenVinoBackbone:
     """An OpenVINO model (`network`, an `openvino.Model`) called like the torch backbone: keyword tensors in,
     `.last_hidden_state` out. A forward under bf16 autocast (`Encoder.autocast` of an encoder whose compute
     precision is bf16) runs the network compiled with INFERENCE_PRECISION_HINT bf16, any other with f32; each
-    is compiled once, on first use (`compiled`). `threads` = 1: `Encoder.encode` runs its batches one after
-    another, and OpenVINO splits each over `inference_threads` (PERFORMANCE_HINT LATENCY)."""
-
-    threads = 1
+    is compiled once, on first use (`compiled`). A direct call runs on every inference thread (PERFORMANCE_HINT
+    LATENCY); `Encoder.encode` runs `threads` (= `inference_threads`) batches at once through `run_batches`, each
+    on one thread, in a model compiled with as many streams (THROUGHPUT), an infer request per worker thread. On 2
+    cores the streams encode int8 19 % faster than a split run (MiniLM, batch 32), as with ONNX Runtime's
+    single-threaded sessions."""
 
     def __init__(
         self, network: Any, inference_threads: int | None = None, manifest: dict[str, Any] | None = None
@@ -67,9 +70,12 @@ class OpenVinoBackbone:
             raise DictEmbedError(f"threads must be at least 1, got {inference_threads}")
         self.network = network
         self.inference_threads = inference_threads or physical_cores()
+        self.threads = self.inference_threads
+        self._local = threading.local()  # per worker thread: whether it runs a stream, and its infer requests
         self.manifest: dict[str, Any] = {**(manifest or {}), "backend": "openvino"}
         self.inputs = [port.get_any_name() for port in network.inputs]
-        self.models: dict[str, Any] = {}  # precision hint -> compiled model
+        self.models: dict[str, Any] = {}  # precision hint -> compiled model (direct calls)
+        self.stream_models: dict[str, Any] = {}  # precision hint -> compiled model with streams (`run_batches`)
         self._lock = threading.Lock()  # a compiled model's call reuses one infer request: one call at a time
 
     @property
@@ -78,21 +84,54 @@ class OpenVinoBackbone:
         digest = hashlib.sha1(json.dumps(self.manifest, sort_keys=True).encode()).hexdigest()[:8]
         return f"openvino-{self.manifest.get('quantize') or 'fp32'}-{digest}"
 
-    def compiled(self, hint: str) -> Any:
-        """The network compiled for the CPU with INFERENCE_PRECISION_HINT `hint` ("f32" or "bf16")."""
+    def compiled(self, hint: str, streams: bool = False) -> Any:
+        """The network compiled for the CPU with INFERENCE_PRECISION_HINT `hint` ("f32" or "bf16"): for direct
+        calls, or with `streams` one stream of one thread per inference thread."""
+        models = self.stream_models if streams else self.models
         with self._lock:
-            if hint not in self.models:
-                config = {
+            if hint not in models:
+                config: dict[str, Any] = {
                     "INFERENCE_PRECISION_HINT": hint,
                     "INFERENCE_NUM_THREADS": self.inference_threads,
                     "PERFORMANCE_HINT": "LATENCY",
                 }
+                if streams:
+                    config |= {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": self.inference_threads}
                 model = openvino_core().compile_model(self.network, "CPU", config)
                 ran = str(model.get_property("INFERENCE_PRECISION_HINT").get_type_name())
-                if ran != hint:
+                if ran != hint and hint not in self.models and hint not in self.stream_models:
                     log.warning("OpenVINO runs %s, not the %s asked, on this CPU (no native %s)", ran, hint, hint)
-                self.models[hint] = model
-            return self.models[hint]
+                models[hint] = model
+            return models[hint]
+
+    def run_batches(
+        self,
+        forward: Callable[[Any], torch.Tensor],
+        batches: Iterable[Any],
+        threads: int,
+        contexts: Callable[[], tuple[contextlib.AbstractContextManager, ...]] = tuple,
+    ) -> Iterator[torch.Tensor]:
+        """`forward` of each batch, in order, up to `threads` at once on worker threads, each on a stream of its own
+        inside `contexts()` (the grad mode and autocast); as `OnnxBackbone.run_batches`."""
+
+        def run(batch: Any) -> torch.Tensor:
+            with contextlib.ExitStack() as stack:
+                for context in contexts():
+                    stack.enter_context(context)
+                self._local.stream = True
+                try:
+                    return forward(batch)
+                finally:
+                    self._local.stream = False
+
+        return ordered_map(run, batches, threads)
+
+    def _stream_request(self, hint: str) -> Any:
+        """This worker thread's infer request of the streams model of `hint`."""
+        requests: dict[str, Any] = self._local.__dict__.setdefault("requests", {})
+        if hint not in requests:
+            requests[hint] = self.compiled(hint, streams=True).create_infer_request()
+        return requests[hint]
 
     def __call__(
         self, output_hidden_states: bool = False, return_dict: bool = True, **batch: torch.Tensor
@@ -100,14 +139,20 @@ class OpenVinoBackbone:
         if output_hidden_states:
             raise DictEmbedError("the OpenVINO backend gives the last hidden state only; use backend='torch'")
         bf16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
-        model = self.compiled("bf16" if bf16 else "f32")
+        hint = "bf16" if bf16 else "f32"
         ids = batch["input_ids"]
         feeds = {}
         for name in self.inputs:
             value = batch.get(name)
             feeds[name] = np.zeros(tuple(ids.shape), np.int64) if value is None else value.numpy().astype(np.int64)
-        with self._lock:
-            hidden = np.asarray(model(feeds)["last_hidden_state"])
+        if getattr(self._local, "stream", False):
+            request = self._stream_request(hint)
+            request.infer(feeds)
+            hidden = np.array(request.get_tensor("last_hidden_state").data)  # a copy: the request reuses its buffer
+        else:
+            model = self.compiled(hint)
+            with self._lock:
+                hidden = np.asarray(model(feeds)["last_hidden_state"])
         return SimpleNamespace(last_hidden_state=torch.from_numpy(hidden), hidden_states=None)
 
 
