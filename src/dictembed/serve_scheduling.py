@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dictembed.backends.onnx import query
-from dictembed.errors import DictEmbedError
 from dictembed.query_encoder import QueryEncoder
 from dictembed.reverse_dictionary import Result, ReverseDictionary
 from dictembed.search_options import DEFAULT_K, Filters
@@ -40,9 +39,10 @@ class ModelThread:
         self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], None]]] = queue.PriorityQueue()
         self._order = itertools.count()
         self.skipped = 0
-        self._stopping = False
-        self._thread = threading.Thread(target=self._serve, name="dictembed-model", daemon=True)
-        self._thread.start()
+        self._lock = threading.Lock()  # the thread's start and end against a call queued meanwhile
+        self._thread: threading.Thread | None = None
+        self._ending = False  # a stop is queued
+        self._start()
 
     def submit(self, priority: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Queue `fn(*args, **kwargs)` at `priority` (`SEARCH` or `BULK`); its future result."""
@@ -59,9 +59,10 @@ class ModelThread:
             else:
                 future.set_result(result)
 
-        if self._stopping:
-            raise DictEmbedError("the server is shutting down: its model takes no more calls")
-        self._queue.put((priority, next(self._order), run))
+        with self._lock:
+            self._queue.put((priority, next(self._order), run))
+            if self._thread is None:  # ended by `stop`: an app served again starts it again
+                self._start()
         return future
 
     @property
@@ -75,32 +76,43 @@ class ModelThread:
 
     @property
     def running(self) -> bool:
-        """Whether the thread still runs (until `stop` has let it finish)."""
-        return self._thread.is_alive()
+        """Whether the thread runs (from the start, and again from a call after `stop`, until `stop` ends it)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Take no more calls, run those already queued, then end the thread (the app's shutdown calls this, so
-        that a stopped server does not keep its model's thread and memory); waits up to `timeout` seconds."""
-        if not self._stopping:
-            self._stopping = True
-            self._queue.put((STOP, next(self._order), _end))
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+        """End the thread once every call queued before has run (the app's shutdown calls this, so that a stopped
+        server does not keep a thread holding its model); waits up to `timeout` seconds. A later call starts the
+        thread again."""
+        with self._lock:
+            thread = self._thread
+            if thread is None:
+                return
+            if not self._ending:
+                self._ending = True
+                self._queue.put((STOP, next(self._order), _end))
+        if threading.current_thread() is not thread:
+            thread.join(timeout)
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name="dictembed-model", daemon=True)
+        self._thread.start()
 
     def _serve(self) -> None:
         while True:
-            try:
-                self._queue.get()[2]()
-            except _End:
-                return
-
-
-class _End(Exception):
-    """Raised by the call that ends the model's thread."""
+            call = self._queue.get()[2]
+            if call is not _end:
+                call()
+                continue
+            with self._lock:
+                if self._queue.empty():
+                    self._thread, self._ending = None, False
+                    return
+                self._queue.put((STOP, next(self._order), _end))  # calls came after the stop: they run first
 
 
 def _end() -> None:
-    raise _End
+    """The call that ends the model's thread (`ModelThread.stop`)."""
 
 
 @dataclass(eq=False)
