@@ -227,7 +227,7 @@ class MatrixSpace(EntrySpace):
         super().__init__(words)
         if kind is not None:  # e.g. "definitions-amp-ica"; the class default otherwise
             self.kind = kind
-        matrix = torch.as_tensor(np.asarray(matrix), dtype=torch.float32).clone()
+        matrix = torch.tensor(np.asarray(matrix), dtype=torch.float32)  # a copy: a mapped matrix is read-only
         if matrix.shape[0] != len(self.words):
             raise DictEmbedError(f"{len(self.words)} entries but {matrix.shape[0]} vectors")
         if similarity not in ("dot", "cosine"):
@@ -330,7 +330,7 @@ class DefinitionSpace(MatrixSpace):
         self.definitions: torch.Tensor | None = None
         self.headwords: torch.Tensor | None = None
         if counts is not None:
-            counts = torch.as_tensor(np.asarray(counts), dtype=torch.long).clone()
+            counts = torch.tensor(np.asarray(counts), dtype=torch.long)  # a copy: mapped counts are read-only
             if counts.shape != (len(self.words),) or (counts < 1).any():
                 raise DictEmbedError(f"{len(self.words)} entries need as many positive counts, got {counts.shape}")
             self.counts = counts
