@@ -46,7 +46,7 @@ from machine import cpu, finish, has_fast_bf16, load_average, machine
 
 from dictembed.backends.onnx.graph import QuantizeSettings, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
-from dictembed.backends.openvino import OpenVinoBackbone, openvino_core
+from dictembed.backends.openvino import OpenVinoBackbone, nncf_int8, openvino_core
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
@@ -141,17 +141,6 @@ def static_int8(fp32: Path, target: Path, feeds: list[dict], keep_ffn_out: bool)
     return target
 
 
-def nncf_int8(backbone: OpenVinoBackbone, feeds: list[dict]) -> OpenVinoBackbone:
-    """`backbone`'s network `nncf.quantize`d over `feeds` (transformer preset), on as many threads. The network
-    object itself is quantised: a second read of the same graph file while the first is held makes nncf miss
-    nodes ("Could not find a node Gather_N in NNCFGraph")."""
-    import nncf
-
-    dataset = nncf.Dataset(feeds)
-    network = nncf.quantize(backbone.network, dataset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
-    return OpenVinoBackbone(network, backbone.inference_threads)
-
-
 def openvino_encoder(model: str, backbone: OpenVinoBackbone, precision: str = "f32") -> Encoder:
     """The model's encoder running `backbone` with OpenVINO's inference precision hint `precision` (f32 or bf16,
     which the encoder's compute precision selects), compiled now, not in the first encode."""
@@ -210,12 +199,12 @@ def contestants(path: str, scratch: Path, args: argparse.Namespace) -> tuple[dic
         graph = OpenVinoBackbone(openvino_core().read_model(str(fp32)), args.threads)
         ready["openvino_fp32"] = of(openvino_encoder(path, graph))
         start = time.perf_counter()
-        quantized = nncf_int8(graph, feeds)
-        ready["openvino_int8"] = of(openvino_encoder(path, quantized))
+        int8 = nncf_int8(openvino_encoder(path, graph), calibration)  # the product's (`backends.openvino`)
+        ready["openvino_int8"] = of(int8)
         note(quantized="openvino_int8", seconds=round(time.perf_counter() - start, 1))
         if native_bf16:  # the same networks, compiled with the bf16 hint
             ready["openvino_bf16"] = of(openvino_encoder(path, graph, "bf16"))
-            ready["openvino_int8_bf16"] = of(openvino_encoder(path, quantized, "bf16"))
+            ready["openvino_int8_bf16"] = of(openvino_encoder(path, int8.onnx, "bf16"))
     try:
         config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32"}
         ov_st = SentenceTransformer(path, device="cpu", backend="openvino", model_kwargs={"ov_config": config})

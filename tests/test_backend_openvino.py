@@ -170,6 +170,34 @@ def test_batches_run_on_streams_with_the_vectors_of_direct_calls(
     np.testing.assert_allclose(streamed, reference, atol=1e-4)
 
 
+def test_nncf_int8_quantises_the_network_and_keeps_the_vectors_near_fp32(
+    openvino: Any, exports: dict[str, Path], reference: np.ndarray
+) -> None:
+    """`nncf_int8`: FakeQuantize nodes in the network, an identity of its own, vectors near fp32 on the streams and
+    direct calls alike; a second quantisation, no calibration text and another backend are one-line errors."""
+    pytest.importorskip("nncf")
+    from dictembed.backends.openvino import nncf_int8
+
+    encoder = Encoder.load(exports["fp32"], backend="openvino")
+    fp32_identity = backbone_of(encoder).identity
+    assert nncf_int8(encoder, SENTENCES * 4) is encoder
+    backbone = backbone_of(encoder)
+    assert any(op.get_type_name() == "FakeQuantize" for op in backbone.network.get_ops())
+    assert backbone.manifest["quantize"] == "int8-nncf" and backbone.manifest["calibration"].startswith("24:")
+    assert backbone.identity.startswith("openvino-int8-nncf-") and backbone.identity != fp32_identity
+    streamed = encoder.encode(SENTENCES, batch_size=1)
+    direct = encoder.encode(SENTENCES, batch_size=8)
+    np.testing.assert_allclose(streamed, direct, atol=1e-5)
+    cosine = (streamed * reference).sum(1) / np.linalg.norm(streamed, axis=1) / np.linalg.norm(reference, axis=1)
+    assert cosine.min() > 0.9, cosine
+    with pytest.raises(DictEmbedError, match="already quantised"):
+        nncf_int8(encoder, SENTENCES)
+    with pytest.raises(DictEmbedError, match="needs calibration sentences"):
+        nncf_int8(Encoder.load(exports["fp32"], backend="openvino"), ["", "  "])
+    with pytest.raises(DictEmbedError, match="backend='openvino'"):
+        nncf_int8(Encoder.load(exports["fp32"], backend="torch"), SENTENCES)
+
+
 def test_missing_openvino_is_the_one_line_extra_message(saved_bert: Path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino -> ImportError
     with pytest.raises(MissingExtraError) as raised:
@@ -205,6 +233,31 @@ def test_cli_encode_writes_the_api_vectors(
         assert (report["backend"], report["precision"], report["device"]) == ("openvino", "fp32", "cpu")
         vectors = np.load(target)["embeddings"] if target.suffix == ".npz" else np.load(target)
         np.testing.assert_allclose(vectors, expected, atol=1e-6)
+
+
+def test_cli_encode_int8_calibrates_on_the_input(
+    openvino: Any, exports: dict[str, Path], tmp_path: Path, capsys, restore_log_level
+) -> None:
+    """`encode --backend openvino --int8`: the vectors of `nncf_int8` calibrated on the input's lines, in memory and
+    streamed; --int8 on another backend is a one-line usage error before the model loads."""
+    pytest.importorskip("nncf")
+    from conftest import cli_refuses
+
+    from dictembed.backends.openvino import nncf_int8
+    from dictembed.cli import main
+
+    model = exports["fp32"]
+    expected = nncf_int8(Encoder.load(model, backend="openvino"), SENTENCES).encode(SENTENCES)
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(SENTENCES) + "\n")
+    for target in (tmp_path / "out.npz", tmp_path / "out.npy"):
+        argv = ["encode", "--model", str(model), "--input", str(text), "--output", str(target), "-q"]
+        assert main([*argv, "--backend", "openvino", "--int8"]) == 0
+        vectors = np.load(target)["embeddings"] if target.suffix == ".npz" else np.load(target)
+        np.testing.assert_allclose(vectors, expected, atol=1e-5)
+    capsys.readouterr()
+    argv = ["encode", "--model", str(model), "--input", str(text), "--output", str(tmp_path / "x.npz"), "--int8"]
+    cli_refuses(capsys, argv, "--backend openvino", code=2)
 
 
 def test_a_signal_after_two_openvino_encoders_are_released_in_order(openvino: Any, saved_bert: Path) -> None:

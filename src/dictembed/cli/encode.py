@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from dictembed.io import atomic_file, check_readable, read_lines
 from dictembed.output_folder import check_output_file, check_output_folder
 from dictembed.quantization import QUANTIZATIONS, STREAMABLE, WEIGHT_QUANTIZATIONS
 
+CALIBRATION_LINES = 300  # lines of --input that set an --int8 network's activation ranges
 COMMANDS = {
     "encode": "encode one sentence per line to a .npy or .npz matrix",
     "export": "export a model for ONNX Runtime inference (optionally int8)",
@@ -81,6 +83,12 @@ def register(subparsers: Any) -> None:
         help="run the backbone with torch, ONNX Runtime (CPU) or OpenVINO (CPU; bf16 with AMX; pip install "
         '"dictembed[openvino]") (default: onnx for an exported folder, else torch)',
     )
+    shared.add_argument(
+        "--int8",
+        action="store_true",
+        help=f"with --backend openvino: quantise the network to int8 (nncf), its ranges from the first "
+        f"{CALIBRATION_LINES} lines of --input (default: fp32 weights)",
+    )
     output.add_argument("--output", type=array_path, required=True, help="the .npy or .npz file to write")
     add_overwrite(output, "replace an existing --output file")
 
@@ -107,7 +115,7 @@ def encode_streamed(args: argparse.Namespace) -> Report:
     """`encode` to .npy: chunk by chunk into a memory map, resumable after a kill (`dictembed.streaming`)."""
     from dictembed.streaming import encode_to_npy
 
-    encoder = load_encoder(args)
+    encoder = encoder_of(args)
     quantize = args.quantize or "float32"
     done = encode_to_npy(
         encoder,
@@ -135,6 +143,17 @@ def encode_streamed(args: argparse.Namespace) -> Report:
     return Report(data, f"wrote {rows} x {dim} {quantize} embeddings to {args.output}")
 
 
+def encoder_of(args: argparse.Namespace) -> Any:
+    """`load_encoder`, with --int8 its OpenVINO network quantised on the first `CALIBRATION_LINES` of --input."""
+    encoder = load_encoder(args)
+    if args.int8:
+        from dictembed.backends.openvino import nncf_int8
+        from dictembed.streaming import iter_lines
+
+        nncf_int8(encoder, list(itertools.islice(iter_lines(Path(args.input), args.encoding), CALIBRATION_LINES)))
+    return encoder
+
+
 def streamed(args: argparse.Namespace) -> bool:
     """Whether `encode` writes its --output chunk by chunk (`dictembed.streaming`): a .npy of a per-row quantisation
     (int8/uint8 calibrate over every row: encoded in memory)."""
@@ -148,6 +167,8 @@ def check_encode(args: argparse.Namespace) -> None:
     if args.output.exists() and Path(args.input).exists() and args.output.samefile(args.input):
         raise UsageError(f"--output {args.output} is the --input file; name another file")
     check_output_file(args.output, args.overwrite)
+    if args.int8 and args.backend != "openvino":
+        raise UsageError("--int8 quantises an OpenVINO network: add --backend openvino")
     if streamed(args):
         check_readable(args.input)  # read chunk by chunk once the model has loaded
     else:
@@ -159,7 +180,7 @@ def run_encode(args: argparse.Namespace) -> Report:
     if streamed(args):
         return encode_streamed(args)
     sentences = args.sentences  # read by check_encode
-    encoder = load_encoder(args)
+    encoder = encoder_of(args)
     quantize = args.quantize or "float32"
     with encoder.autocast():
         vectors = encoder.encode(
