@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from machine import cpu, finish, has_fast_bf16, load_average, machine
 
-from dictembed.backends.onnx.graph import QuantizeSettings, quantize_int8
+from dictembed.backends.onnx.graph import QuantizeSettings, ffn_output_matmuls, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
 from dictembed.backends.openvino import OpenVinoBackbone, nncf_int8, openvino_core
 from dictembed.dictionary import load_dictionary, seeded_sample
@@ -119,8 +119,7 @@ def static_int8(fp32: Path, target: Path, feeds: list[dict], keep_ffn_out: bool)
     try:
         quant_pre_process(str(fp32), str(inferred), skip_optimization=True)
         nodes = onnx.load(str(inferred), load_external_data=False).graph.node
-        gelu = {out for n in nodes if "Gelu" in n.op_type for out in n.output}
-        keep = [n.name for n in nodes if n.op_type == "MatMul" and gelu & set(n.input)] if keep_ffn_out else []
+        keep = ffn_output_matmuls(nodes) if keep_ffn_out else []
         q.quantize_static(
             str(inferred),
             str(target),

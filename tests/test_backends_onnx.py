@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import BACKEND_SENTENCES
+from conftest import BACKEND_SENTENCES, cli_refuses
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -115,6 +115,36 @@ def test_int8_is_close_to_fp32(st_model: Path, exports: dict[str, Path]) -> None
     # gave 0.985 here (int16 saturation), with it the integer arithmetic is the same on both kinds of CPU
     assert cosine.min() >= 0.99, cosine
     assert not np.allclose(vectors, reference, atol=1e-6)  # it really is another graph
+
+
+def test_keep_ffn_fp32_leaves_the_down_projections_unquantised(
+    st_model: Path, exports: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    """`export --quantize int8 --keep-ffn-fp32`: the MatMuls fed by a GELU stay fp32 MatMuls (quantised by
+    default), the others are quantised, the setting is in the manifest, and the vectors stay near fp32;
+    --keep-ffn-fp32 without --quantize int8 is a one-line usage error."""
+    import onnx
+
+    from dictembed.backends.onnx.graph import ffn_output_matmuls
+
+    out = tmp_path / "int8-ffn"
+    argv = ["export", "--model", str(st_model), "--output", str(out), "--quantize", "int8", "--keep-ffn-fp32"]
+    assert main([*argv, "--keep-weights", "-q"]) == 0
+    manifest = json.loads((out / "onnx" / "export.json").read_text())
+    assert manifest["settings"]["keep_ffn_output"] is True
+    kept = {n.name: n.op_type for n in onnx.load(str(out / "onnx" / INT8_FILE)).graph.node}
+    default = {n.name: n.op_type for n in onnx.load(str(exports["int8"] / "onnx" / INT8_FILE)).graph.node}
+    fp32_graph = tmp_path / "fp32"
+    export(st_model, fp32_graph)
+    down = ffn_output_matmuls(onnx.load(str(fp32_graph / "onnx" / FP32_FILE)).graph.node)
+    assert down and all(kept.get(name) == "MatMul" for name in down)
+    assert not any(default.get(name) == "MatMul" for name in down)  # quantised (renamed) by default
+    assert any(op == "MatMulInteger" for op in kept.values())  # the rest is int8
+    vectors = Encoder.load(out).encode(SENTENCES, batch_size=4)
+    assert ((vectors * _torch_vectors(st_model)).sum(1)).min() >= 0.99
+    capsys.readouterr()
+    argv = ["export", "--model", str(st_model), "--output", str(tmp_path / "x"), "--keep-ffn-fp32"]
+    cli_refuses(capsys, argv, "add --quantize int8", code=2)
 
 
 class SessionSpy:

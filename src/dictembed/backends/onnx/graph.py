@@ -42,6 +42,9 @@ class QuantizeSettings:
     reduce_range: bool = True
     weight_type: str = "QInt8"  # or "QUInt8"
     exclude_last_layers: int = 0  # keep the MatMuls of the last N transformer layers in fp32
+    # keep the feed-forward down-projections (the MatMuls fed by a GELU, whose inputs have outliers) in fp32:
+    # all-mpnet-base-v2's vectors' cosine to fp32 0.907 -> 0.992, one query 12.8 -> 18.4 ms (fp32 30.1 ms)
+    keep_ffn_output: bool = False
 
 
 class _Forward(nn.Module):
@@ -117,11 +120,14 @@ def quantize_int8(source: Path, target: Path, settings: QuantizeSettings | None 
     onnx = require("onnx", "onnx")
     settings = settings or QuantizeSettings()
     exclude: list[str] = []
-    if settings.exclude_last_layers:
+    if settings.exclude_last_layers or settings.keep_ffn_output:
         graph = onnx.load(str(source), load_external_data=False).graph
+    if settings.exclude_last_layers:
         layers = sorted({int(p) for n in graph.node for p in _layer_of(n.name)})
         last = set(layers[-settings.exclude_last_layers :])
         exclude = [n.name for n in graph.node if any(int(p) in last for p in _layer_of(n.name))]
+    if settings.keep_ffn_output:
+        exclude += [name for name in ffn_output_matmuls(graph.node) if name not in exclude]
     with quiet_root_info():  # the quantiser logs a line per tensor to the root logger
         quantization.quantize_dynamic(
             str(source),
@@ -134,6 +140,12 @@ def quantize_int8(source: Path, target: Path, settings: QuantizeSettings | None 
             # the fused graph's contrib ops (Attention, SkipLayerNormalization) defeat ONNX shape inference
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
+
+
+def ffn_output_matmuls(nodes: Any) -> list[str]:
+    """The names of the feed-forward down-projections among a graph's `nodes`: the MatMuls fed by a GELU."""
+    gelu = {out for n in nodes if "Gelu" in n.op_type for out in n.output}
+    return [n.name for n in nodes if n.op_type == "MatMul" and gelu & set(n.input)]
 
 
 @contextlib.contextmanager
