@@ -7,12 +7,11 @@ Runtime int8 2.5x). Inference only: `Encoder.forward` refuses a forward with gra
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +20,7 @@ import numpy as np
 import torch
 
 from dictembed.backends.onnx.runtime import backbone_graph
-from dictembed.backends.onnx.session import ordered_map, physical_cores
+from dictembed.backends.onnx.session import BatchWorkers, physical_cores
 from dictembed.devices import resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.extras import require
@@ -51,7 +50,7 @@ def precision_hint(precision: str | None) -> str:
     return "bf16" if resolve_precision(precision, "cpu") == "bf16" else "f32"
 
 
-class OpenVinoBackbone:
+class OpenVinoBackbone(BatchWorkers):
     """An OpenVINO model (`network`, an `openvino.Model`) called like the torch backbone: keyword tensors in,
     `.last_hidden_state` out. A forward under bf16 autocast (`Encoder.autocast` of an encoder whose compute
     precision is bf16) runs the network compiled with INFERENCE_PRECISION_HINT bf16, any other with f32; each
@@ -104,28 +103,6 @@ class OpenVinoBackbone:
                 models[hint] = model
             return models[hint]
 
-    def run_batches(
-        self,
-        forward: Callable[[Any], torch.Tensor],
-        batches: Iterable[Any],
-        threads: int,
-        contexts: Callable[[], tuple[contextlib.AbstractContextManager, ...]] = tuple,
-    ) -> Iterator[torch.Tensor]:
-        """`forward` of each batch, in order, up to `threads` at once on worker threads, each on a stream of its own
-        inside `contexts()` (the grad mode and autocast); as `OnnxBackbone.run_batches`."""
-
-        def run(batch: Any) -> torch.Tensor:
-            with contextlib.ExitStack() as stack:
-                for context in contexts():
-                    stack.enter_context(context)
-                self._local.stream = True
-                try:
-                    return forward(batch)
-                finally:
-                    self._local.stream = False
-
-        return ordered_map(run, batches, threads)
-
     def _stream_request(self, hint: str) -> Any:
         """This worker thread's infer request of the streams model of `hint`."""
         requests: dict[str, Any] = self._local.__dict__.setdefault("requests", {})
@@ -145,7 +122,7 @@ class OpenVinoBackbone:
         for name in self.inputs:
             value = batch.get(name)
             feeds[name] = np.zeros(tuple(ids.shape), np.int64) if value is None else value.numpy().astype(np.int64)
-        if getattr(self._local, "stream", False):
+        if self.on_worker():
             request = self._stream_request(hint)
             request.infer(feeds)
             hidden = np.array(request.get_tensor("last_hidden_state").data)  # a copy: the request reuses its buffer

@@ -5,10 +5,12 @@ against the weights it was made from), and batches run in order on worker thread
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -147,3 +149,42 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
             yield pending.popleft().result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class BatchWorkers:
+    """A backbone whose `Encoder.encode` runs `threads` batches at once (`run_batches`), each on a worker thread
+    that `on_worker` tells apart (its calls run on a single-threaded session, or a stream, of its own)."""
+
+    _local: threading.local
+
+    def on_worker(self) -> bool:
+        """Whether this thread runs a batch of `run_batches`."""
+        return bool(getattr(self._local, "worker", False))
+
+    @contextlib.contextmanager
+    def worker(self) -> Iterator[None]:
+        """Calls from this thread run as a worker's while inside."""
+        before, self._local.worker = self.on_worker(), True
+        try:
+            yield
+        finally:
+            self._local.worker = before
+
+    def run_batches(
+        self,
+        forward: Callable[[Any], Any],
+        batches: Iterable[Any],
+        threads: int,
+        contexts: Callable[[], tuple[contextlib.AbstractContextManager, ...]] = tuple,
+    ) -> Iterator[Any]:
+        """`forward` of each batch, in order, up to `threads` at once on worker threads, each run as a worker inside
+        `contexts()` (per-thread state such as the grad mode and autocast). The batches are drawn here, on the
+        caller's thread, in order. On an error or an interrupt the batches not yet started are dropped, not run."""
+
+        def run(batch: Any) -> Any:
+            with contextlib.ExitStack() as stack:
+                for context in (*contexts(), self.worker()):
+                    stack.enter_context(context)
+                return forward(batch)
+
+        return ordered_map(run, batches, threads)
