@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save
 
+from dictembed.backends.onnx.session import weights_sha256
 from dictembed.description_corpus import Description
 from dictembed.devices import loader_device
 from dictembed.dictionary.core import Dictionary
@@ -130,13 +131,6 @@ def texts_fingerprint(texts: list[str]) -> str:
     return hashlib.sha1("\n".join(texts).encode()).hexdigest()[:16]
 
 
-def teacher_fingerprint(folder: ModelFolder) -> str:
-    """The teacher folder's path and the size and time of each of its weight files."""
-    weights = sorted(folder.path.glob("*.safetensors"))
-    stats = [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in weights]
-    return hashlib.sha1("\n".join([str(folder.path.resolve()), *stats]).encode()).hexdigest()[:16]
-
-
 def teacher_targets(
     folder: ModelFolder, device: str, precision: str, key: str, texts: list[str], run_dir: Path
 ) -> np.ndarray:
@@ -190,7 +184,7 @@ def distil(
         "distilling %s into %s on %s", folder.name, student_path, ", ".join(f"{v:,} {k}" for k, v in counts.items())
     )
     run_dir.mkdir(parents=True, exist_ok=True)
-    key = f"{teacher_fingerprint(folder)}-{texts_fingerprint(texts)}"
+    key = f"{weights_sha256(folder.path)[:16]}-{texts_fingerprint(texts)}"  # the teacher's weights, the texts
     targets = teacher_targets(folder, device, precision, key, texts, run_dir)
     kept = run_dir / "projection.safetensors"
     if resume and kept.is_file():
