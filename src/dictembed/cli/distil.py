@@ -60,19 +60,18 @@ def register(subparsers: Any) -> None:
 
 def check_distil(args: argparse.Namespace) -> None:
     """A teacher or student path that is not there, an --output that would lose something, a --descriptions file
-    that cannot be read: refused before anything loads."""
+    that cannot be read: refused before anything loads (the descriptions are read here, once:
+    `args.description_rows`)."""
     from dictembed.description_corpus import load_descriptions
 
     check_model(args.teacher)
     check_model(args.model)
     check_output_folder(args.output, args.overwrite)
-    if args.descriptions != "none":
-        load_descriptions(args.descriptions)
+    args.description_rows = [] if args.descriptions == "none" else load_descriptions(args.descriptions)
 
 
 def run_distil(args: argparse.Namespace) -> Report:
     from dictembed.backends.onnx.export import write_query_graph
-    from dictembed.description_corpus import load_descriptions
     from dictembed.io import staged_dir
     from dictembed.model_card import write_model_card
     from dictembed.model_folder import read_record
@@ -89,11 +88,10 @@ def run_distil(args: argparse.Namespace) -> Report:
         epochs=args.epochs,
         seed=args.seed,
     )
-    descriptions = [] if args.descriptions == "none" else load_descriptions(args.descriptions)
     student_model = args.model or str(default_model())
     run_dir = Path(f"{args.output}-runs") / "distil"
     student, space, dictionary, record = distil(
-        args.teacher, student_model, descriptions, settings, run_dir, args.device, args.precision, args.resume
+        args.teacher, student_model, args.description_rows, settings, run_dir, args.device, args.precision, args.resume
     )
     with staged_dir(args.output) as staging:
         save_model_folder(staging, student, record, space, dictionary)
