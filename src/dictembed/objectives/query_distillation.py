@@ -46,7 +46,9 @@ class QueryDistillation(nn.Module):
         cosine = (h * wanted).sum(-1)
         out = {"loss": (1 - cosine).mean(), "cosine": cosine.mean().detach()}
         if self.ranking_weight and self.entries is not None:
-            entries = self.entries.to(h.device)
+            if self.entries.device != h.device:  # moved once, not every step (not a registered buffer)
+                self.__dict__["entries"] = self.entries.to(h.device)
+            entries = self.entries
             with torch.autocast(h.device.type, enabled=False):
                 student = torch.log_softmax(h @ entries.T / self.temperature, dim=-1)
                 teacher = torch.log_softmax(wanted @ entries.T / self.temperature, dim=-1)
