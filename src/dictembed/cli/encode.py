@@ -156,7 +156,9 @@ def encoder_of(args: argparse.Namespace) -> Any:
         from dictembed.backends.openvino import nncf_int8
         from dictembed.streaming import iter_lines
 
-        nncf_int8(encoder, list(itertools.islice(iter_lines(Path(args.input), args.encoding), CALIBRATION_LINES)))
+        read = getattr(args, "sentences", None)  # read by check_encode unless streamed
+        lines = read if read is not None else iter_lines(Path(args.input), args.encoding)
+        nncf_int8(encoder, list(itertools.islice(lines, CALIBRATION_LINES)))
     return encoder
 
 
