@@ -46,6 +46,7 @@ from machine import cpu, finish, has_fast_bf16, load_average, machine
 
 from dictembed.backends.onnx.graph import QuantizeSettings, ffn_output_matmuls, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
+from dictembed.backends.onnx.session import graph_feeds
 from dictembed.backends.openvino import OpenVinoBackbone, nncf_int8, openvino_core
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
@@ -83,9 +84,7 @@ def resolve(name: str) -> str:
 def feed_batches(encoder: Encoder, inputs: list[str], sentences: list[str], size: int = 16) -> Iterator[dict]:
     """Tokenised batches of `sentences` as numpy int64 feeds of the graph's `inputs` (calibration data)."""
     for start in range(0, len(sentences), size):
-        batch = encoder.tokenize(sentences[start : start + size])
-        ids = batch["input_ids"]
-        yield {n: (batch[n] if n in batch else torch.zeros_like(ids)).numpy().astype(np.int64) for n in inputs}
+        yield graph_feeds(inputs, encoder.tokenize(sentences[start : start + size]))
 
 
 def with_graph(model: str, graph: Path, threads: int) -> Encoder:

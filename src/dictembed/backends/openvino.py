@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from dictembed.backends.onnx.runtime import backbone_graph
-from dictembed.backends.onnx.session import BatchWorkers, physical_cores
+from dictembed.backends.onnx.session import BatchWorkers, graph_feeds, physical_cores
 from dictembed.devices import resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.extras import require
@@ -69,13 +69,17 @@ class OpenVinoBackbone(BatchWorkers):
             raise DictEmbedError(f"threads must be at least 1, got {inference_threads}")
         self.network = network
         self.inference_threads = inference_threads or physical_cores()
-        self.threads = self.inference_threads
         self._local = threading.local()  # per worker thread: whether it runs a stream, and its infer requests
         self.manifest: dict[str, Any] = {**(manifest or {}), "backend": "openvino"}
         self.inputs = [port.get_any_name() for port in network.inputs]
         self.models: dict[str, Any] = {}  # precision hint -> compiled model (direct calls)
         self.stream_models: dict[str, Any] = {}  # precision hint -> compiled model with streams (`run_batches`)
         self._lock = threading.Lock()  # a compiled model's call reuses one infer request: one call at a time
+
+    @property
+    def threads(self) -> int:
+        """The batches `Encoder.encode` runs at once: one a stream, as many as the inference threads."""
+        return self.inference_threads
 
     @property
     def identity(self) -> str:
@@ -117,11 +121,7 @@ class OpenVinoBackbone(BatchWorkers):
             raise DictEmbedError("the OpenVINO backend gives the last hidden state only; use backend='torch'")
         bf16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
         hint = "bf16" if bf16 else "f32"
-        ids = batch["input_ids"]
-        feeds = {}
-        for name in self.inputs:
-            value = batch.get(name)
-            feeds[name] = np.zeros(tuple(ids.shape), np.int64) if value is None else value.numpy().astype(np.int64)
+        feeds = graph_feeds(self.inputs, batch)
         if self.on_worker():
             request = self._stream_request(hint)
             request.infer(feeds)
@@ -187,13 +187,10 @@ def nncf_int8(encoder: Any, calibration: Sequence[str]) -> Any:
     if not sentences:
         raise DictEmbedError("nncf_int8 needs calibration sentences (a few hundred of the text to encode)")
     nncf = require("openvino", "nncf")
-    feeds = []
-    for start in range(0, len(sentences), CALIBRATION_BATCH):
-        batch = encoder.tokenize(sentences[start : start + CALIBRATION_BATCH])
-        ids = batch["input_ids"]
-        feeds.append(
-            {n: (batch[n] if n in batch else torch.zeros_like(ids)).numpy().astype(np.int64) for n in backbone.inputs}
-        )
+    feeds = [
+        graph_feeds(backbone.inputs, encoder.tokenize(sentences[start : start + CALIBRATION_BATCH]))
+        for start in range(0, len(sentences), CALIBRATION_BATCH)
+    ]
     network = nncf.quantize(
         backbone.network, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds)
     )

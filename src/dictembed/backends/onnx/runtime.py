@@ -16,13 +16,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import torch
 
 from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph
 from dictembed.backends.onnx.session import (
     BatchWorkers,
     exported_file,
+    graph_feeds,
     open_session,
     physical_cores,
     query_graph,
@@ -67,13 +67,8 @@ class OnnxBackbone(BatchWorkers):
     ) -> SimpleNamespace:
         if output_hidden_states:
             raise DictEmbedError("the ONNX backend gives the last hidden state only; use backend='torch'")
-        ids = batch["input_ids"]
-        feeds = {}
-        for name in self.inputs:
-            value = batch.get(name)
-            feeds[name] = np.zeros(tuple(ids.shape), np.int64) if value is None else value.numpy().astype(np.int64)
         session = self.single if self.on_worker() else self.session
-        (hidden,) = session.run(["last_hidden_state"], feeds)
+        (hidden,) = session.run(["last_hidden_state"], graph_feeds(self.inputs, batch))
         return SimpleNamespace(last_hidden_state=torch.from_numpy(hidden), hidden_states=None)
 
 

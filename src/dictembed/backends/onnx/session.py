@@ -12,10 +12,12 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
+
+import numpy as np
 
 from dictembed.errors import ModelLoadError
 from dictembed.extras import require
@@ -149,6 +151,16 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
             yield pending.popleft().result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def graph_feeds(inputs: Iterable[str], batch: Mapping[str, Any]) -> dict[str, Any]:
+    """A tokenised batch (torch tensors by name) as the int64 numpy feeds of a graph's `inputs`; an input the batch
+    lacks (token_type_ids of a tokenizer without them) is zeros shaped as input_ids."""
+    shape = tuple(batch["input_ids"].shape)
+    return {
+        name: np.zeros(shape, np.int64) if batch.get(name) is None else batch[name].numpy().astype(np.int64)
+        for name in inputs
+    }
 
 
 class BatchWorkers:
