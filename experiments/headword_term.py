@@ -23,6 +23,7 @@ from published_terms import summary
 from dictembed.dictionary import load_dictionary
 from dictembed.evaluation import leak_free
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Ranking
 
 
 def rank_of(rd: ReverseDictionary, query: str, gold: str, depth: int) -> float:
@@ -40,10 +41,13 @@ def main() -> None:
     parser.add_argument("--sets", default="oxford,chang", help="query sets")
     parser.add_argument("--limit", type=int, default=500, help="queries per set")
     parser.add_argument("--depth", type=int, default=300, help="results searched for the gold word")
+    parser.add_argument("--query-word-weight", type=float, default=QUERY_WORD_WEIGHT, help="0: that lexical term off")
+    parser.add_argument("--overlap-weight", type=float, default=OVERLAP_WEIGHT, help="0: that lexical term off")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = parser.parse_args()
 
-    rd = ReverseDictionary.load(args.model).prepare()
+    ranking = Ranking(query_word_weight=args.query_word_weight, overlap_weight=args.overlap_weight)
+    rd = ReverseDictionary.load(args.model, ranking=ranking).prepare()
     table = {}
     for name in args.sets.split(","):
         queries = leak_free.cross_dictionary_queries(rd.space.words, load_dictionary(name), limit=args.limit)

@@ -24,7 +24,7 @@ from lemminflect import getAllLemmas
 
 from dictembed.evaluation.descriptions import DESCRIPTION_SPLITS, load_description_pairs
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import HEADWORD_WEIGHT, Filters, Ranking
+from dictembed.search_options import HEADWORD_WEIGHT, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Filters, Ranking
 from dictembed.word_frequency import zipf_frequencies
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
@@ -81,11 +81,17 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=1000, help="results searched for a gold word")
     parser.add_argument("--precision", default="fp32", help="the query encoder's compute precision (default: fp32)")
     parser.add_argument("--headword-weight", type=float, default=HEADWORD_WEIGHT, help="the headword term's weight")
+    parser.add_argument("--query-word-weight", type=float, default=QUERY_WORD_WEIGHT, help="0: that lexical term off")
+    parser.add_argument("--overlap-weight", type=float, default=OVERLAP_WEIGHT, help="0: that lexical term off")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = parser.parse_args()
 
     pairs = load_description_pairs(args.data, split=args.split)
-    ranking = Ranking(headword_weight=args.headword_weight)
+    ranking = Ranking(
+        headword_weight=args.headword_weight,
+        query_word_weight=args.query_word_weight,
+        overlap_weight=args.overlap_weight,
+    )
     rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=ranking).prepare()
     single = [w for w in rd.space.words if " " not in w and "_" not in w]
     zipf = zipf_frequencies(single, "en")
@@ -111,7 +117,8 @@ def main() -> None:
         args.json.write_text(
             json.dumps(
                 {"model": args.model, "split": args.split, "precision": args.precision}
-                | {"headword_weight": args.headword_weight, "floor": floor, "table": table},
+                | {"headword_weight": args.headword_weight, "floor": floor, "table": table}
+                | {"query_word_weight": args.query_word_weight, "overlap_weight": args.overlap_weight},
                 indent=1,
             )
         )

@@ -163,7 +163,8 @@ def test_the_similar_words_switch(page, base_url) -> None:
     assert "not an entry" in page.locator("#status").text_content()
     page.get_by_text("Describe", exact=True).click()  # described
     _status_starts(page, f"{len(HEADWORDS) - 2} results")
-    assert "closest definition" in page.locator("#score-note").text_content()  # cosine+definition+frequency
+    note = page.locator("#score-note").text_content()
+    assert "closest definition" in note and "itself uses counts against it" in note  # cosine+definition+words+frequency
     assert "mode=" not in page.url  # the default mode is left out of the link
 
 

@@ -22,6 +22,8 @@ from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_index import CoarseIndex
 from dictembed.search_options import Filters, Ranking
 
+NO_WORDS = {"query_word_weight": 0, "overlap_weight": 0}  # the lexical terms off
+
 # Entries with one to three definitions; "bank" has two far-apart senses, so its mean matches neither well.
 SENSES = {
     "bank": ["sloping land beside a body of water", "a financial institution that accepts deposits"],
@@ -92,7 +94,7 @@ def test_an_ica_space_and_one_without_counts_keep_no_definitions(space) -> None:
 def test_the_score_mixes_the_best_definition_as_computed_by_hand(space, encoder, dictionary) -> None:
     query = "a financial institution that accepts deposits"  # bank's second definition, word for word
     weight = 0.5
-    ranking = Ranking(frequency_weight=0, definition_weight=weight, headword_weight=0)
+    ranking = Ranking(frequency_weight=0, definition_weight=weight, headword_weight=0, **NO_WORDS)
     rd = ReverseDictionary(encoder, space, dictionary, ranking=ranking)
     assert rd.reranks and rd.score_kind == "cosine+definition"
     results = rd.search(query, k=5)
@@ -109,9 +111,9 @@ def test_the_score_mixes_the_best_definition_as_computed_by_hand(space, encoder,
 
 def test_weight_zero_and_a_space_without_definitions_rank_by_the_entry_cosine(space, encoder, dictionary) -> None:
     query = "money lent to a customer"
-    plain = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=0))
+    plain = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=0, **NO_WORDS))
     bare = DefinitionSpace(space.words, space.matrix, "cosine", counts=space.counts)
-    without = ReverseDictionary(encoder, bare, dictionary, ranking=Ranking(frequency_weight=0))
+    without = ReverseDictionary(encoder, bare, dictionary, ranking=Ranking(frequency_weight=0, **NO_WORDS))
     assert plain.score_kind == without.score_kind == "cosine" and not without.reranks
     h = _unit(encoder.encode(query))
     cosine = _unit(space.matrix.numpy()) @ h
@@ -224,7 +226,7 @@ def test_the_two_stage_search_equals_the_exact_one_when_it_keeps_every_group(
 
 def test_the_two_stage_search_scores_its_candidates_exactly(space, encoder, dictionary, monkeypatch) -> None:
     _coarse(monkeypatch, candidates=2)
-    ranking = Ranking(frequency_weight=0, definition_weight=0, headword_weight=0)
+    ranking = Ranking(frequency_weight=0, definition_weight=0, headword_weight=0, **NO_WORDS)
     rd = ReverseDictionary(encoder, space, dictionary, ranking=ranking)
     query = "a strongroom for valuables"
     results = rd.search(query, k=2)

@@ -22,6 +22,8 @@ from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_options import Ranking
 from dictembed.search_space import SearchSpace
 
+NO_WORDS = {"query_word_weight": 0, "overlap_weight": 0}  # the lexical terms off
+
 # "lender" and "loaner" share their one definition, so they are one result (a group of identical entries).
 SENSES = {
     "bank": ["sloping land beside a body of water", "a financial institution that accepts deposits"],
@@ -82,7 +84,10 @@ def test_the_score_adds_the_best_words_cosine_as_computed_by_hand(space, encoder
     query = "someone who lends money"
     d, w = 0.5, 0.4
     rd = ReverseDictionary(
-        encoder, space, dictionary, ranking=Ranking(frequency_weight=0, definition_weight=d, headword_weight=w)
+        encoder,
+        space,
+        dictionary,
+        ranking=Ranking(frequency_weight=0, definition_weight=d, headword_weight=w, **NO_WORDS),
     )
     assert rd.score_kind == "cosine+definition+headword"
     h = _unit(encoder.encode(query))
@@ -107,8 +112,8 @@ def test_the_score_adds_the_best_words_cosine_as_computed_by_hand(space, encoder
 
 def test_the_headword_term_moves_the_word_named_in_the_description_up(space, encoder, dictionary) -> None:
     query = "the river"
-    plain = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=0))
-    by_word = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=10))
+    plain = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=0, **NO_WORDS))
+    by_word = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(0, 0, headword_weight=10, **NO_WORDS))
     h = _unit(encoder.encode(query))
     word = dict(zip(space.words, _unit(space.headwords.float().numpy()) @ h, strict=True))
     assert by_word.search(query, k=1)[0].words == [max(word, key=word.__getitem__)]
@@ -118,8 +123,10 @@ def test_the_headword_term_moves_the_word_named_in_the_description_up(space, enc
 def test_a_space_without_headword_vectors_ranks_as_before(space, encoder, dictionary) -> None:
     bare = DefinitionSpace(space.words, space.matrix, "cosine", counts=space.counts, definitions=space.definitions)
     query = "money kept safe"
-    with_term = ReverseDictionary(encoder, bare, dictionary, ranking=Ranking(frequency_weight=0))
-    off = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0, headword_weight=0))
+    with_term = ReverseDictionary(encoder, bare, dictionary, ranking=Ranking(frequency_weight=0, **NO_WORDS))
+    off = ReverseDictionary(
+        encoder, space, dictionary, ranking=Ranking(frequency_weight=0, headword_weight=0, **NO_WORDS)
+    )
     assert with_term.score_kind == off.score_kind == "cosine+definition"
     assert [r.to_dict() for r in with_term.search(query, k=4)] == [r.to_dict() for r in off.search(query, k=4)]
 

@@ -63,7 +63,8 @@ def encoder(bert_path) -> Encoder:
 @pytest.fixture(scope="module")
 def rd(encoder, space, dictionary) -> ReverseDictionary:
     """Ranked by cosine alone (no word-frequency prior: see test_word_frequency.py)."""
-    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy", ranking=Ranking(frequency_weight=0))
+    ranking = Ranking(frequency_weight=0, query_word_weight=0, overlap_weight=0)
+    return ReverseDictionary(encoder, space, dictionary=dictionary, name="toy", ranking=ranking)
 
 
 def _words(results) -> list[str]:

@@ -20,7 +20,7 @@ import pytest
 from conftest import CAR, HEADWORDS
 
 from dictembed.cli import main
-from dictembed.search_options import FREQUENCY_WEIGHT, HEADWORD_WEIGHT, Filters
+from dictembed.search_options import FREQUENCY_WEIGHT, HEADWORD_WEIGHT, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Filters
 
 
 @pytest.fixture(scope="session")
@@ -57,19 +57,20 @@ def test_health(client) -> None:
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["model"] == "toy-reverse-dictionary"
     assert health["entries"] == len(HEADWORDS) and health["results"] == len(HEADWORDS) - 2
-    assert health["score_kind"] == "cosine+definition+headword+frequency" and health["definitions"] is True
+    assert health["score_kind"] == "cosine+definition+headword+words+frequency" and health["definitions"] is True
 
 
 def test_reverse_finds_the_gold_word_with_its_definitions(client) -> None:
     data = _reverse(client, q="  a domesticated animal that barks ", k=3)
     assert data["query"] == "a domesticated animal that barks" and data["model"] == "toy-reverse-dictionary"
     assert (
-        data["entries"] == len(HEADWORDS) and data["score_kind"] == "cosine+definition+headword+frequency"
+        data["entries"] == len(HEADWORDS) and data["score_kind"] == "cosine+definition+headword+words+frequency"
     )  # English headwords
     assert len(data["results"]) == 3 and "dog" in _words(data["results"])
     scores = [r["score"] for r in data["results"]]
-    bound = 1 + 8 * FREQUENCY_WEIGHT + HEADWORD_WEIGHT
-    assert scores == sorted(scores, reverse=True) and all(-1 - HEADWORD_WEIGHT <= s <= bound for s in scores)
+    bound = 1 + 8 * FREQUENCY_WEIGHT + HEADWORD_WEIGHT + 5 * OVERLAP_WEIGHT  # the query's 5 words shared
+    low = -1 - HEADWORD_WEIGHT - QUERY_WORD_WEIGHT
+    assert scores == sorted(scores, reverse=True) and all(low <= s <= bound for s in scores)
     dog = next(r for r in data["results"] if "dog" in r["words"])
     assert dog["definitions"]["dog"] == ["a domesticated animal that barks", "a loyal pet that chases cats"]
     assert dog["pos"]["dog"] == ["n", "n"]

@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -37,13 +38,14 @@ from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.filter_masks import FilterMasks
 from dictembed.frequency_prior import FrequencyPrior
+from dictembed.lexical_terms import definition_stems, shared_words, stems, uses_word
 from dictembed.model_folder import ModelDictionary, ModelFolder
 from dictembed.model_scores import ModelScores
 from dictembed.near_synonyms import SynonymSearch
 from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder, as_rows, exported_query_encoder, search_threads
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
-from dictembed.search_options import Filters, Ranking, normalize_pos
+from dictembed.search_options import LEXICAL_DEPTH, Filters, Ranking, normalize_pos
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, definition_rows, l2_normalize
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 # A large matrix space is searched in two stages (`search_index.CoarseIndex`): every group by a projection of the
 # unit entry vectors on their first principal directions, then the COARSE_CANDIDATES best exactly.
 COARSE_CANDIDATES = 1000
+STEM_CACHE = 20_000  # entries whose definitions' stems (`lexical_terms`) a reverse dictionary keeps at hand
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +151,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         self._masks: dict[tuple[str, str], np.ndarray] = {}
         self._word_index: WordIndex | None = None
         self._synonyms: SynonymSearch | None = None
+        self._entry_stems = lru_cache(maxsize=STEM_CACHE)(self._definition_stems)
 
     @classmethod
     def load(
@@ -183,17 +187,26 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
     @property
     def score_kind(self) -> str:
         """`cosine` for spaces with an entry matrix, `+definition` when the best single definition reranks
-        (`reranks`), `+frequency` with the word-frequency prior (`group_prior`); else `probability` (softmax of
+        (`reranks`), `+headword` the word itself, `+words` the lexical terms (`reranks_by_words`), `+frequency`
+        with the word-frequency prior (`group_prior`); else `probability` (softmax of
         the model's logits)."""
         if not isinstance(self.space, SearchSpace):
             return "probability"
         kind = "cosine" + "+definition" * self.reranks_by_definition + "+headword" * self.reranks_by_headword
-        return kind + "+frequency" * (self.group_prior is not None)
+        return kind + "+words" * self.reranks_by_words + "+frequency" * (self.group_prior is not None)
 
     @property
     def reranks(self) -> bool:
-        """Whether searches rerank their best results (`Ranking`): by definition, by headword, or both."""
-        return self.reranks_by_definition or self.reranks_by_headword
+        """Whether searches rerank their best results (`Ranking`): by definition, by headword, by the
+        description's words, or several."""
+        return self.reranks_by_definition or self.reranks_by_headword or self.reranks_by_words
+
+    @property
+    def reranks_by_words(self) -> bool:
+        """Whether searches of a description rerank by its words (`lexical_terms`): a matrix space, and a query-word
+        or an overlap weight above 0 (the overlap counts only with the dictionary's definitions at hand)."""
+        ranking = self.ranking
+        return isinstance(self.space, SearchSpace) and (ranking.query_word_weight > 0 or ranking.overlap_weight > 0)
 
     @property
     def reranks_by_definition(self) -> bool:
@@ -324,11 +337,17 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
             yield candidates[order], exact[order]
 
     def _rerank(
-        self, h: np.ndarray, top: np.ndarray, scores: np.ndarray, mask: np.ndarray | None = None
+        self,
+        h: np.ndarray,
+        top: np.ndarray,
+        scores: np.ndarray,
+        mask: np.ndarray | None = None,
+        text: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
         mixes in the cosine of the query vector `h` to each group's best single definition and adds that to the
-        vector of its best word among those the entry `mask` (None: all) keeps, and their scores."""
+        vector of its best word among those the entry `mask` (None: all) keeps, then the lexical terms of the
+        description `text` (None: none) over the `LEXICAL_DEPTH` best, and their scores."""
         space = cast(SearchSpace, self.space)
         query = h / np.linalg.norm(h)
         combined = scores
@@ -347,7 +366,36 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
             best = best_cosines(cast(np.ndarray, space.headwords), members, starts, query, keep)
             combined = combined + self.ranking.headword_weight * best
         order = np.lexsort((top, -combined))
-        return top[order], combined[order]
+        top, combined = top[order], combined[order]
+        if text is not None and self.reranks_by_words:
+            head = top[:LEXICAL_DEPTH]
+            terms = self._word_terms(text, head, mask)
+            combined = np.concatenate([combined[: len(head)] + terms, combined[len(head) :]])
+            order = np.lexsort((top, -combined))
+            top, combined = top[order], combined[order]
+        return top, combined
+
+    def _word_terms(self, text: str, top: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """Per group of `top`, the lexical terms of its score for the description `text` (`Ranking`,
+        `lexical_terms`): minus the query-word weight when the description uses one of its words that `mask` (None:
+        all) keeps, plus the overlap weight per word it shares with the group's definitions."""
+        query, ranking = stems(text), self.ranking
+        groups, words = self.groups, self.space.words
+        terms = np.zeros(len(top), dtype=np.float32)
+        if ranking.query_word_weight > 0:
+            used = [
+                any(uses_word(words[i], query) for i in groups.members(int(g)) if mask is None or mask[i]) for g in top
+            ]
+            terms -= np.float32(ranking.query_word_weight) * np.asarray(used, dtype=np.float32)
+        if ranking.overlap_weight > 0 and self.senses is not None:
+            shared = shared_words(query, [self._entry_stems(int(groups.first[g])) for g in top])
+            terms += np.float32(ranking.overlap_weight) * shared
+        return terms
+
+    def _definition_stems(self, entry: int) -> frozenset[str]:
+        """The stems of entry `entry`'s definitions (`lexical_terms.definition_stems`; none without senses)."""
+        senses = self.senses
+        return definition_stems(text for text, _ in senses.senses(entry)) if senses is not None else frozenset()
 
     def _best_sense(self, entry: int, query: np.ndarray, senses: list[tuple[str, str | None]], tag: str | None) -> int:
         """Which of entry `entry`'s `senses` (dictionary order) matched the pooled `query`: the one whose definition
@@ -412,9 +460,9 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         filters = Filters.resolve(filters, options)
         if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
             raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
-        out = []
+        out: list[list[Result]] = []
         for h in self._pooled(list(queries), batch_size):
-            out += self.search_vectors(h, k, filters, max_definitions)
+            out += self.search_vectors(h, k, filters, max_definitions, queries[len(out) : len(out) + len(h)])
         return out
 
     def search_vectors(
@@ -423,22 +471,26 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         k: int = 10,
         filters: Filters | None = None,
         max_definitions: int | None = 10,
+        texts: list[str] | None = None,
         **options: Any,
     ) -> list[list[Result]]:
         """The k best results for each pooled query vector (a row of `vectors`, an array or tensor, as the encoder
-        pools a description), among the words that pass `filters` (see `search`)."""
+        pools a description), among the words that pass `filters` (see `search`); `texts`, the descriptions the
+        vectors encode, add the lexical terms of the score (`Ranking`; None: vectors alone)."""
         filters = Filters.resolve(filters, options)
         vectors = as_rows(vectors)
+        if texts is not None and len(texts) != len(vectors):
+            raise DictEmbedError(f"{len(texts)} texts for {len(vectors)} query vectors")
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
         reranks, depth = self.reranks, max(k, self.ranking.depth)
         out = []
         with search_threads(self.encoder):
-            for vector, (top, scores) in zip(
-                vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True
+            for i, (vector, (top, scores)) in enumerate(
+                zip(vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True)
             ):
                 if reranks and len(top):
-                    top, scores = self._rerank(vector, top, scores, mask)
+                    top, scores = self._rerank(vector, top, scores, mask, None if texts is None else texts[i])
                 results = zip(top[:k], scores[:k], strict=True)
                 out.append(
                     [self._result(int(g), score, mask, max_definitions, filters.pos, vector) for g, score in results]

@@ -38,6 +38,10 @@ FREQUENCY_WEIGHT = 0.0125  # x the word's Zipf frequency (dictembed.word_frequen
 DEFINITION_WEIGHT = 0.75  # x the cosine to the entry's best single definition
 HEADWORD_WEIGHT = 0.2  # x the cosine to the entry's word itself, encoded as a description is
 RERANK_DEPTH = 200  # the best results by the rest of the score that the definition and headword terms rerank
+# the lexical terms (`lexical_terms`), fitted on the description corpus (experiments/lexical_weights.py)
+QUERY_WORD_WEIGHT = 0.15  # taken off a result whose word the description itself uses
+OVERLAP_WEIGHT = 0.025  # x the description's words that the result's definitions use (the rarer ones)
+LEXICAL_DEPTH = 100  # the best results by the rest of the score that the lexical terms rerank
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
@@ -219,12 +223,15 @@ class Ranking:
         (cos(q, entry vector) + definition_weight x max over its definitions cos(q, definition vector))
         / (1 + definition_weight) + frequency_weight x Zipf frequency of its word
         + headword_weight x cos(q, the vector of the word itself)
+        - query_word_weight x [the description uses the word] + overlap_weight x (words shared with its definitions)
 
     The definition term needs the space's definition vectors (`DefinitionSpace.definitions`), the headword term
     its headword vectors (`DefinitionSpace.headwords`: each word encoded as a description is); both rerank only
     the `depth` best entries by the rest of the score (or the k asked for, when more), so they cost a few
     hundred dot products a query. Results that are several words (identical entries) take their best word's
-    headword cosine. A weight of 0 turns its term off.
+    headword cosine. The two lexical terms (`lexical_terms`: the description's text, not its vector; the overlap
+    needs the dictionary's definitions) rerank the `LEXICAL_DEPTH` best by the rest of the score. A weight of 0
+    turns its term off.
 
     `min_frequency` (None: every entry) is the candidate set: only entries whose word has at least this Zipf
     frequency (3: once per million words) are ever listed."""
@@ -234,9 +241,11 @@ class Ranking:
     depth: int = RERANK_DEPTH
     min_frequency: float | None = None
     headword_weight: float = HEADWORD_WEIGHT
+    query_word_weight: float = QUERY_WORD_WEIGHT
+    overlap_weight: float = OVERLAP_WEIGHT
 
     def __post_init__(self) -> None:
-        for name in ("frequency_weight", "definition_weight", "headword_weight"):
+        for name in ("frequency_weight", "definition_weight", "headword_weight", "query_word_weight", "overlap_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
                 raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")

@@ -20,7 +20,9 @@ from dictembed.search_options import (
     DEFINITION_WEIGHT,
     FREQUENCY_WEIGHT,
     HEADWORD_WEIGHT,
+    OVERLAP_WEIGHT,
     POS_TAGS,
+    QUERY_WORD_WEIGHT,
     WORD_COUNTS,
     Ranking,
 )
@@ -289,6 +291,20 @@ def add_ranking(group: Group) -> None:
         help="add WEIGHT x the cosine of the description to the word itself (encoded as a description is) to the "
         "score, for a model whose entry space keeps its headword vectors; 0 turns it off",
     )
+    group.add_argument(
+        "--query-word-weight",
+        type=weight,
+        default=QUERY_WORD_WEIGHT,
+        help="take WEIGHT off the score of a word the description itself uses (a description seldom names its "
+        "word); 0 turns it off",
+    )
+    group.add_argument(
+        "--overlap-weight",
+        type=weight,
+        default=OVERLAP_WEIGHT,
+        help="add WEIGHT x the number of the description's words (the rarer ones, stemmed) that an entry's "
+        "definitions use; 0 turns it off",
+    )
 
     group.add_argument(
         "--min-frequency",
@@ -315,6 +331,8 @@ def ranking_of(args: argparse.Namespace) -> Ranking:
         args.definition_weight,
         min_frequency=args.min_frequency,
         headword_weight=args.headword_weight,
+        query_word_weight=args.query_word_weight,
+        overlap_weight=args.overlap_weight,
     )
 
 

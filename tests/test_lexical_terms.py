@@ -1,0 +1,144 @@
+"""The lexical terms of the reverse dictionary's score (`lexical_terms`, `Ranking.query_word_weight`,
+`Ranking.overlap_weight`): stems, the query-word test, the shared words, and `ReverseDictionary`'s scores against
+the same computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import dictionary_of
+
+from dictembed.cli import build_parser
+from dictembed.cli.options import ranking_of
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace
+from dictembed.errors import DictEmbedError
+from dictembed.lexical_terms import definition_stems, shared_words, stem, stems, uses_word
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import LEXICAL_DEPTH, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Ranking
+
+SENSES = {
+    "bank": ["sloping land beside a body of water", "a financial institution that accepts deposits"],
+    "shore": ["the land along the edge of a sea or lake"],
+    "lender": ["a person or company that lends money", "one who makes loans", "a creditor"],
+    "river": ["a large natural stream of water"],
+    "vault": ["a strongroom for keeping money and valuables"],
+    "ice cream": ["a frozen dessert of sweetened cream"],
+}
+OFF = {"frequency_weight": 0, "definition_weight": 0, "headword_weight": 0}  # cosine alone, before the terms
+
+
+@pytest.fixture(scope="module")
+def dictionary() -> Dictionary:
+    return dictionary_of("lexical", SENSES, pos="n")
+
+
+@pytest.fixture(scope="module")
+def encoder(mean_encoder) -> Encoder:
+    return mean_encoder
+
+
+@pytest.fixture(scope="module")
+def space(encoder, dictionary) -> DefinitionSpace:
+    return DefinitionSpace.build(encoder, dictionary, "amp", similarity="cosine")
+
+
+def _cosines(encoder: Encoder, space: DefinitionSpace, query: str) -> dict[str, float]:
+    h = encoder.encode(query)
+    matrix = space.matrix.numpy()
+    cosine = matrix @ h / np.linalg.norm(matrix, axis=1) / np.linalg.norm(h)
+    return dict(zip(space.words, cosine.tolist(), strict=True))
+
+
+def test_stems_strip_one_english_inflection_and_keep_short_words() -> None:
+    assert [stem(t) for t in ("trunks", "riding", "lended", "boxes", "bus", "gas", "is")] == [
+        "trunk",
+        "rid",
+        "lend",
+        "box",
+        "bus",
+        "gas",
+        "is",
+    ]
+    assert stems("A long-necked African animal, 2 of them!") == {"a", "long", "neck", "african", "animal", "of", "them"}
+
+
+def test_a_word_is_used_when_all_its_tokens_are() -> None:
+    query = stems("the cream on top of ice")
+    assert uses_word("Cream", query) and uses_word("ice cream", query) and uses_word("creams", query)
+    assert not uses_word("ice-cream cone", query) and not uses_word("42", query)
+
+
+def test_shared_words_count_only_the_rarer_ones() -> None:
+    query = frozenset({"the", "animal", "bark"})
+    definitions = [
+        frozenset({"the", "animal", "bark"}),
+        frozenset({"the", "cat"}),
+        frozenset({"the", "bird", "animal"}),
+    ]
+    # "the" is in 3 of 3 definitions and "animal" in 2 of 3 (more than half): only "bark" counts
+    assert shared_words(query, definitions).tolist() == [1.0, 0.0, 0.0]
+    # among four, "animal" is in one: rare again
+    assert shared_words(query, definitions[:1] + definitions[1:2] * 3).tolist() == [2.0, 0.0, 0.0, 0.0]
+    assert shared_words(query, []).shape == (0,)
+
+
+@pytest.mark.parametrize("name", ["query_word_weight", "overlap_weight"])
+def test_bad_lexical_weights_are_refused(name) -> None:
+    with pytest.raises(DictEmbedError, match=name):
+        Ranking(**{name: -0.1})
+
+
+def test_a_word_the_description_uses_loses_the_query_word_weight(space, encoder, dictionary) -> None:
+    query = "money kept in a bank"
+    rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0.3, overlap_weight=0))
+    assert rd.score_kind == "cosine+words" and rd.reranks_by_words
+    expected = {word: cosine - 0.3 * (word == "bank") for word, cosine in _cosines(encoder, space, query).items()}
+    got = {r.words[0]: r.score for r in rd.search(query, k=len(SENSES))}
+    assert got == pytest.approx(expected, abs=1e-5)
+    assert [r.score for r in rd.search(query, k=len(SENSES))] == pytest.approx(sorted(expected.values(), reverse=True))
+    # the vector alone (no text) has no lexical terms; with its text, the same as the search
+    h = encoder.encode([query])
+    assert rd.search_vectors(h, k=1)[0][0].words == [
+        max(_cosines(encoder, space, query).items(), key=lambda x: x[1])[0]
+    ]
+    assert [r.to_dict() for r in rd.search_vectors(h, k=3, texts=[query])[0]] == [
+        r.to_dict() for r in rd.search(query, k=3)
+    ]
+    with pytest.raises(DictEmbedError, match="2 texts for 1 query vectors"):
+        rd.search_vectors(h, texts=[query, query])
+
+
+def test_shared_words_add_the_overlap_weight_each(space, encoder, dictionary) -> None:
+    query = "somebody who lends money to a company"
+    rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0, overlap_weight=0.1))
+    words = space.words
+    shared = shared_words(stems(query), [definition_stems(SENSES[w]) for w in words])
+    # who, lend, money and company are in the lender's definitions ("money" in the vault's too); "a" in five of six
+    assert dict(zip(words, shared.tolist(), strict=True)) == {w: 4.0 * (w == "lender") + (w == "vault") for w in words}
+    expected = {w: c + 0.1 * s for (w, c), s in zip(_cosines(encoder, space, query).items(), shared, strict=True)}
+    got = {r.words[0]: r.score for r in rd.search(query, k=len(SENSES))}
+    assert got == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_default_ranking_has_the_terms_and_zero_turns_them_off(space, encoder, dictionary) -> None:
+    rd = ReverseDictionary(encoder, space, dictionary)
+    assert (rd.ranking.query_word_weight, rd.ranking.overlap_weight) == (QUERY_WORD_WEIGHT, OVERLAP_WEIGHT)
+    assert "+words" in rd.score_kind and LEXICAL_DEPTH >= len(SENSES)
+    off = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0, overlap_weight=0))
+    assert off.score_kind == "cosine" and not off.reranks
+    query = "a frozen cream dessert"
+    assert [r.score for r in off.search(query, k=3)] == pytest.approx(
+        sorted(_cosines(encoder, space, query).values(), reverse=True)[:3], abs=1e-5
+    )
+
+
+def test_the_command_line_sets_both_weights() -> None:
+    args = build_parser().parse_args(
+        ["predict", "--model", "m", "x", "--query-word-weight", "0", "--overlap-weight", "0.5"]
+    )
+    ranking = ranking_of(args)
+    assert (ranking.query_word_weight, ranking.overlap_weight) == (0, 0.5)
+    defaults = ranking_of(build_parser().parse_args(["predict", "--model", "m", "x"]))
+    assert (defaults.query_word_weight, defaults.overlap_weight) == (QUERY_WORD_WEIGHT, OVERLAP_WEIGHT)
