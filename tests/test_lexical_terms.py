@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import dictionary_of
 
+from dictembed import reverse_dictionary
 from dictembed.cli import build_parser
 from dictembed.cli.options import ranking_of
 from dictembed.dictionary.core import Dictionary
@@ -51,17 +52,20 @@ def _cosines(encoder: Encoder, space: DefinitionSpace, query: str) -> dict[str, 
     return dict(zip(space.words, cosine.tolist(), strict=True))
 
 
-def test_stems_strip_one_english_inflection_and_keep_short_words() -> None:
-    assert [stem(t) for t in ("trunks", "riding", "lended", "boxes", "bus", "gas", "is")] == [
+def test_stems_meet_a_words_inflections() -> None:
+    pairs = [("horse", "horses"), ("ride", "riding"), ("name", "named"), ("glass", "glasses"), ("box", "boxes")]
+    assert all(stem(a) == stem(b) for a, b in pairs)
+    assert [stem(t) for t in ("trunks", "lended", "bus", "buses", "gas", "is", "the")] == [
         "trunk",
-        "rid",
         "lend",
-        "box",
+        "bus",
         "bus",
         "gas",
         "is",
+        "the",
     ]
     assert stems("A long-necked African animal, 2 of them!") == {"a", "long", "neck", "african", "animal", "of", "them"}
+    assert stems("Horses") == stems("a horse") - {"a"} == {"hors"}
 
 
 def test_a_word_is_used_when_all_its_tokens_are() -> None:
@@ -100,14 +104,32 @@ def test_a_word_the_description_uses_loses_the_query_word_weight(space, encoder,
     assert [r.score for r in rd.search(query, k=len(SENSES))] == pytest.approx(sorted(expected.values(), reverse=True))
     # the vector alone (no text) has no lexical terms; with its text, the same as the search
     h = encoder.encode([query])
-    assert rd.search_vectors(h, k=1)[0][0].words == [
-        max(_cosines(encoder, space, query).items(), key=lambda x: x[1])[0]
-    ]
+    plain = {r.words[0]: r.score for r in rd.search_vectors(h, k=len(SENSES))[0]}
+    assert plain == pytest.approx(_cosines(encoder, space, query), abs=1e-5)
     assert [r.to_dict() for r in rd.search_vectors(h, k=3, texts=[query])[0]] == [
         r.to_dict() for r in rd.search(query, k=3)
     ]
     with pytest.raises(DictEmbedError, match="2 texts for 1 query vectors"):
         rd.search_vectors(h, texts=[query, query])
+
+
+def test_the_query_word_weight_reaches_past_the_overlaps_depth(space, encoder, dictionary, monkeypatch) -> None:
+    monkeypatch.setattr(reverse_dictionary, "LEXICAL_DEPTH", 1)  # the overlap reads the best result alone
+    query = "a strongroom vault or a river bank"
+    rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0.3, overlap_weight=0))
+    named = {"vault", "river", "bank"}
+    expected = {word: cosine - 0.3 * (word in named) for word, cosine in _cosines(encoder, space, query).items()}
+    assert {r.words[0]: r.score for r in rd.search(query, k=len(SENSES))} == pytest.approx(expected, abs=1e-5)
+
+
+def test_only_the_words_a_filter_keeps_count_as_used(space, encoder, dictionary) -> None:
+    query = "cream made cold"  # uses "cream", not "ice cream" whole
+    rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0.3, overlap_weight=0))
+    cosine = _cosines(encoder, space, query)
+    assert {r.words[0]: r.score for r in rd.search(query, k=len(SENSES))} == pytest.approx(cosine, abs=1e-5)
+    assert [r.score for r in rd.search(query, k=1, words="phrase")] == pytest.approx([cosine["ice cream"]], abs=1e-5)
+    used = rd.search("ice cream made cold", k=1, words="phrase")[0]
+    assert used.score == pytest.approx(_cosines(encoder, space, "ice cream made cold")["ice cream"] - 0.3, abs=1e-5)
 
 
 def test_shared_words_add_the_overlap_weight_each(space, encoder, dictionary) -> None:

@@ -3,7 +3,7 @@ about its best candidates, besides their vectors.
 
 - **The description's own word**: a description seldom uses the word it describes ("a long-necked African animal"
   is not *animal*), so a candidate whose word the description uses (`uses_word`: every token of it, stemmed) is
-  lowered by `Ranking.query_word_weight`.
+  lowered by `Ranking.query_word_weight`, wherever it ranks.
 - **Shared words**: a candidate whose definitions use the description's words (`shared_words`, stemmed) is raised
   by `Ranking.overlap_weight` per shared word. A word counts only where it is rare among the candidates ranked
   together (in at most `COMMON_SHARE` of their definitions), so that "the", "of" or a French "de" never count and
@@ -11,8 +11,8 @@ about its best candidates, besides their vectors.
 
 Both weights were fitted on the project's description corpus, none of whose words the benchmark's test split asks
 for (`experiments/lexical_weights.py`). Tokens are runs of letters (`TOKEN`), case-folded, with an English
-inflection (`-s`, `-es`, `-ed`, `-ing`) stripped (`stem`); a script written without spaces (Chinese, Japanese)
-gives whole phrases as tokens, which seldom match: the terms then change little.
+inflection (`-s`, `-es`, `-ed`, `-ing`) and a final `e` stripped (`stem`); a script written without spaces
+(Chinese, Japanese) gives whole phrases as tokens, which seldom match: the terms then change little.
 """
 
 from __future__ import annotations
@@ -28,17 +28,19 @@ TOKEN = re.compile(r"[^\W\d_]+")
 SUFFIXES = ("ing", "ed", "es", "s")  # stripped once, the longest that leaves a stem of at least `MIN_STEM` letters
 MIN_STEM = 3
 COMMON_SHARE = 0.5  # a word found in more than this share of the candidates' definitions is common: never shared
-STEM_CACHE = 1 << 16  # tokens whose stems are kept at hand
+STEM_CACHE = 1 << 16  # tokens whose stems are kept at hand (a few MB)
 
 
 @lru_cache(maxsize=STEM_CACHE)
 def stem(token: str) -> str:
-    """`token` without one English inflection (`SUFFIXES`) when at least `MIN_STEM` letters stay: "trunks" ->
-    "trunk", "riding" -> "rid", "bus" -> "bus"."""
+    """`token` without one English inflection (`SUFFIXES`; not the `s` of a word in `ss`) when at least `MIN_STEM`
+    letters stay, then without a final `e`, so that a word and its inflections meet: "horse", "horses" -> "hors";
+    "ride", "riding" -> "rid"; "glass", "glasses" -> "glass"; "bus" -> "bus"."""
     for suffix in SUFFIXES:
-        if token.endswith(suffix) and len(token) - len(suffix) >= MIN_STEM:
-            return token[: -len(suffix)]
-    return token
+        if token.endswith(suffix) and len(token) - len(suffix) >= MIN_STEM and not token.endswith("ss"):
+            token = token[: -len(suffix)]
+            break
+    return token[:-1] if token.endswith("e") and len(token) > MIN_STEM else token
 
 
 def stems(text: str) -> frozenset[str]:

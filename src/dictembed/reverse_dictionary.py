@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 # A large matrix space is searched in two stages (`search_index.CoarseIndex`): every group by a projection of the
 # unit entry vectors on their first principal directions, then the COARSE_CANDIDATES best exactly.
 COARSE_CANDIDATES = 1000
-STEM_CACHE = 20_000  # entries whose definitions' stems (`lexical_terms`) a reverse dictionary keeps at hand
+STEM_CACHE = 4096  # entries whose definitions' stems (`lexical_terms`) a reverse dictionary keeps at hand
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
         mixes in the cosine of the query vector `h` to each group's best single definition and adds that to the
         vector of its best word among those the entry `mask` (None: all) keeps, then the lexical terms of the
-        description `text` (None: none) over the `LEXICAL_DEPTH` best, and their scores."""
+        description `text` (None: none; `_word_terms`), and their scores."""
         space = cast(SearchSpace, self.space)
         query = h / np.linalg.norm(h)
         combined = scores
@@ -368,17 +368,16 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         order = np.lexsort((top, -combined))
         top, combined = top[order], combined[order]
         if text is not None and self.reranks_by_words:
-            head = top[:LEXICAL_DEPTH]
-            terms = self._word_terms(text, head, mask)
-            combined = np.concatenate([combined[: len(head)] + terms, combined[len(head) :]])
+            combined = combined + self._word_terms(text, top, mask)
             order = np.lexsort((top, -combined))
             top, combined = top[order], combined[order]
         return top, combined
 
     def _word_terms(self, text: str, top: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        """Per group of `top`, the lexical terms of its score for the description `text` (`Ranking`,
+        """Per group of `top` (best first), the lexical terms of its score for the description `text` (`Ranking`,
         `lexical_terms`): minus the query-word weight when the description uses one of its words that `mask` (None:
-        all) keeps, plus the overlap weight per word it shares with the group's definitions."""
+        all) keeps, and, for the `LEXICAL_DEPTH` best, plus the overlap weight per word it shares with the group's
+        definitions."""
         query, ranking = stems(text), self.ranking
         groups, words = self.groups, self.space.words
         terms = np.zeros(len(top), dtype=np.float32)
@@ -388,8 +387,8 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
             ]
             terms -= np.float32(ranking.query_word_weight) * np.asarray(used, dtype=np.float32)
         if ranking.overlap_weight > 0 and self.senses is not None:
-            shared = shared_words(query, [self._entry_stems(int(groups.first[g])) for g in top])
-            terms += np.float32(ranking.overlap_weight) * shared
+            shared = shared_words(query, [self._entry_stems(int(groups.first[g])) for g in top[:LEXICAL_DEPTH]])
+            terms[: len(shared)] += np.float32(ranking.overlap_weight) * shared
         return terms
 
     def _definition_stems(self, entry: int) -> frozenset[str]:

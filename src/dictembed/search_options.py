@@ -41,7 +41,7 @@ RERANK_DEPTH = 200  # the best results by the rest of the score that the definit
 # the lexical terms (`lexical_terms`), fitted on the description corpus (experiments/lexical_weights.py)
 QUERY_WORD_WEIGHT = 0.15  # taken off a result whose word the description itself uses
 OVERLAP_WEIGHT = 0.025  # x the description's words that the result's definitions use (the rarer ones)
-LEXICAL_DEPTH = 100  # the best results by the rest of the score that the lexical terms rerank
+LEXICAL_DEPTH = 100  # the best results by the rest of the score whose definitions the overlap term reads
 POS_ALIASES = {"noun": "n", "verb": "v", "adjective": "a", "adj": "a", "s": "a", "adverb": "r", "adv": "r"}
 MAX_PATTERN_CHARS = 100
 GLOB_CHARACTERS = "*?["
@@ -230,8 +230,8 @@ class Ranking:
     the `depth` best entries by the rest of the score (or the k asked for, when more), so they cost a few
     hundred dot products a query. Results that are several words (identical entries) take their best word's
     headword cosine. The two lexical terms (`lexical_terms`: the description's text, not its vector; the overlap
-    needs the dictionary's definitions) rerank the `LEXICAL_DEPTH` best by the rest of the score. A weight of 0
-    turns its term off.
+    needs the dictionary's definitions, of the `LEXICAL_DEPTH` best by the rest of the score) rerank the same results
+    as the other two. A weight of 0 turns its term off.
 
     `min_frequency` (None: every entry) is the candidate set: only entries whose word has at least this Zipf
     frequency (3: once per million words) are ever listed."""
