@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import dictionary_of
 
-from dictembed import reverse_dictionary
+from dictembed import ranking_terms
 from dictembed.cli import build_parser
 from dictembed.cli.options import ranking_of
 from dictembed.dictionary.core import Dictionary
@@ -114,7 +114,7 @@ def test_a_word_the_description_uses_loses_the_query_word_weight(space, encoder,
 
 
 def test_the_query_word_weight_reaches_past_the_overlaps_depth(space, encoder, dictionary, monkeypatch) -> None:
-    monkeypatch.setattr(reverse_dictionary, "LEXICAL_DEPTH", 1)  # the overlap reads the best result alone
+    monkeypatch.setattr(ranking_terms, "LEXICAL_DEPTH", 1)  # the overlap reads the best result alone
     query = "a strongroom vault or a river bank"
     rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0.3, overlap_weight=0))
     named = {"vault", "river", "bank"}

@@ -28,10 +28,10 @@ TOKEN = re.compile(r"[^\W\d_]+")
 SUFFIXES = ("ing", "ed", "es", "s")  # stripped once, the longest that leaves a stem of at least `MIN_STEM` letters
 MIN_STEM = 3
 COMMON_SHARE = 0.5  # a word found in more than this share of the candidates' definitions is common: never shared
-STEM_CACHE = 1 << 16  # tokens whose stems are kept at hand (a few MB)
+TOKEN_CACHE = 1 << 16  # tokens whose stems are kept at hand (a few MB)
 
 
-@lru_cache(maxsize=STEM_CACHE)
+@lru_cache(maxsize=TOKEN_CACHE)
 def stem(token: str) -> str:
     """`token` without one English inflection (`SUFFIXES`; not the `s` of a word in `ss`) when at least `MIN_STEM`
     letters stay, then without a final `e`, so that a word and its inflections meet: "horse", "horses" -> "hors";

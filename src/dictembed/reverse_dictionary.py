@@ -15,9 +15,9 @@ Two views of one model:
 
 The `score` of a `Result`, for the matrix spaces of DefSent+ (and the word-embedding fallback), is the cosine
 similarity of the query's vector and the entry vector, mixed with the cosine to the entry's best single
-definition and a word-frequency prior as `Ranking` says (`score_kind` names the terms in use); without them it
-ranks exactly as the model's cosine logits (the `best` preset). A space without an entry matrix (DefSent's MLM
-head) scores by the model's softmax probability instead.
+definition and a word-frequency prior as `Ranking` says (`ranking_terms.RankingTerms`; `score_kind` names the
+terms in use); without them it ranks exactly as the model's cosine logits (the `best` preset). A space without an
+entry matrix (DefSent's MLM head) scores by the model's softmax probability instead.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,15 +37,15 @@ from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.filter_masks import FilterMasks
 from dictembed.frequency_prior import FrequencyPrior
-from dictembed.lexical_terms import definition_stems, shared_words, stems, uses_word
 from dictembed.model_folder import ModelDictionary, ModelFolder
 from dictembed.model_scores import ModelScores
 from dictembed.near_synonyms import SynonymSearch
 from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder, as_rows, exported_query_encoder, search_threads
+from dictembed.ranking_terms import RankingTerms
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
-from dictembed.search_options import LEXICAL_DEPTH, Filters, Ranking, normalize_pos
-from dictembed.search_space import MATRIX_SPACES, SearchSpace, definition_rows, l2_normalize
+from dictembed.search_options import Filters, Ranking, normalize_pos
+from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
 # A large matrix space is searched in two stages (`search_index.CoarseIndex`): every group by a projection of the
 # unit entry vectors on their first principal directions, then the COARSE_CANDIDATES best exactly.
 COARSE_CANDIDATES = 1000
-STEM_CACHE = 4096  # entries whose definitions' stems (`lexical_terms`) a reverse dictionary keeps at hand
 
 log = logging.getLogger(__name__)
 
@@ -87,21 +85,7 @@ def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpac
     return EntrySpace.load(folder.path), None
 
 
-def best_cosines(
-    vectors: np.ndarray, rows: np.ndarray, starts: np.ndarray, query: np.ndarray, keep: np.ndarray | None = None
-) -> np.ndarray:
-    """Per run of `rows` (each starting at an index of `starts`): the best cosine of the unit `query` to the
-    `vectors` of its rows that `keep` (None: all) lets count; a zero or non-finite vector counts as none, and a run
-    with none scores -1."""
-    chosen = np.asarray(vectors[rows], dtype=np.float32)
-    cosine = np.nan_to_num(chosen @ query / np.linalg.norm(chosen, axis=1), nan=-np.inf)
-    if keep is not None:
-        cosine[~keep] = -np.inf
-    best = np.fmax.reduceat(cosine, starts)
-    return np.where(np.isfinite(best), best, -1.0)
-
-
-class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
+class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms):
     """An encoder and the entry space it was trained against, with the dictionary behind it for `search`.
 
     A matrix space is searched in numpy (`SearchSpace`: mapped from a saved folder, or a view of a space in memory,
@@ -151,7 +135,6 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         self._masks: dict[tuple[str, str], np.ndarray] = {}
         self._word_index: WordIndex | None = None
         self._synonyms: SynonymSearch | None = None
-        self._entry_stems = lru_cache(maxsize=STEM_CACHE)(self._definition_stems)
 
     @classmethod
     def load(
@@ -184,45 +167,6 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
         return cls(encoder, space, dictionary=source, name=folder.name, ranking=ranking, language=language, index=index)
 
     # ------------------------------------------------------------------ search, for people
-    @property
-    def score_kind(self) -> str:
-        """`cosine` for spaces with an entry matrix, `+definition` when the best single definition reranks
-        (`reranks`), `+headword` the word itself, `+words` the lexical terms (`reranks_by_words`), `+frequency`
-        with the word-frequency prior (`group_prior`); else `probability` (softmax of
-        the model's logits)."""
-        if not isinstance(self.space, SearchSpace):
-            return "probability"
-        kind = "cosine" + "+definition" * self.reranks_by_definition + "+headword" * self.reranks_by_headword
-        return kind + "+words" * self.reranks_by_words + "+frequency" * (self.group_prior is not None)
-
-    @property
-    def reranks(self) -> bool:
-        """Whether searches rerank their best results (`Ranking`): by definition, by headword, by the
-        description's words, or several."""
-        return self.reranks_by_definition or self.reranks_by_headword or self.reranks_by_words
-
-    @property
-    def reranks_by_words(self) -> bool:
-        """Whether searches of a description rerank by its words (`lexical_terms`): a matrix space, and a query-word
-        or an overlap weight above 0 (the overlap counts only with the dictionary's definitions at hand)."""
-        ranking = self.ranking
-        return isinstance(self.space, SearchSpace) and (ranking.query_word_weight > 0 or ranking.overlap_weight > 0)
-
-    @property
-    def reranks_by_definition(self) -> bool:
-        """Whether searches rerank by the best single definition: a definition space that keeps its definition
-        vectors, and a definition weight above 0."""
-        space = self.space
-        has = isinstance(space, SearchSpace) and space.definitions is not None and space.counts is not None
-        return has and self.ranking.definition_weight > 0
-
-    @property
-    def reranks_by_headword(self) -> bool:
-        """Whether searches rerank by the cosine to the word itself: a space that keeps its headword vectors, and
-        a headword weight above 0."""
-        space = self.space
-        return isinstance(space, SearchSpace) and space.headwords is not None and self.ranking.headword_weight > 0
-
     @property
     def index(self) -> SearchIndex | None:
         """The search index of a matrix space (built on first use for a space in memory); None for an MLM head."""
@@ -335,66 +279,6 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours):
                 exact = exact + prior[candidates]
             order = np.lexsort((candidates, -exact))[:n]
             yield candidates[order], exact[order]
-
-    def _rerank(
-        self,
-        h: np.ndarray,
-        top: np.ndarray,
-        scores: np.ndarray,
-        mask: np.ndarray | None = None,
-        text: str | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
-        mixes in the cosine of the query vector `h` to each group's best single definition and adds that to the
-        vector of its best word among those the entry `mask` (None: all) keeps, then the lexical terms of the
-        description `text` (None: none; `_word_terms`), and their scores."""
-        space = cast(SearchSpace, self.space)
-        query = h / np.linalg.norm(h)
-        combined = scores
-        if self.reranks_by_definition:
-            rows, starts = space.definition_rows(self.groups.first[top])
-            best = best_cosines(cast(np.ndarray, space.definitions), rows, starts, query)
-            prior = self.group_prior
-            prior_top = prior[top] if prior is not None else np.float32(0)
-            weight = self.ranking.definition_weight
-            combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top
-        if self.reranks_by_headword:
-            groups = self.groups
-            positions, starts = definition_rows(groups.starts, groups.sizes, top)
-            members = groups.order[positions]
-            keep = mask[members] if mask is not None else None
-            best = best_cosines(cast(np.ndarray, space.headwords), members, starts, query, keep)
-            combined = combined + self.ranking.headword_weight * best
-        order = np.lexsort((top, -combined))
-        top, combined = top[order], combined[order]
-        if text is not None and self.reranks_by_words:
-            combined = combined + self._word_terms(text, top, mask)
-            order = np.lexsort((top, -combined))
-            top, combined = top[order], combined[order]
-        return top, combined
-
-    def _word_terms(self, text: str, top: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        """Per group of `top` (best first), the lexical terms of its score for the description `text` (`Ranking`,
-        `lexical_terms`): minus the query-word weight when the description uses one of its words that `mask` (None:
-        all) keeps, and, for the `LEXICAL_DEPTH` best, plus the overlap weight per word it shares with the group's
-        definitions."""
-        query, ranking = stems(text), self.ranking
-        groups, words = self.groups, self.space.words
-        terms = np.zeros(len(top), dtype=np.float32)
-        if ranking.query_word_weight > 0:
-            used = [
-                any(uses_word(words[i], query) for i in groups.members(int(g)) if mask is None or mask[i]) for g in top
-            ]
-            terms -= np.float32(ranking.query_word_weight) * np.asarray(used, dtype=np.float32)
-        if ranking.overlap_weight > 0 and self.senses is not None:
-            shared = shared_words(query, [self._entry_stems(int(groups.first[g])) for g in top[:LEXICAL_DEPTH]])
-            terms[: len(shared)] += np.float32(ranking.overlap_weight) * shared
-        return terms
-
-    def _definition_stems(self, entry: int) -> frozenset[str]:
-        """The stems of entry `entry`'s definitions (`lexical_terms.definition_stems`; none without senses)."""
-        senses = self.senses
-        return definition_stems(text for text, _ in senses.senses(entry)) if senses is not None else frozenset()
 
     def _best_sense(self, entry: int, query: np.ndarray, senses: list[tuple[str, str | None]], tag: str | None) -> int:
         """Which of entry `entry`'s `senses` (dictionary order) matched the pooled `query`: the one whose definition

@@ -1,0 +1,161 @@
+"""The terms of a reverse-dictionary search's score beyond its first cosine (`search_options.Ranking`), over a
+search's best groups: the best single definition, the word itself (its headword vector), and the lexical terms of
+the description's text (`lexical_terms`).
+
+`RankingTerms` is the part of `ReverseDictionary` that reorders the best groups by the full score (`_rerank`) and
+names the terms in use (`score_kind`); `best_cosines` is the per-group best cosine both vector terms take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from dictembed.lexical_terms import definition_stems, shared_words, stems, uses_word
+from dictembed.search_options import LEXICAL_DEPTH, Ranking
+from dictembed.search_space import SearchSpace, definition_rows
+
+if TYPE_CHECKING:
+    from dictembed.entry_senses import EntrySenses
+    from dictembed.entry_space import EntrySpace
+    from dictembed.search_index import EntryGroups
+
+ENTRY_STEM_CACHE = 4096  # entries whose definitions' stems (`lexical_terms`) a reverse dictionary keeps at hand
+
+
+def best_cosines(
+    vectors: np.ndarray, rows: np.ndarray, starts: np.ndarray, query: np.ndarray, keep: np.ndarray | None = None
+) -> np.ndarray:
+    """Per run of `rows` (each starting at an index of `starts`): the best cosine of the unit `query` to the
+    `vectors` of its rows that `keep` (None: all) lets count; a zero or non-finite vector counts as none, and a run
+    with none scores -1."""
+    chosen = np.asarray(vectors[rows], dtype=np.float32)
+    cosine = np.nan_to_num(chosen @ query / np.linalg.norm(chosen, axis=1), nan=-np.inf)
+    if keep is not None:
+        cosine[~keep] = -np.inf
+    best = np.fmax.reduceat(cosine, starts)
+    return np.where(np.isfinite(best), best, -1.0)
+
+
+class RankingTerms:
+    """The `Ranking` terms of a search, for a class that sets the entry `space` and the `ranking`, and has the
+    properties declared below (`ReverseDictionary`)."""
+
+    space: SearchSpace | EntrySpace
+    ranking: Ranking
+
+    if TYPE_CHECKING:  # the host's
+
+        @property
+        def groups(self) -> EntryGroups: ...
+        @property
+        def group_prior(self) -> np.ndarray | None: ...
+        @property
+        def senses(self) -> EntrySenses | None: ...
+
+    @property
+    def score_kind(self) -> str:
+        """`cosine` for spaces with an entry matrix, `+definition` when the best single definition reranks
+        (`reranks`), `+headword` the word itself, `+words` the lexical terms (`reranks_by_words`), `+frequency`
+        with the word-frequency prior (`group_prior`); else `probability` (softmax of
+        the model's logits)."""
+        if not isinstance(self.space, SearchSpace):
+            return "probability"
+        kind = "cosine" + "+definition" * self.reranks_by_definition + "+headword" * self.reranks_by_headword
+        return kind + "+words" * self.reranks_by_words + "+frequency" * (self.group_prior is not None)
+
+    @property
+    def reranks(self) -> bool:
+        """Whether searches rerank their best results (`Ranking`): by definition, by headword, by the
+        description's words, or several."""
+        return self.reranks_by_definition or self.reranks_by_headword or self.reranks_by_words
+
+    @property
+    def reranks_by_words(self) -> bool:
+        """Whether searches of a description rerank by its words (`lexical_terms`): a matrix space, and a query-word
+        or an overlap weight above 0 (the overlap counts only with the dictionary's definitions at hand)."""
+        ranking = self.ranking
+        return isinstance(self.space, SearchSpace) and (ranking.query_word_weight > 0 or ranking.overlap_weight > 0)
+
+    @property
+    def reranks_by_definition(self) -> bool:
+        """Whether searches rerank by the best single definition: a definition space that keeps its definition
+        vectors, and a definition weight above 0."""
+        space = self.space
+        has = isinstance(space, SearchSpace) and space.definitions is not None and space.counts is not None
+        return has and self.ranking.definition_weight > 0
+
+    @property
+    def reranks_by_headword(self) -> bool:
+        """Whether searches rerank by the cosine to the word itself: a space that keeps its headword vectors, and
+        a headword weight above 0."""
+        space = self.space
+        return isinstance(space, SearchSpace) and space.headwords is not None and self.ranking.headword_weight > 0
+
+    def _rerank(
+        self,
+        h: np.ndarray,
+        top: np.ndarray,
+        scores: np.ndarray,
+        mask: np.ndarray | None = None,
+        text: str | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
+        mixes in the cosine of the query vector `h` to each group's best single definition and adds that to the
+        vector of its best word among those the entry `mask` (None: all) keeps, then the lexical terms of the
+        description `text` (None: none; `_word_terms`), and their scores."""
+        space = cast(SearchSpace, self.space)
+        query = h / np.linalg.norm(h)
+        combined = scores
+        if self.reranks_by_definition:
+            rows, starts = space.definition_rows(self.groups.first[top])
+            best = best_cosines(cast(np.ndarray, space.definitions), rows, starts, query)
+            prior = self.group_prior
+            prior_top = prior[top] if prior is not None else np.float32(0)
+            weight = self.ranking.definition_weight
+            combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top
+        if self.reranks_by_headword:
+            groups = self.groups
+            positions, starts = definition_rows(groups.starts, groups.sizes, top)
+            members = groups.order[positions]
+            keep = mask[members] if mask is not None else None
+            best = best_cosines(cast(np.ndarray, space.headwords), members, starts, query, keep)
+            combined = combined + self.ranking.headword_weight * best
+        order = np.lexsort((top, -combined))
+        top, combined = top[order], combined[order]
+        if text is not None and self.reranks_by_words:
+            combined = combined + self._word_terms(text, top, mask)
+            order = np.lexsort((top, -combined))
+            top, combined = top[order], combined[order]
+        return top, combined
+
+    def _word_terms(self, text: str, top: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """Per group of `top` (best first), the lexical terms of its score for the description `text` (`Ranking`,
+        `lexical_terms`): minus the query-word weight when the description uses one of its words that `mask` (None:
+        all) keeps, and, for the `LEXICAL_DEPTH` best, plus the overlap weight per word it shares with the group's
+        definitions."""
+        query, ranking = stems(text), self.ranking
+        groups, words = self.groups, self.space.words
+        terms = np.zeros(len(top), dtype=np.float32)
+        if ranking.query_word_weight > 0:
+            used = [
+                any(uses_word(words[i], query) for i in groups.members(int(g)) if mask is None or mask[i]) for g in top
+            ]
+            terms -= np.float32(ranking.query_word_weight) * np.asarray(used, dtype=np.float32)
+        if ranking.overlap_weight > 0 and self.senses is not None:
+            shared = shared_words(query, [self._entry_stems(int(groups.first[g])) for g in top[:LEXICAL_DEPTH]])
+            terms[: len(shared)] += np.float32(ranking.overlap_weight) * shared
+        return terms
+
+    def _definition_stems(self, entry: int) -> frozenset[str]:
+        """The stems of entry `entry`'s definitions (`lexical_terms.definition_stems`; none without senses)."""
+        senses = self.senses
+        return definition_stems(text for text, _ in senses.senses(entry)) if senses is not None else frozenset()
+
+    @cached_property
+    def _entry_stems(self) -> Callable[[int], frozenset[str]]:
+        """`_definition_stems` with the last `ENTRY_STEM_CACHE` entries' stems kept."""
+        return lru_cache(maxsize=ENTRY_STEM_CACHE)(self._definition_stems)
