@@ -1,4 +1,5 @@
-"""Entry-space build throughput at fp32, bf16 and int8, and how far bf16 and int8 move the space from fp32.
+"""Entry-space build throughput at fp32 (torch, and ONNX Runtime), bf16 and int8, and how far each moves the space
+from torch fp32.
 
     python benchmarks/build_precision.py                          # 5,000 WordNet definitions, 300 queries
     python benchmarks/build_precision.py --limit 20000 --json build.json
@@ -6,9 +7,11 @@
 
 The main job's entry space (`DefinitionSpace.build(encoder, wordnet, "amp")`, no cache) over a seeded sample of
 `--limit` WordNet definitions, built once per precision after a small warm-up build:
-- fp32: `Encoder` in torch fp32; bf16: `Encoder.set_precision("bf16")` (torch autocast; native on a CPU with
-  AMX or AVX512_BF16, emulated and slow without: the script says which); int8: the model's ONNX dynamic int8
-  export (`dictembed.backends.onnx.export.export`) on ONNX Runtime with `--threads` threads.
+- fp32: `Encoder` in torch fp32; onnx: the same fp32 network exported and run by ONNX Runtime
+  (`dictembed.backends.onnx.runtime.attach`, `--threads` threads); bf16: `Encoder.set_precision("bf16")` (torch
+  autocast; native on a CPU with AMX or AVX512_BF16, emulated and slow without: the script says which); int8: the
+  model's ONNX dynamic int8 export (`dictembed.backends.onnx.export.export`) on ONNX Runtime with `--threads`
+  threads.
 Reported per precision: seconds and definitions/s; against fp32: the mean/min cosine of the entry vectors, and
 for `--queries` held-out WordNet definitions (other senses, not in the space), each encoded at that precision
 and scored by cosine against that precision's space, how often the top-1 entry equals fp32's and the mean
@@ -36,7 +39,7 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.paths import default_model
 
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = ("fp32", "onnx", "bf16", "int8")
 
 
 def sample(n: int, queries: int, seed: int = 0) -> tuple[Dictionary, list[str]]:
@@ -50,8 +53,11 @@ def sample(n: int, queries: int, seed: int = 0) -> tuple[Dictionary, list[str]]:
 
 
 def encoder_at(precision: str, model: str, scratch: Path, threads: int) -> Encoder:
-    """The model's encoder computing at `precision` (int8: its ONNX int8 export, written into `scratch`)."""
+    """The model's encoder computing at `precision` (onnx: its fp32 graph on ONNX Runtime; int8: its ONNX int8
+    export, written into `scratch`)."""
     encoder = Encoder.load(model, device="cpu", backend="torch")
+    if precision == "onnx":
+        return attach(encoder, model, threads=threads)
     if precision != "int8":
         return encoder.set_precision(precision)
     from dictembed.backends.onnx.export import export
@@ -92,7 +98,7 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="default: the embedded all-MiniLM-L6-v2")
     parser.add_argument("--limit", type=int, default=5000, help="WordNet definitions in the space (default: 5000)")
     parser.add_argument("--queries", type=int, default=300, help="held-out definitions queried (default: 300)")
-    parser.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of fp32, bf16, int8")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of fp32, onnx, bf16, int8")
     parser.add_argument("--threads", type=int, default=physical_cores(), help="torch and ONNX Runtime threads")
     parser.add_argument("--quick", action="store_true", help="a smoke test: 100 definitions, 50 queries")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the result here")

@@ -4,6 +4,10 @@ the same computed by hand."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from conftest import dictionary_of
@@ -13,9 +17,10 @@ from dictembed.cli import build_parser
 from dictembed.cli.options import ranking_of
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
+from dictembed.entry_senses import EntrySenses
 from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
-from dictembed.lexical_terms import definition_stems, shared_words, stem, stems, uses_word
+from dictembed.lexical_terms import StemSets, query_stems, stem, stem_hash, stems
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_options import LEXICAL_DEPTH, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Ranking
 
@@ -27,6 +32,7 @@ SENSES = {
     "vault": ["a strongroom for keeping money and valuables"],
     "ice cream": ["a frozen dessert of sweetened cream"],
 }
+SALTED = {**os.environ, "PYTHONHASHSEED": "12345"}
 OFF = {"frequency_weight": 0, "definition_weight": 0, "headword_weight": 0}  # cosine alone, before the terms
 
 
@@ -68,24 +74,41 @@ def test_stems_meet_a_words_inflections() -> None:
     assert stems("Horses") == stems("a horse") - {"a"} == {"hors"}
 
 
+def test_stem_keys_are_the_same_in_every_process() -> None:
+    # a stored index is read by other processes, whose str hashes are salted differently
+    code = "from dictembed.lexical_terms import stem_hash; print(stem_hash('hors'), stem_hash('\u72ac'))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=SALTED)
+    assert run.stdout.split() == [str(stem_hash("hors")), str(stem_hash("\u72ac"))]
+    assert query_stems("Horses, a horse!").tolist() == sorted([stem_hash("hors"), stem_hash("a")])
+    assert query_stems("42").dtype == np.uint64 and len(query_stems("42")) == 0
+
+
 def test_a_word_is_used_when_all_its_tokens_are() -> None:
-    query = stems("the cream on top of ice")
-    assert uses_word("Cream", query) and uses_word("ice cream", query) and uses_word("creams", query)
-    assert not uses_word("ice-cream cone", query) and not uses_word("42", query)
+    query = query_stems("the cream on top of ice")
+    words = StemSets.of(["Cream", "ice cream", "creams", "ice-cream cone", "42"])
+    assert words.used(np.arange(5), query).tolist() == [True, True, True, False, False]
+    assert words.used(np.array([4, 2, 2]), query).tolist() == [False, True, True]
+    assert words.used(np.arange(5), query_stems("")).tolist() == [False] * 5
 
 
 def test_shared_words_count_only_the_rarer_ones() -> None:
-    query = frozenset({"the", "animal", "bark"})
-    definitions = [
-        frozenset({"the", "animal", "bark"}),
-        frozenset({"the", "cat"}),
-        frozenset({"the", "bird", "animal"}),
-    ]
+    query = query_stems("the animal bark")
+    definitions = StemSets.of(["the animal's bark", "the cat", "The bird, an animal"])
     # "the" is in 3 of 3 definitions and "animal" in 2 of 3 (more than half): only "bark" counts
-    assert shared_words(query, definitions).tolist() == [1.0, 0.0, 0.0]
+    assert definitions.shared(np.arange(3), query).tolist() == [1.0, 0.0, 0.0]
     # among four, "animal" is in one: rare again
-    assert shared_words(query, definitions[:1] + definitions[1:2] * 3).tolist() == [2.0, 0.0, 0.0, 0.0]
-    assert shared_words(query, []).shape == (0,)
+    assert definitions.shared(np.array([0, 1, 1, 1]), query).tolist() == [2.0, 0.0, 0.0, 0.0]
+    assert definitions.shared(np.zeros(0, dtype=np.int64), query).shape == (0,)
+    assert definitions.shared(np.arange(3), query_stems("")).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_an_entrys_definitions_are_one_stem_set_and_never_run_together() -> None:
+    held = dictionary_of("runs", {"bank": ["a slope", "money"], "shore": ["land"]})
+    senses = EntrySenses.of(["bank", "shore", "tree"], held)  # "tree": no sense
+    sets = StemSets.of_senses(senses)
+    assert len(sets) == 3 and sets.check(3) is None and sets.check(4) is not None
+    assert sets.shared(np.arange(3), query_stems("slope money land")).tolist() == [2.0, 1.0, 0.0]
+    assert sets.shared(np.arange(3), query_stems("slopemoney")).tolist() == [0.0, 0.0, 0.0]  # "slope\nmoney"
 
 
 @pytest.mark.parametrize("name", ["query_word_weight", "overlap_weight"])
@@ -136,7 +159,8 @@ def test_shared_words_add_the_overlap_weight_each(space, encoder, dictionary) ->
     query = "somebody who lends money to a company"
     rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0, overlap_weight=0.1))
     words = space.words
-    shared = shared_words(stems(query), [definition_stems(SENSES[w]) for w in words])
+    definitions = StemSets.of("\n".join(SENSES[w]) for w in words)
+    shared = definitions.shared(np.arange(len(words)), query_stems(query))
     # who, lend, money and company are in the lender's definitions ("money" in the vault's too); "a" in five of six
     assert dict(zip(words, shared.tolist(), strict=True)) == {w: 4.0 * (w == "lender") + (w == "vault") for w in words}
     expected = {w: c + 0.1 * s for (w, c), s in zip(_cosines(encoder, space, query).items(), shared, strict=True)}

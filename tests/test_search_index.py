@@ -20,6 +20,7 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.entry_senses import EntrySenses
 from dictembed.entry_space import EntrySpace
 from dictembed.errors import DictEmbedError
+from dictembed.lexical_terms import StemSets
 from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, SPACE_TENSORS
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_index import INDEX_META, SearchIndex, cached_index_dir, fingerprint
@@ -44,6 +45,24 @@ def test_a_saved_model_folder_stores_its_search_index(served_model: Path) -> Non
     assert meta["source"] == fingerprint(served_model)
     index = SearchIndex.open(served_model / SEARCH_DIR, meta["source"], len(SearchSpace.open(served_model)))
     assert index is not None and index.senses is not None and index.senses.pos_names
+    # the stem sets of the lexical terms, stored as computed
+    words, senses = StemSets.of(SearchSpace.open(served_model).words), StemSets.of_senses(index.senses)
+    for stored, computed in ((index.word_stems, words), (index.definition_stems, senses)):
+        assert stored is not None and stored.keys.dtype == np.uint64
+        assert (stored.starts.tolist(), stored.keys.tolist()) == (computed.starts.tolist(), computed.keys.tolist())
+
+
+def test_stem_sets_that_do_not_fit_the_entries_are_damage(model: Path, caplog) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    path = model / SEARCH_DIR / "index.safetensors"
+    source, entries = fingerprint(model), len(SearchSpace.open(model))
+    arrays = load_file(path)
+    arrays["definition_stem_starts"] = arrays["definition_stem_starts"][:-1]
+    save_file(arrays, path)
+    with caplog.at_level(logging.WARNING):
+        assert SearchIndex.open(model / SEARCH_DIR, source, entries) is None
+    assert "the stem sets do not fit the entries" in caplog.text
 
 
 def test_the_mapped_folder_gives_the_results_of_the_parsed_one(model: Path) -> None:

@@ -17,12 +17,19 @@ inflection (`-s`, `-es`, `-ed`, `-ing`) and a final `e` stripped (`stem`); a scr
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from dictembed.search_space import definition_rows
+
+if TYPE_CHECKING:
+    from dictembed.entry_senses import EntrySenses
 
 TOKEN = re.compile(r"[^\W\d_]+")
 SUFFIXES = ("ing", "ed", "es", "s")  # stripped once, the longest that leaves a stem of at least `MIN_STEM` letters
@@ -48,23 +55,87 @@ def stems(text: str) -> frozenset[str]:
     return frozenset(stem(token) for token in TOKEN.findall(text.casefold()))
 
 
-def uses_word(word: str, query: frozenset[str]) -> bool:
-    """Whether a description of stems `query` uses `word`: every token of it (a phrase needs all of its words)."""
-    tokens = stems(word)
-    return bool(tokens) and tokens <= query
+def stem_hash(word: str) -> int:
+    """A stem's 64-bit key (BLAKE2b, the same in every process): among a dictionary's ~10^5 stems, two keys collide
+    with a probability near 10^-9."""
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-def shared_words(query: frozenset[str], definitions: Sequence[frozenset[str]]) -> np.ndarray:
-    """Per candidate, the number of the description's stems `query` its `definitions` (the stems of all its
-    definitions, one set per candidate) use, counting only stems found in at most `COMMON_SHARE` of the
-    candidates' definitions (float32)."""
-    if not definitions:
-        return np.zeros(0, dtype=np.float32)
-    found = Counter(word for stems_of in definitions for word in query & stems_of)
-    rare = {word for word, count in found.items() if count <= COMMON_SHARE * len(definitions)}
-    return np.fromiter((len(rare & stems_of) for stems_of in definitions), dtype=np.float32, count=len(definitions))
+def query_stems(text: str) -> np.ndarray:
+    """The keys (`stem_hash`) of the stems of a description `text`, sorted (uint64)."""
+    return np.asarray(sorted({stem_hash(word) for word in stems(text)}), dtype=np.uint64)
 
 
-def definition_stems(definitions: Iterable[str]) -> frozenset[str]:
-    """The stems of all of an entry's definitions."""
-    return stems("\n".join(definitions))
+@dataclass
+class StemSets:
+    """One set of stems per item (an entry's word, or all of an entry's definitions), as keys (`stem_hash`) in one
+    array: item i's are `keys[starts[i]:starts[i + 1]]`, each once. Computed once per space (a search index stores
+    them), so that a search compares a description's stems with a hundred candidates' in a few array operations."""
+
+    starts: np.ndarray  # int64 [items + 1]
+    keys: np.ndarray  # uint64
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> StemSets:
+        """The stems (`stems`) of each of `texts`."""
+        known: dict[str, int] = {}
+        starts, keys = [0], []
+        for text in texts:
+            for word in stems(text):
+                key = known.get(word)
+                keys.append(key if key is not None else known.setdefault(word, stem_hash(word)))
+            starts.append(len(keys))
+        return cls(np.asarray(starts, dtype=np.int64), np.asarray(keys, dtype=np.uint64))
+
+    @classmethod
+    def of_senses(cls, senses: EntrySenses) -> StemSets:
+        """The stems of all of each entry's definitions (a line break between two, so no words run together)."""
+        return cls.of("\n".join(text for text, _ in senses.senses(entry)) for entry in range(len(senses)))
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def check(self, items: int) -> str | None:
+        """What makes the arrays unfit for `items` items (a damaged index), or None."""
+        starts = self.starts
+        if starts.ndim != 1 or self.keys.ndim != 1 or len(starts) != items + 1:
+            return "the stem sets do not fit the entries"
+        if starts[0] != 0 or starts[-1] != len(self.keys) or (np.diff(starts) < 0).any():
+            return "the stem sets' ranges do not fit their keys"
+        return None
+
+    def _found(self, items: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For `items`, their keys one item after another, whether each is among the sorted `query` keys, and each
+        item's number of keys."""
+        items = np.asarray(items, dtype=np.int64)
+        begin = np.asarray(self.starts[items])
+        sizes = np.asarray(self.starts[items + 1]) - begin
+        rows, _ = definition_rows(begin, sizes, np.arange(len(items)))
+        keys = np.asarray(self.keys[rows])
+        found = np.zeros(len(keys), dtype=bool)
+        if len(query) and len(keys):
+            found = query[np.minimum(np.searchsorted(query, keys), len(query) - 1)] == keys
+        return keys, found, sizes
+
+    def used(self, items: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Per item: whether a description of stem keys `query` (`query_stems`) uses it, every one of its stems (a
+        phrase needs all of its words; an item of no stem is never used)."""
+        _, found, sizes = self._found(items, query)
+        return (sizes > 0) & (per_item(found, sizes) == sizes)
+
+    def shared(self, items: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Per item, the number of the description's stems (keys `query`) it holds, counting only stems held by at
+        most `COMMON_SHARE` of the `items` (float32)."""
+        keys, found, sizes = self._found(items, query)
+        which = np.searchsorted(query, keys[found])  # the query stem of each key found
+        rare = np.bincount(which, minlength=len(query)) <= COMMON_SHARE * len(sizes)
+        counted = np.zeros(len(keys), dtype=bool)
+        counted[found] = rare[which]
+        return per_item(counted, sizes).astype(np.float32)
+
+
+def per_item(flags: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The number of set `flags` of each item, whose flags lie one item after another, `sizes` of them each."""
+    running = np.concatenate([[0], np.cumsum(flags, dtype=np.int64)])
+    ends = np.cumsum(sizes)
+    return running[ends] - running[ends - sizes]

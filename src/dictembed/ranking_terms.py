@@ -8,22 +8,17 @@ names the terms in use (`score_kind`); `best_cosines` is the per-group best cosi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from dictembed.lexical_terms import definition_stems, shared_words, stems, uses_word
+from dictembed.lexical_terms import StemSets, query_stems
 from dictembed.search_options import LEXICAL_DEPTH, Ranking
 from dictembed.search_space import SearchSpace, definition_rows
 
 if TYPE_CHECKING:
-    from dictembed.entry_senses import EntrySenses
     from dictembed.entry_space import EntrySpace
     from dictembed.search_index import EntryGroups
-
-ENTRY_STEM_CACHE = 4096  # entries whose definitions' stems (`lexical_terms`) a reverse dictionary keeps at hand
 
 
 def best_cosines(
@@ -54,7 +49,9 @@ class RankingTerms:
         @property
         def group_prior(self) -> np.ndarray | None: ...
         @property
-        def senses(self) -> EntrySenses | None: ...
+        def word_stems(self) -> StemSets: ...
+        @property
+        def definition_stems(self) -> StemSets | None: ...
 
     @property
     def score_kind(self) -> str:
@@ -137,25 +134,16 @@ class RankingTerms:
         `lexical_terms`): minus the query-word weight when the description uses one of its words that `mask` (None:
         all) keeps, and, for the `LEXICAL_DEPTH` best, plus the overlap weight per word it shares with the group's
         definitions."""
-        query, ranking = stems(text), self.ranking
-        groups, words = self.groups, self.space.words
+        query, ranking, groups = query_stems(text), self.ranking, self.groups
         terms = np.zeros(len(top), dtype=np.float32)
         if ranking.query_word_weight > 0:
-            used = [
-                any(uses_word(words[i], query) for i in groups.members(int(g)) if mask is None or mask[i]) for g in top
-            ]
-            terms -= np.float32(ranking.query_word_weight) * np.asarray(used, dtype=np.float32)
-        if ranking.overlap_weight > 0 and self.senses is not None:
-            shared = shared_words(query, [self._entry_stems(int(groups.first[g])) for g in top[:LEXICAL_DEPTH]])
+            positions, starts = definition_rows(groups.starts, groups.sizes, top)
+            members = groups.order[positions]
+            used = self.word_stems.used(members, query)
+            if mask is not None:
+                used &= mask[members]
+            terms -= np.float32(ranking.query_word_weight) * np.logical_or.reduceat(used, starts).astype(np.float32)
+        if ranking.overlap_weight > 0 and (definitions := self.definition_stems) is not None:
+            shared = definitions.shared(groups.first[top[:LEXICAL_DEPTH]], query)
             terms[: len(shared)] += np.float32(ranking.overlap_weight) * shared
         return terms
-
-    def _definition_stems(self, entry: int) -> frozenset[str]:
-        """The stems of entry `entry`'s definitions (`lexical_terms.definition_stems`; none without senses)."""
-        senses = self.senses
-        return definition_stems(text for text, _ in senses.senses(entry)) if senses is not None else frozenset()
-
-    @cached_property
-    def _entry_stems(self) -> Callable[[int], frozenset[str]]:
-        """`_definition_stems` with the last `ENTRY_STEM_CACHE` entries' stems kept."""
-        return lru_cache(maxsize=ENTRY_STEM_CACHE)(self._definition_stems)

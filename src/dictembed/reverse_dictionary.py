@@ -37,6 +37,7 @@ from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.filter_masks import FilterMasks
 from dictembed.frequency_prior import FrequencyPrior
+from dictembed.lexical_terms import StemSets
 from dictembed.model_folder import ModelDictionary, ModelFolder
 from dictembed.model_scores import ModelScores
 from dictembed.near_synonyms import SynonymSearch
@@ -132,6 +133,8 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         self._groups: EntryGroups | None = None
         self._unit: np.ndarray | None = None  # every group's unit vector, for a space searched without a coarse stage
         self._senses: EntrySenses | None = index.senses if index is not None else None
+        self._word_stems: StemSets | None = None
+        self._definition_stems: StemSets | None = None
         self._masks: dict[tuple[str, str], np.ndarray] = {}
         self._word_index: WordIndex | None = None
         self._synonyms: SynonymSearch | None = None
@@ -213,6 +216,28 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             return self._senses
 
     @property
+    def word_stems(self) -> StemSets:
+        """The stems of each entry's word (`lexical_terms.StemSets`): the stored index's, else computed once."""
+        index = self.index
+        with self._lock:
+            if self._word_stems is None:
+                stored = index.word_stems if index is not None else None
+                self._word_stems = stored if stored is not None else StemSets.of(self.space.words)
+            return self._word_stems
+
+    @property
+    def definition_stems(self) -> StemSets | None:
+        """The stems of all of each entry's definitions: the stored index's when its senses are the ones shown,
+        else computed once from `senses`; None without senses."""
+        senses = self.senses
+        with self._lock:
+            if self._definition_stems is None and senses is not None:
+                index = self._index
+                stored = index.definition_stems if index is not None and index.senses is senses else None
+                self._definition_stems = stored if stored is not None else StemSets.of_senses(senses)
+            return self._definition_stems
+
+    @property
     def has_definitions(self) -> bool:
         """Whether results carry definitions."""
         return self.senses is not None
@@ -234,6 +259,8 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
     def prepare(self) -> ReverseDictionary:
         """Group the entries and load the senses now rather than on the first search."""
         _ = self.groups, self.senses, self.word_index, self.group_prior, self.candidates
+        if self.reranks_by_words:
+            _ = self.word_stems, self.definition_stems
         return self
 
     @property

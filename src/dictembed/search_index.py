@@ -22,6 +22,7 @@ import numpy as np
 
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
+from dictembed.lexical_terms import StemSets
 from dictembed.model_folder import (
     DEFINITIONS_FILE,
     SEARCH_DIR,
@@ -172,7 +173,7 @@ class WordIndex:
         return mask
 
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2  # 2: the stem sets of the lexical terms
 INDEX_META = "index.json"
 INDEX_ARRAYS = "index.safetensors"
 COARSE_MIN_GROUPS = 20_000  # a space of fewer groups is scored exactly, every group
@@ -203,8 +204,9 @@ def fingerprint(folder: Path) -> str:
 @dataclass
 class SearchIndex:
     """What a search of a matrix space reads besides the space: its groups, each group's inverse norm (its unit
-    vector is its first entry's row times it), the coarse first stage (None: a small space, scored exactly) and
-    the entries' senses from the folder's own definitions (None: it has none)."""
+    vector is its first entry's row times it), the coarse first stage (None: a small space, scored exactly),
+    the entries' senses from the folder's own definitions (None: it has none), and the stems of each entry's word
+    and of its senses' definitions (`lexical_terms.StemSets`: what the lexical terms of a score compare)."""
 
     groups: EntryGroups
     inverse_norms: np.ndarray  # float32 [groups]
@@ -212,6 +214,8 @@ class SearchIndex:
     senses: EntrySenses | None
     frequencies: np.ndarray | None = None  # each entry's Zipf frequency, as `entry_frequencies` gives them
     frequency_source: str | None = None  # what they derive from (`word_frequency.frequency_source`)
+    word_stems: StemSets | None = None  # None: not computed (an index built for a space in memory)
+    definition_stems: StemSets | None = None  # of `senses`; None without them
 
     @classmethod
     def build(
@@ -234,7 +238,10 @@ class SearchIndex:
         frequencies, source = None, None
         if with_frequencies and (source := frequency_source("auto")) is not None:
             frequencies = entry_frequencies(space.words, "auto", frequency_cache)
-        return cls(groups, inverse, coarse, senses, frequencies, source if frequencies is not None else None)
+        word_stems = StemSets.of(space.words)
+        definition_stems = StemSets.of_senses(senses) if senses is not None else None
+        frequency_of = source if frequencies is not None else None
+        return cls(groups, inverse, coarse, senses, frequencies, frequency_of, word_stems, definition_stems)
 
     def unit(self, space: SearchSpace) -> np.ndarray:
         """The unit vector of every group [groups, dim] (float32)."""
@@ -258,6 +265,9 @@ class SearchIndex:
             senses = self.senses
             arrays |= {"sense_starts": senses.starts, "offsets": senses.offsets, "text": senses.text, "pos": senses.pos}
             meta["pos_names"] = senses.pos_names
+        for name, stem_sets in (("word", self.word_stems), ("definition", self.definition_stems)):
+            if stem_sets is not None:
+                arrays |= {f"{name}_stem_starts": stem_sets.starts, f"{name}_stem_keys": stem_sets.keys}
         with staged_dir(target) as staging:
             save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, staging / INDEX_ARRAYS)
             (staging / INDEX_META).write_text(json.dumps(meta) + "\n", encoding="utf-8")
@@ -289,7 +299,16 @@ class SearchIndex:
             frequencies, frequency_of = a.get("frequencies"), meta.get("frequencies")
             if frequencies is not None and (len(frequencies) != entries or frequency_of != frequency_source("auto")):
                 frequencies, frequency_of = None, None  # another wordfreq: computed again, from its own cache
-            return cls(groups, a["inverse_norms"], coarse, senses, frequencies, frequency_of)
+            word_stems = StemSets(a["word_stem_starts"], a["word_stem_keys"])
+            definition_stems = None
+            if senses is not None:
+                definition_stems = StemSets(a["definition_stem_starts"], a["definition_stem_keys"])
+            for stem_sets in (word_stems, definition_stems):
+                if stem_sets is not None and (problem := stem_sets.check(entries)):
+                    raise ValueError(problem)
+            return cls(
+                groups, a["inverse_norms"], coarse, senses, frequencies, frequency_of, word_stems, definition_stems
+            )
         except (OSError, ValueError, TypeError, KeyError, DictEmbedError) as err:
             log.warning("%s: damaged search index (%s); it is rebuilt", folder, err)
             return None
@@ -323,7 +342,9 @@ def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDi
     def stored(where: Path) -> SearchIndex | None:
         index = SearchIndex.open(where, source_print, len(space))
         if index is not None and (index.senses is not None or not own):
-            return index if own else replace(index, senses=None)  # another dictionary's senses come with it
+            if own:
+                return index
+            return replace(index, senses=None, definition_stems=None)  # another dictionary's come with it
         return None
 
     for where in (folder.file(SEARCH_DIR), cached):

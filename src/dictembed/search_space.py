@@ -33,6 +33,7 @@ DTYPES = {
     "I16": np.int16,
     "I8": np.int8,
     "U8": np.uint8,
+    "U64": np.uint64,
 }
 SAVED_DTYPES = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}  # space.json's dtype names
 MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
