@@ -3,6 +3,7 @@ results and time per single query.
 
     python benchmarks/coarse_search.py outputs/minilm-defsent-plus --queries 500
     python benchmarks/coarse_search.py outputs/minilm-defsent-plus --dims 64     # a coarse stage of 64 dimensions
+    python benchmarks/coarse_search.py outputs/minilm-defsent-plus --candidates 500   # 500 scored exactly
 
 Queries: the everyday descriptions and seeded Oxford definitions, one at a time as a server gets them. For each
 query both searches list k=10 results with the product's ranking; agreement is counted on the words of the
@@ -23,6 +24,7 @@ from typing import cast
 import numpy as np
 from machine import machine
 
+from dictembed import reverse_dictionary
 from dictembed.dictionary import load_dictionary
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.reverse_dictionary import ReverseDictionary
@@ -54,7 +56,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500, help="Oxford definitions added to the descriptions")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--dims", type=int, default=None, help="rebuild the coarse stage with this many dimensions")
+    parser.add_argument(
+        "--candidates", type=int, default=None, help="groups the first stage passes on (default: COARSE_CANDIDATES)"
+    )
     args = parser.parse_args()
+    if args.candidates is not None:
+        reverse_dictionary.COARSE_CANDIDATES = args.candidates
     load = os.getloadavg()[0]
     rd = ReverseDictionary.load(args.model).prepare()
     index = rd.index
@@ -75,6 +82,7 @@ def main() -> None:
     overlap = [len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(two_stage, exact, strict=True)]
     report = {
         "cpu": machine()["cpu"],
+        "candidates": reverse_dictionary.COARSE_CANDIDATES,
         "coarse_dims": int(cast(SearchIndex, rd.index).coarse.vectors.shape[1]),  # type: ignore[union-attr]
         "load_before": load,
         "load_after": os.getloadavg()[0],

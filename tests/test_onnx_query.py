@@ -433,3 +433,17 @@ def test_the_fp32_export_ranks_as_its_folder(served_model: Path, tmp_path: Path)
         expected, found = folder.search(query, k=5), fast.search(query, k=5)
         assert [r.words for r in found] == [r.words for r in expected], query
         np.testing.assert_allclose([r.score for r in found], [r.score for r in expected], atol=1e-4)
+
+
+def test_an_export_of_a_folder_with_an_older_index_writes_a_current_one(served_model: Path, tmp_path: Path) -> None:
+    from dictembed.search_index import INDEX_FORMAT, INDEX_META, has_current_index
+
+    source = Path(shutil.copytree(served_model, tmp_path / "old"))
+    meta_path = source / SEARCH_DIR / INDEX_META
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps(meta | {"format": INDEX_FORMAT - 1}))  # as an older version saved it
+    assert not has_current_index(source) and has_current_index(served_model)
+    exported = export(source, tmp_path / "fp32")
+    assert has_current_index(exported)
+    assert json.loads((exported / SEARCH_DIR / INDEX_META).read_text())["format"] == INDEX_FORMAT
+    assert json.loads(meta_path.read_text())["format"] == INDEX_FORMAT - 1  # the source is never written to

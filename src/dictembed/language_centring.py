@@ -152,8 +152,11 @@ class CentredSpace:
         """The centred space and its index, with the reverse dictionary's senses and its words' frequencies."""
         if self._parts is None:
             space = centred_space(cast(SearchSpace, self.rd.space), self.mean)
-            index = SearchIndex.build(space, self.rd.senses, with_frequencies=False)
-            self._parts = space, replace(index, frequencies=self.rd.prior.frequencies)
+            rd = self.rd
+            index = SearchIndex.build(space, rd.senses, with_frequencies=False, with_stems=False)
+            if rd.reranks_by_words:  # the same words and senses: the same stems
+                index = replace(index, word_stems=rd.word_stems, definition_stems=rd.definition_stems)
+            self._parts = space, replace(index, frequencies=rd.prior.frequencies)
         return self._parts
 
     def search(self, source: CentredSpace | None) -> ReverseDictionary:

@@ -175,7 +175,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         """The search index of a matrix space (built on first use for a space in memory); None for an MLM head."""
         with self._lock:
             if self._index is None and isinstance(self.space, SearchSpace):  # the prior reads the frequencies
-                self._index = SearchIndex.build(self.space, with_frequencies=False)
+                self._index = SearchIndex.build(self.space, with_frequencies=False, with_stems=False)
             return self._index
 
     @property

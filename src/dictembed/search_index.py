@@ -214,7 +214,7 @@ class SearchIndex:
     senses: EntrySenses | None
     frequencies: np.ndarray | None = None  # each entry's Zipf frequency, as `entry_frequencies` gives them
     frequency_source: str | None = None  # what they derive from (`word_frequency.frequency_source`)
-    word_stems: StemSets | None = None  # None: not computed (an index built for a space in memory)
+    word_stems: StemSets | None = None  # None: not computed (an index of a space in memory: on first use)
     definition_stems: StemSets | None = None  # of `senses`; None without them
 
     @classmethod
@@ -224,10 +224,11 @@ class SearchIndex:
         senses: EntrySenses | None = None,
         with_frequencies: bool = True,
         frequency_cache: Path | None = None,
+        with_stems: bool = True,
     ) -> SearchIndex:
         """The index of `space` (with `senses`, when given, and the words' frequencies in the language recognised,
         `entry_frequencies(words, "auto")`, when asked and wordfreq is installed; read from and written to the
-        word-frequency cache in `frequency_cache`, when given)."""
+        word-frequency cache in `frequency_cache`, when given; with the stem sets when asked)."""
         groups = EntryGroups.of(space.matrix)
         first = groups.first
         rows = np.asarray(space.matrix[first], dtype=np.float32)
@@ -238,8 +239,8 @@ class SearchIndex:
         frequencies, source = None, None
         if with_frequencies and (source := frequency_source("auto")) is not None:
             frequencies = entry_frequencies(space.words, "auto", frequency_cache)
-        word_stems = StemSets.of(space.words)
-        definition_stems = StemSets.of_senses(senses) if senses is not None else None
+        word_stems = StemSets.of(space.words) if with_stems else None
+        definition_stems = StemSets.of_senses(senses) if with_stems and senses is not None else None
         frequency_of = source if frequencies is not None else None
         return cls(groups, inverse, coarse, senses, frequencies, frequency_of, word_stems, definition_stems)
 
@@ -317,6 +318,14 @@ class SearchIndex:
 def cached_index_dir(source: str) -> Path:
     """Where dictembed's cache keeps the search index of a folder that has none, by its `fingerprint`."""
     return cache_root() / "search_index" / source
+
+
+def has_current_index(folder: Path) -> bool:
+    """Whether the model folder `folder` holds a search index that opens for its files as they are."""
+    stored = folder / SEARCH_DIR
+    if not (stored / INDEX_META).is_file():
+        return False
+    return SearchIndex.open(stored, fingerprint(folder), len(SearchSpace.open(folder))) is not None
 
 
 def write_search_index(folder: Path, dictionary: Dictionary | None) -> Path | None:

@@ -50,7 +50,7 @@ from dictembed.model_folder import (
 )
 from dictembed.quantization import WEIGHT_QUANTIZATIONS
 from dictembed.record import RunRecord
-from dictembed.search_index import write_search_index
+from dictembed.search_index import has_current_index, write_search_index
 from dictembed.search_space import MATRIX_SPACES, SearchSpace
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def export(
         encoder.save(staging, exported_record(encoder.record, SPACE_DIR in copied), name=output.name)
         for name, path in copied.items():
             copy_in(path, staging / name)
-        if SPACE_DIR in copied and SEARCH_DIR not in copied:  # a source saved before folders kept their index
+        if SPACE_DIR in copied and not has_current_index(staging):  # none, or an older version's: written anew
             from dictembed.dictionary import load_dictionary
 
             own = load_dictionary(str(staging / DEFINITIONS_FILE)) if DEFINITIONS_FILE in copied else None
