@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dictembed.search_options import normalize_pos
+from dictembed.search_space import ranges_fit
 
 if TYPE_CHECKING:
     from dictembed.dictionary.core import Dictionary
@@ -62,9 +63,9 @@ class EntrySenses:
         starts, offsets = self.starts, self.offsets
         if starts.ndim != 1 or offsets.ndim != 1 or len(starts) < 1 or len(offsets) < 1:
             return "the sense arrays are not lists"
-        if starts[0] != 0 or starts[-1] != len(offsets) - 1 or (np.diff(starts) < 0).any():
+        if not ranges_fit(starts, len(offsets) - 1):
             return "the entries' sense ranges do not fit the senses"
-        if offsets[0] != 0 or offsets[-1] != len(self.text) or (np.diff(offsets) < 0).any():
+        if not ranges_fit(offsets, len(self.text)):
             return "the definitions' byte ranges do not fit the text"
         codes = self.pos
         if len(codes) != len(offsets) - 1 or (

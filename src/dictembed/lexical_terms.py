@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dictembed.search_space import definition_rows
+from dictembed.search_space import definition_rows, ranges_fit
 
 if TYPE_CHECKING:
     from dictembed.entry_senses import EntrySenses
@@ -100,7 +100,7 @@ class StemSets:
         starts = self.starts
         if starts.ndim != 1 or self.keys.ndim != 1 or len(starts) != items + 1:
             return "the stem sets do not fit the entries"
-        if starts[0] != 0 or starts[-1] != len(self.keys) or (np.diff(starts) < 0).any():
+        if not ranges_fit(starts, len(self.keys)):
             return "the stem sets' ranges do not fit their keys"
         return None
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from dictembed.lexical_terms import StemSets, query_stems
 from dictembed.search_options import LEXICAL_DEPTH, Ranking
-from dictembed.search_space import SearchSpace, definition_rows
+from dictembed.search_space import SearchSpace
 
 if TYPE_CHECKING:
     from dictembed.entry_space import EntrySpace
@@ -116,8 +116,7 @@ class RankingTerms:
             combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top
         if self.reranks_by_headword:
             groups = self.groups
-            positions, starts = definition_rows(groups.starts, groups.sizes, top)
-            members = groups.order[positions]
+            members, starts = groups.members_of(top)
             keep = mask[members] if mask is not None else None
             best = best_cosines(cast(np.ndarray, space.headwords), members, starts, query, keep)
             combined = combined + self.ranking.headword_weight * best
@@ -137,8 +136,7 @@ class RankingTerms:
         query, ranking, groups = query_stems(text), self.ranking, self.groups
         terms = np.zeros(len(top), dtype=np.float32)
         if ranking.query_word_weight > 0:
-            positions, starts = definition_rows(groups.starts, groups.sizes, top)
-            members = groups.order[positions]
+            members, starts = groups.members_of(top)
             used = self.word_stems.used(members, query)
             if mask is not None:
                 used &= mask[members]

@@ -34,7 +34,7 @@ from dictembed.model_folder import (
 )
 from dictembed.paths import cache_root
 from dictembed.search_options import word_length
-from dictembed.search_space import MATRIX_SPACES, SearchSpace, mapped_tensors
+from dictembed.search_space import MATRIX_SPACES, SearchSpace, definition_rows, mapped_tensors
 from dictembed.word_frequency import entry_frequencies, frequency_source
 
 if TYPE_CHECKING:
@@ -79,6 +79,12 @@ class EntryGroups:
     def members(self, group: int) -> np.ndarray:
         start = self.starts[group]
         return self.order[start : start + self.sizes[group]]
+
+    def members_of(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The entries of each of `groups`, one group after another, and where each group's start among them (for
+        `np.maximum.reduceat` and its kind)."""
+        positions, starts = definition_rows(self.starts, self.sizes, groups)
+        return self.order[positions], starts
 
     def any(self, entry_mask: np.ndarray) -> np.ndarray:
         """Per group: whether any of its entries is set in `entry_mask`."""

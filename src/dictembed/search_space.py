@@ -198,6 +198,12 @@ def definition_rows(first: np.ndarray, counts: np.ndarray, entries: np.ndarray) 
     return np.repeat(first[entries] - starts, sizes) + np.arange(int(sizes.sum())), starts
 
 
+def ranges_fit(starts: np.ndarray, length: int) -> bool:
+    """Whether `starts` cut `length` rows into runs (run i is rows `starts[i]:starts[i + 1]`): from 0 to `length`,
+    never decreasing."""
+    return bool(starts[0] == 0 and starts[-1] == length and not (np.diff(starts) < 0).any())
+
+
 def saved_problem(
     meta: dict[str, Any], words: list, tensors: dict[str, np.ndarray], finite: Collection[str] | None = None
 ) -> str | None:
