@@ -25,7 +25,7 @@ from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, SPAC
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_index import INDEX_META, SearchIndex, cached_index_dir, fingerprint
 from dictembed.search_options import Filters
-from dictembed.search_space import SearchSpace, mapped_tensors
+from dictembed.search_space import SearchSpace, as_float32, mapped_tensors
 
 QUERIES = ["a pet that barks", "water from the sky", "something sweet and cold", "to go fast", "a ruler"]
 
@@ -33,6 +33,16 @@ QUERIES = ["a pet that barks", "water from the sky", "something sweet and cold",
 def results(rd: ReverseDictionary, **filters: object) -> list[list[dict]]:
     found = rd.search_many(QUERIES, k=6, filters=Filters(**filters))  # type: ignore[arg-type]
     return [[r.to_dict() for r in rows] for rows in found]
+
+
+def test_as_float32_is_astype_for_every_half_value_and_passes_float32_through() -> None:
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).reshape(256, 256)
+    converted = as_float32(halves)
+    assert converted.dtype == np.float32 and converted.shape == (256, 256)
+    np.testing.assert_array_equal(converted, halves.astype(np.float32))  # NaNs equal, signed zeros and infinities
+    assert np.array_equal(np.signbit(converted), np.signbit(halves))
+    singles = np.array([[1.5, -2.0]], dtype=np.float32)
+    assert as_float32(singles[:, ::-1]).tolist() == [[-2.0, 1.5]]
 
 
 @pytest.fixture()

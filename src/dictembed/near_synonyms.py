@@ -29,7 +29,7 @@ import numpy as np
 from dictembed.errors import DictEmbedError
 from dictembed.search_index import EntryGroups, top_indices
 from dictembed.search_options import POS_TAGS, normalize_pos
-from dictembed.search_space import SearchSpace, l2_normalize
+from dictembed.search_space import SearchSpace, as_float32, l2_normalize
 
 if TYPE_CHECKING:
     from dictembed.entry_senses import EntrySenses
@@ -216,7 +216,7 @@ class SynonymSearch:
         definitions = cast(np.ndarray, space.definitions)
         start = int(space.first_definitions[entry])
         end = start + int(cast(np.ndarray, space.counts)[entry])
-        senses = l2_normalize(np.asarray(definitions[start:end], dtype=np.float32))
+        senses = l2_normalize(as_float32(definitions[start:end]))
         query = self.units(np.array([group]))[0]
         rough = self._rough_scores(query, senses[:ROUGH_SENSES], weight)
         if exclude is not None:
@@ -224,7 +224,7 @@ class SynonymSearch:
         picked = top_indices(rough, allowed, depth)
         picked = np.sort(picked[picked != exclude])
         rows, starts = space.definition_rows(self.groups.first[picked])
-        cosine = l2_normalize(np.asarray(definitions[rows], dtype=np.float32)) @ senses.T
+        cosine = l2_normalize(as_float32(definitions[rows])) @ senses.T
         differ = None
         if self.tags is not None:
             theirs, ours = self.tags[rows][:, None], self.tags[start:end][None, :]

@@ -14,7 +14,7 @@ import numpy as np
 
 from dictembed.lexical_terms import StemSets, query_stems
 from dictembed.search_options import LEXICAL_DEPTH, Ranking
-from dictembed.search_space import SearchSpace
+from dictembed.search_space import SearchSpace, as_float32
 
 if TYPE_CHECKING:
     from dictembed.entry_space import EntrySpace
@@ -27,7 +27,7 @@ def best_cosines(
     """Per run of `rows` (each starting at an index of `starts`): the best cosine of the unit `query` to the
     `vectors` of its rows that `keep` (None: all) lets count; a zero or non-finite vector counts as none, and a run
     with none scores -1."""
-    chosen = np.asarray(vectors[rows], dtype=np.float32)
+    chosen = as_float32(vectors[rows])
     cosine = np.nan_to_num(chosen @ query / np.linalg.norm(chosen, axis=1), nan=-np.inf)
     if keep is not None:
         cosine[~keep] = -np.inf

@@ -74,6 +74,17 @@ def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
         raise DictEmbedError(f"{path}: corrupt or truncated ({type(err).__name__}: {err})") from None
 
 
+HALF_TO_SINGLE = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+def as_float32(rows: np.ndarray) -> np.ndarray:
+    """`rows` in float32, exactly as `astype` gives them; float16 through a table of every half value (256 KB),
+    which takes about half the time of numpy's own conversion of a search's few thousand rows."""
+    if rows.dtype == np.float16:
+        return np.take(HALF_TO_SINGLE, rows.view(np.uint16))
+    return np.asarray(rows, dtype=np.float32)
+
+
 def l2_normalize(rows: np.ndarray) -> np.ndarray:
     """Rows divided by their L2 norm (at least 1e-12, as torch's `F.normalize`: a zero row stays zero)."""
     return rows / np.maximum(np.linalg.norm(rows, axis=-1, keepdims=True), 1e-12)
@@ -169,7 +180,7 @@ class SearchSpace:
 
     def unit_rows(self, rows: np.ndarray, inverse_norms: np.ndarray) -> np.ndarray:
         """The float32 rows `rows` of the matrix scaled to unit length by their `inverse_norms`."""
-        return np.asarray(self.matrix[rows], dtype=np.float32) * inverse_norms[:, None]
+        return as_float32(self.matrix[rows]) * inverse_norms[:, None]
 
     @cached_property
     def first_definitions(self) -> np.ndarray:
@@ -187,7 +198,7 @@ class SearchSpace:
         if self.definitions is None or self.counts is None:
             return None
         start, count = int(self.first_definitions[entry]), int(self.counts[entry])
-        return l2_normalize(np.asarray(self.definitions[start : start + count], dtype=np.float32)) @ query
+        return l2_normalize(as_float32(self.definitions[start : start + count])) @ query
 
 
 def definition_rows(first: np.ndarray, counts: np.ndarray, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
