@@ -205,3 +205,29 @@ def test_check_sources_gives_the_loader_errors(tmp_path: Path) -> None:
     for spec, message in [(",", "no dictionary named"), ("wordnett", "unknown dictionary"), ("x.tsv", "x.tsv")]:
         with pytest.raises(DictEmbedError, match=message):
             check_sources(spec)
+
+
+SERVE_ENVIRONMENT_RUNNER = """
+import contextlib, io, os, sys
+from dictembed.cli import main
+print("numpy" in sys.modules)  # OpenBLAS reads the variable when numpy loads it: not yet
+with contextlib.redirect_stderr(io.StringIO()):
+    main([sys.argv[1], "--model", "/no/such/model", "-q"] + sys.argv[2:])
+print(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "preset", "expected"),
+    [(["serve"], None, "4"), (["serve"], "20", "20"), (["predict", "a pet"], None, "None")],
+)
+def test_serve_sets_the_blas_thread_timeout_before_numpy_loads(
+    argv: list[str], preset: str | None, expected: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if preset is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = preset
+    out = subprocess.run(
+        [sys.executable, "-c", SERVE_ENVIRONMENT_RUNNER, *argv], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.split() == ["False", expected], out.stderr[-2000:]
