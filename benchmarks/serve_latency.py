@@ -16,7 +16,8 @@ one more client POSTs /api/encode in a loop: `--bulk-sentences` sentences of `--
 token budget takes them (its 413 says so). Prints one JSON document: per mode the requests, errors, latency
 p50/p90/p99/mean/max in ms and queries/s (and the bulk client's requests, sentences per request and
 seconds per request), with the CPU's model name and `os.getloadavg()` before and after (the figures mean
-little on a busy machine).
+little on a busy machine). When it started the server, each mode also reports the server's CPU: `server_cores`
+(its CPU seconds over the mode's wall time) and `server_cpu_ms_per_query`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +170,29 @@ def wait_ready(host: str, port: int, timeout: float, process: subprocess.Popen |
     raise SystemExit(f"the server did not answer /health within {timeout:.0f} s")
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The user and system CPU time a process has used so far (Linux's /proc/PID/stat), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def with_server_cpu(pid: int | None, mode: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`mode()`'s figures, with the server's CPU time over it (when the server is this script's child): its
+    cores busy on average and its CPU milliseconds per answered query."""
+    before = None if pid is None else cpu_seconds(pid)
+    summary = mode()
+    after = None if pid is None else cpu_seconds(pid)
+    if before is not None and after is not None and summary["requests"]:
+        summary.update(
+            server_cores=(after - before) / summary["wall_s"],
+            server_cpu_ms_per_query=(after - before) * 1000 / summary["requests"],
+        )
+    return summary
+
+
 def run_mode(host: str, port: int, queries: list[str], clients: int, seconds: float, k: int) -> dict[str, Any]:
     """Send every query once, spread over `clients` threads, stopping at `seconds`; latency figures."""
     paths = [reverse_path(q, k) for q in queries]
@@ -261,8 +286,9 @@ def main() -> None:
             get(connection, reverse_path(query, args.k))
         health = json.loads(get(connection, "/health")[1])
         load_before = os.getloadavg()
-        single = run_mode(host, port, queries, 1, args.seconds, args.k)
-        concurrent = run_mode(host, port, queries, args.clients, args.seconds, args.k)
+        pid = None if process is None else process.pid
+        single = with_server_cpu(pid, lambda: run_mode(host, port, queries, 1, args.seconds, args.k))
+        concurrent = with_server_cpu(pid, lambda: run_mode(host, port, queries, args.clients, args.seconds, args.k))
         bulk = None
         if args.bulk:
             sentences = bulk_sentences(queries, args.bulk_sentences, args.bulk_chars)

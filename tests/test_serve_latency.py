@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import urllib.parse
@@ -68,3 +69,19 @@ def test_free_port_and_query_path() -> None:
     script = load_script()
     assert 0 < script.free_port() < 65536
     assert script.reverse_path("a b&c", 10) == "/api/reverse?q=a+b%26c&k=10"
+
+
+def test_server_cpu_is_the_process_cpu_over_the_mode() -> None:
+    script = load_script()
+
+    def busy() -> dict:
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        return {"requests": 10, "wall_s": 0.3}
+
+    result = script.with_server_cpu(os.getpid(), busy)
+    assert 0.25 <= result["server_cpu_ms_per_query"] * 10 / 1000 <= 0.6  # the 0.3 s of CPU it burnt, in ms per query
+    assert 0.8 <= result["server_cores"] <= 2.0
+    assert "server_cores" not in script.with_server_cpu(None, lambda: {"requests": 10, "wall_s": 1.0})
+    assert script.cpu_seconds(2**22 + 12345) is None  # no such process
