@@ -302,6 +302,28 @@ def test_an_int8_export_is_a_complete_model_folder(served_export: tuple[Path, Pa
     assert encoder.name == "int8" and encoder.path == exported
 
 
+def test_an_int8_export_searches_each_query_as_alone_in_any_batch(served_export: tuple[Path, Path]) -> None:
+    """An int8 graph's vectors depend on their batch (dynamic quantisation scales by the batch's range, padding
+    included), so `search_many` encodes one query a batch there: every query gets exactly what `search` gives it
+    alone; the source's fp32 graph is batch-invariant and keeps its batches."""
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    source, exported = served_export
+    queries = ["a pet", "a small domesticated animal that purrs and catches mice in the house at night", "rain"]
+    int8 = OnnxQueryEncoder.open(exported)
+    assert not int8.batch_invariant and OnnxQueryEncoder.open(source).batch_invariant
+    batched, alone = int8.encode(queries), np.stack([int8.encode(q) for q in queries])
+    assert not np.array_equal(batched, alone)  # what the search must not depend on
+    rd = ReverseDictionary.load(exported)
+    for query, rows in zip(queries, rd.search_many(queries, k=5), strict=True):
+        alone = rd.search(query, 5)
+        assert [r.words for r in rows] == [r.words for r in alone] and [r.definitions for r in rows] == [
+            r.definitions for r in alone
+        ]
+        # the same vectors; a product over several rows may round its last bit apart from one over a single row
+        np.testing.assert_allclose([r.score for r in rows], [r.score for r in alone], rtol=0, atol=1e-6)
+
+
 def test_encoder_load_of_a_weightless_export_is_a_one_line_error(served_export: tuple[Path, Path]) -> None:
     """Never a torch backbone without its weights: `Encoder.load` refuses the folder, on either backend."""
     _, exported = served_export

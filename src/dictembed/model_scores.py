@@ -48,10 +48,11 @@ class ModelScores:
                 self._logit_space = matrix_space(cast(SearchSpace, self.space)).freeze()
             return self._logit_space
 
-    def _pooled(self, texts: list[str], batch_size: int) -> Iterator[np.ndarray]:
+    def _pooled(self, texts: list[str], batch_size: int, encode_batch: int | None = None) -> Iterator[np.ndarray]:
         """The pooled float32 vectors of `texts`, `batch_size` rows at a time, in order (encoded `CHUNK` at a time as
-        length-sorted batches; scored a batch at a time, as scores span every entry)."""
-        for vectors in self.encoder.embed(texts, batch_size, show_progress=False, chunk=CHUNK):
+        length-sorted batches of `encode_batch`, default `batch_size`; scored a batch at a time, as scores span
+        every entry)."""
+        for vectors in self.encoder.embed(texts, encode_batch or batch_size, show_progress=False, chunk=CHUNK):
             rows = as_rows(vectors)
             for start in range(0, len(rows), batch_size):
                 yield rows[start : start + batch_size]

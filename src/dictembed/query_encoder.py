@@ -49,6 +49,12 @@ class QueryEncoder(Protocol):
     def count_tokens(self, sentences: Sequence[str]) -> list[int]: ...
 
 
+def batch_invariant(encoder: Any) -> bool:
+    """Whether `encoder` gives a sentence the same vector in any batch (`OnnxQueryEncoder.batch_invariant`: not an
+    int8 graph); a torch `Encoder` masks the padding and does."""
+    return bool(getattr(encoder, "batch_invariant", True))
+
+
 def accelerator_present() -> bool:
     """Whether this machine shows a GPU that device "auto" would choose (an NVIDIA or AMD device file, Apple
     silicon), found without importing torch."""

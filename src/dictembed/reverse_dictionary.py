@@ -42,7 +42,7 @@ from dictembed.model_folder import ModelDictionary, ModelFolder
 from dictembed.model_scores import ModelScores
 from dictembed.near_synonyms import SynonymSearch
 from dictembed.paths import public_name
-from dictembed.query_encoder import QueryEncoder, as_rows, exported_query_encoder, search_threads
+from dictembed.query_encoder import QueryEncoder, as_rows, batch_invariant, exported_query_encoder, search_threads
 from dictembed.ranking_terms import RankingTerms
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
 from dictembed.search_options import Filters, Ranking, normalize_pos
@@ -366,12 +366,15 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         batch_size: int = 64,
         **options: Any,
     ) -> list[list[Result]]:
-        """The k best results for each query (see `search`), encoding the queries in batches."""
+        """The k best results for each query (see `search`), encoding the queries in batches: one query a batch
+        with an encoder whose vectors depend on their batch (`batch_invariant`), so that each query gets what it
+        gets alone; searched `batch_size` at a time either way."""
         filters = Filters.resolve(filters, options)
+        encode_batch = batch_size if batch_invariant(self.encoder) else 1
         if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
             raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
         out: list[list[Result]] = []
-        for h in self._pooled(list(queries), batch_size):
+        for h in self._pooled(list(queries), batch_size, encode_batch):
             out += self.search_vectors(h, k, filters, max_definitions, queries[len(out) : len(out) + len(h)])
         return out
 

@@ -308,6 +308,13 @@ class OnnxQueryEncoder:
         self._lock = threading.Lock()
         self._truncated = 0
 
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether a sentence's vector is the same in any batch: not from an int8 graph, whose dynamic quantisation
+        scales each activation tensor by its range over the whole batch, padding included (the main job's int8
+        export: 2.5 % of 200 queries kept their exact top 10 when searched in batches of 8 instead of alone)."""
+        return self.manifest.get("quantize") is None
+
     @classmethod
     def open(cls, folder: str | Path | ModelFolder, threads: int | None = None) -> OnnxQueryEncoder:
         """The query encoder of an exported model folder (a path or an offline model's name); a folder it cannot
