@@ -24,12 +24,8 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from dictembed.dictionary import load_dictionary
-from dictembed.model_folder import DEFINITIONS_FILE, SPACE_DIR
+from dictembed.model_folder import DEFINITIONS_FILE, RECORD_NAME, SPACE_DIR, SPACE_META, SPACE_TENSORS
 from dictembed.search_index import write_search_index
-
-TENSORS = "tensors.safetensors"
-META = "space.json"
-RECORD = "dictembed.json"
 
 
 def lifted(rows: np.ndarray, rotation: np.ndarray) -> np.ndarray:
@@ -47,9 +43,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.output.exists():
         sys.exit(f"error: {args.output} exists; choose another output")
-    tensors = load_file(str(args.narrow / SPACE_DIR / TENSORS))
+    tensors = load_file(str(args.narrow / SPACE_DIR / SPACE_TENSORS))
     narrow = tensors["matrix"].shape[1]
-    wide = json.loads((args.export / RECORD).read_text(encoding="utf-8"))["encoder"]["dim"]
+    wide = json.loads((args.export / RECORD_NAME).read_text(encoding="utf-8"))["encoder"]["dim"]
     if wide != 2 * narrow:
         sys.exit(f"error: {args.export} encodes {wide} dimensions, not twice the {narrow} of {args.narrow}")
     rotation, _ = np.linalg.qr(np.random.default_rng(args.seed).standard_normal((narrow, narrow)))
@@ -57,15 +53,15 @@ def main() -> None:
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(args.export, staging)
     (staging / SPACE_DIR).mkdir()
-    shutil.copyfile(args.narrow / SPACE_DIR / META, staging / SPACE_DIR / META)
+    shutil.copyfile(args.narrow / SPACE_DIR / SPACE_META, staging / SPACE_DIR / SPACE_META)
     save_file(
         {k: lifted(v, rotation) if v.ndim == 2 and v.shape[1] == narrow else v for k, v in tensors.items()},
-        str(staging / SPACE_DIR / TENSORS),
+        str(staging / SPACE_DIR / SPACE_TENSORS),
     )
     shutil.copyfile(args.narrow / DEFINITIONS_FILE, staging / DEFINITIONS_FILE)
-    record = json.loads((staging / RECORD).read_text(encoding="utf-8"))
-    record["entry_space"] = json.loads((args.narrow / RECORD).read_text(encoding="utf-8"))["entry_space"]
-    (staging / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    record = json.loads((staging / RECORD_NAME).read_text(encoding="utf-8"))
+    record["entry_space"] = json.loads((args.narrow / RECORD_NAME).read_text(encoding="utf-8"))["entry_space"]
+    (staging / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     write_search_index(staging, load_dictionary(str(staging / DEFINITIONS_FILE)))
     staging.rename(args.output)
     print(json.dumps({"output": str(args.output), "entries": int(tensors["matrix"].shape[0]), "dim": wide}))
