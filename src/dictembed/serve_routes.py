@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field, StringConstraints
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -374,16 +374,18 @@ def api(served: Served) -> FastAPI:
         entry, found, search = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
         results = await until_done(request, search)
         label = {"language": target.language, "dictionary": target.name}
-        return {
-            "query": query,
-            "mode": "describe" if entry is None else "similar",
-            "entry": entry,
-            "model": found.name,
-            "entries": len(found.space),
-            **label,
-            "score_kind": found.score_kind if entry is None else found.synonym_score_kind,
-            "results": [r.to_dict() | label for r in sort_results(results, sort)],
-        }
+        return JSONResponse(  # plain JSON types already: FastAPI's encoder walk (0.3 ms an answer) is skipped
+            {
+                "query": query,
+                "mode": "describe" if entry is None else "similar",
+                "entry": entry,
+                "model": found.name,
+                "entries": len(found.space),
+                **label,
+                "score_kind": found.score_kind if entry is None else found.synonym_score_kind,
+                "results": [r.to_dict() | label for r in sort_results(results, sort)],
+            }
+        )
 
     budget = served.budget
     body_schema = {"required": True, "content": {"application/json": {"schema": EncodeRequest.model_json_schema()}}}
