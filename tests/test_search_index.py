@@ -92,9 +92,30 @@ def test_a_folder_without_its_index_is_indexed_once_into_the_cache(model: Path, 
     shutil.rmtree(model / SEARCH_DIR)
     cached = cached_index_dir(fingerprint(model))
     shutil.rmtree(cached, ignore_errors=True)
-    assert results(ReverseDictionary.load(model)) == before
+    with caplog.at_level(logging.INFO, logger="dictembed.search_index"):
+        assert results(ReverseDictionary.load(model)) == before
+    assert f"{model}: building the search index of its entry space (once: it is cached in {cached})" in caplog.text
     assert (cached / INDEX_META).is_file()
-    assert results(ReverseDictionary.load(model)) == before  # from the cache
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="dictembed.search_index"):
+        assert results(ReverseDictionary.load(model)) == before  # from the cache, without a word
+    assert "search index" not in caplog.text
+
+
+def test_a_folder_whose_own_index_is_stale_loads_from_the_cache_quietly(model: Path, caplog) -> None:
+    """An index of another format (a folder saved by an earlier version) is not used; the cached one is, and only
+    its first build is logged at INFO."""
+    before = results(ReverseDictionary.load(model))
+    meta_path = model / SEARCH_DIR / INDEX_META
+    meta_path.write_text(json.dumps(json.loads(meta_path.read_text()) | {"format": 1}) + "\n")
+    shutil.rmtree(cached_index_dir(fingerprint(model)), ignore_errors=True)
+    with caplog.at_level(logging.INFO, logger="dictembed.search_index"):
+        assert results(ReverseDictionary.load(model)) == before
+    assert caplog.text.count("building the search index") == 1
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="dictembed.search_index"):
+        assert results(ReverseDictionary.load(model)) == before
+    assert caplog.text == ""
 
 
 def test_an_index_of_other_files_or_a_damaged_one_is_never_used(model: Path, caplog) -> None:

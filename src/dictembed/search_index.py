@@ -290,7 +290,7 @@ class SearchIndex:
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if not isinstance(meta, dict) or meta.get("format") != INDEX_FORMAT or meta.get("source") != source:
-                log.info("%s: the search index belongs to other files; it is rebuilt", folder)
+                log.debug("%s: the search index was built from other files or by another version; not used", folder)
                 return None
             a = mapped_tensors(folder / INDEX_ARRAYS)
             groups = EntryGroups(a["order"], a["starts"])
@@ -383,6 +383,8 @@ def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDi
                 senses = EntrySenses.of(space.words, source.load())
             except Exception as err:  # the search then says once that results come without definitions
                 log.debug("cannot index the definitions of %s: %s", folder.path, err)
+        cached_note = f" (once: it is cached in {cached})" if writable else ""
+        log.info("%s: building the search index of its entry space%s", folder.path, cached_note)
         index = SearchIndex.build(space, senses, frequency_cache=cache_root() if writable else None)
         if writable and (senses is not None or not own):
             try:
