@@ -9,6 +9,9 @@ Contestants (each one that cannot run, e.g. a package not installed, is reported
 - `st_fp32`: `SentenceTransformer.encode`, torch fp32: the baseline of every ratio;
 - `onnx_fp32`, `onnx_int8_dynamic`: dictembed's export (`dictembed.backends.onnx.export`: fused graph; dynamic
   int8 of MatMul/Attention with the export's settings), run through `Encoder` on ONNX Runtime;
+- `onnx_int8_smooth`: the export's `--smooth-ffn` (the down-projections' input outliers moved into their weights,
+  `backends.onnx.smoothing`, strength `SMOOTH_ALPHA`, ranges over the export's calibration descriptions), then
+  the same dynamic int8;
 - `onnx_int8_static`: the same fused fp32 graph through `onnxruntime.quantization.quantize_static` (QDQ, MatMul,
   per-channel 7-bit weights, MinMax ranges over `--calibration` sentences: WordNet definitions, no STS file),
   the feed-forward down-projections kept fp32; `onnx_int8_static_all`: every MatMul quantised;
@@ -44,9 +47,11 @@ import numpy as np
 import torch
 from machine import cpu, finish, has_fast_bf16, load_average, machine
 
+from dictembed.backends.onnx.export import calibration_batches
 from dictembed.backends.onnx.graph import QuantizeSettings, ffn_output_matmuls, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
 from dictembed.backends.onnx.session import graph_feeds
+from dictembed.backends.onnx.smoothing import SMOOTH_ALPHA
 from dictembed.backends.openvino import OpenVinoBackbone, nncf_int8, openvino_core
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
@@ -174,12 +179,18 @@ def contestants(path: str, scratch: Path, args: argparse.Namespace) -> tuple[dic
         folder = export(path, scratch / "onnx_fp32")
     except (ImportError, DictEmbedError) as err:  # `require` names the missing extra
         reason = f"not installed ({' '.join(str(err).split())[:160]})"
-        return ready, dict.fromkeys(("onnx_fp32", "onnx_int8_dynamic", "onnx_int8_static", "openvino"), reason)
+        return ready, dict.fromkeys(
+            ("onnx_fp32", "onnx_int8_dynamic", "onnx_int8_smooth", "onnx_int8_static", "openvino"), reason
+        )
     fp32, manifest = exported_file(folder)
     ready["onnx_fp32"] = of(with_graph(path, fp32, args.threads))
     dynamic = scratch / "dynamic.onnx"
     quantize_int8(fp32, dynamic, QuantizeSettings())
     ready["onnx_int8_dynamic"] = of(with_graph(path, dynamic, args.threads))
+    smooth = scratch / "smooth.onnx"  # the export's `--smooth-ffn`: the same calibration as the product's
+    batches = calibration_batches(Encoder.load(path, device="cpu", backend="torch"), manifest["inputs"])
+    quantize_int8(fp32, smooth, QuantizeSettings(smooth_ffn=SMOOTH_ALPHA), batches)
+    ready["onnx_int8_smooth"] = of(with_graph(path, smooth, args.threads))
     calibration = seeded_sample([d for _, d in load_dictionary("wordnet").pairs()], args.calibration, 1)
     feeds = list(feed_batches(Encoder.load(path, device="cpu", backend="torch"), manifest["inputs"], calibration))
     for name, keep_ffn_out in (("onnx_int8_static", True), ("onnx_int8_static_all", False)):

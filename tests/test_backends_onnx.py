@@ -147,6 +147,75 @@ def test_keep_ffn_fp32_leaves_the_down_projections_unquantised(
     cli_refuses(capsys, argv, "add --quantize int8", code=2)
 
 
+def test_smoothing_the_down_projections_keeps_the_fp32_function(st_model: Path, tmp_path: Path) -> None:
+    """`smooth_matmul_inputs` puts a Mul before each down-projection and scales its weight rows by the inverse: the
+    fp32 graph's output is unchanged (to rounding), its weights are not; the ranges are per input channel."""
+    import onnx
+    import onnxruntime as ort
+
+    from dictembed.backends.onnx.export import calibration_batches
+    from dictembed.backends.onnx.graph import ffn_output_matmuls
+    from dictembed.backends.onnx.smoothing import SUFFIX, input_ranges, smooth_matmul_inputs
+
+    folder = export(st_model, tmp_path / "fp32")
+    model = onnx.load(str(folder / "onnx" / FP32_FILE))
+    down = ffn_output_matmuls(model.graph.node)
+    encoder = Encoder.load(st_model, backend="torch")
+    batches = calibration_batches(encoder, ["input_ids", "attention_mask", "token_type_ids"])
+    assert len(batches) == 16 and all(b["input_ids"].shape == b["attention_mask"].shape for b in batches)
+    ranges = input_ranges(model, down, batches)
+    weights = {init.name: onnx.numpy_helper.to_array(init) for init in model.graph.initializer}
+    by_name = {n.name: n for n in model.graph.node}
+    assert down and all(ranges[name].shape == (weights[by_name[name].input[1]].shape[0],) for name in down)
+    assert all((ranges[name] > 0).all() for name in down)
+    smoothed = onnx.ModelProto()
+    smoothed.CopyFrom(model)
+    assert smooth_matmul_inputs(smoothed, ranges, 0.8) == len(down)
+    onnx.checker.check_model(smoothed)  # still a valid, topologically ordered graph
+    muls = [n for n in smoothed.graph.node if n.name.endswith(SUFFIX)]
+    assert [m.name for m in muls] == [name + SUFFIX for name in down] and all(m.op_type == "Mul" for m in muls)
+    changed = {init.name: onnx.numpy_helper.to_array(init) for init in smoothed.graph.initializer}
+    assert not np.allclose(changed[by_name[down[0]].input[1]], weights[by_name[down[0]].input[1]])
+
+    def run(proto: Any) -> np.ndarray:
+        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        names = {i.name for i in session.get_inputs()}
+        return session.run(None, {k: v for k, v in batches[0].items() if k in names})[0]
+
+    reference = run(model)
+    np.testing.assert_allclose(run(smoothed), reference, rtol=1e-4, atol=1e-4 * np.abs(reference).max())
+
+
+def test_smooth_ffn_export_quantises_the_smoothed_graph(st_model: Path, tmp_path: Path, capsys) -> None:
+    """`export --quantize int8 --smooth-ffn`: the down-projections are quantised after their Mul, the strength is
+    in the manifest, the vectors stay near fp32; the flag without --quantize int8, beside --keep-ffn-fp32 or
+    outside (0, 1] is a one-line usage error, and the library refuses smoothing without calibration."""
+    import onnx
+
+    from dictembed.backends.onnx.graph import QuantizeSettings, quantize_int8
+    from dictembed.backends.onnx.smoothing import SMOOTH_ALPHA, SUFFIX
+
+    out = tmp_path / "int8-smooth"
+    argv = ["export", "--model", str(st_model), "--output", str(out), "--quantize", "int8", "--smooth-ffn"]
+    assert main([*argv, "--keep-weights", "-q"]) == 0
+    manifest = json.loads((out / "onnx" / "export.json").read_text())
+    assert manifest["settings"]["smooth_ffn"] == SMOOTH_ALPHA and manifest["settings"]["keep_ffn_output"] is False
+    nodes = list(onnx.load(str(out / "onnx" / INT8_FILE)).graph.node)
+    muls = [n for n in nodes if n.name.endswith(SUFFIX)]
+    assert muls and not any(n.op_type == "MatMul" for n in nodes)  # every MatMul quantised, the smoothed ones too
+    assert not (out / "onnx" / "model_qint8.smoothed.onnx").exists()
+    vectors = Encoder.load(out).encode(SENTENCES, batch_size=4)
+    assert ((vectors * _torch_vectors(st_model)).sum(1)).min() >= 0.99
+    capsys.readouterr()
+    base = ["export", "--model", str(st_model), "--output", str(tmp_path / "x")]
+    cli_refuses(capsys, [*base, "--smooth-ffn"], "add --quantize int8", code=2)
+    cli_refuses(capsys, [*base, "--quantize", "int8", "--smooth-ffn", "--keep-ffn-fp32"], "choose one", code=2)
+    cli_refuses(capsys, [*base, "--quantize", "int8", "--smooth-ffn", "1.5"], "must be > 0 and <= 1", code=2)
+    fp32 = export(st_model, tmp_path / "fp32") / "onnx" / FP32_FILE
+    with pytest.raises(DictEmbedError, match="needs calibration batches"):
+        quantize_int8(fp32, tmp_path / "q.onnx", QuantizeSettings(smooth_ffn=0.8))
+
+
 class SessionSpy:
     """Wraps an onnxruntime session: records each run's session, thread, autocast and grad state and rows,
     and how many runs were inside at once (each run lingers 5 ms). `fail`: the first run fails at once, the

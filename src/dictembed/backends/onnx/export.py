@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from dictembed.backends.onnx.graph import (
@@ -69,6 +70,7 @@ def exported_record(record: RunRecord, keeps_space: bool = False) -> RunRecord |
     return exported
 
 
+CALIBRATION_SENTENCES = 256  # of the shipped description corpus: the channel ranges `smooth_ffn` reads
 COPIED = (SPACE_DIR, DEFINITIONS_FILE, SEARCH_DIR)  # what a search reads besides the encoder, copied when present
 
 
@@ -117,7 +119,9 @@ def export(
         folder.mkdir()
         manifest = write_graph(encoder, folder, optimize)
         if quantize == "int8":
-            quantize_int8(folder / FP32_FILE, folder / INT8_FILE, settings)
+            smoothing = settings is not None and settings.smooth_ffn > 0
+            calibration = calibration_batches(encoder, manifest["inputs"]) if smoothing else None
+            quantize_int8(folder / FP32_FILE, folder / INT8_FILE, settings, calibration)
             (folder / FP32_FILE).unlink()
             manifest.update(file=INT8_FILE, quantize=quantize, settings=asdict(settings or QuantizeSettings()))
         (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -128,6 +132,31 @@ def export(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return output
+
+
+def calibration_batches(encoder: Encoder, inputs: list[str], batch_size: int = 16) -> list[dict[str, np.ndarray]]:
+    """The graph `inputs` (and the attention mask) of a seeded sample of `CALIBRATION_SENTENCES` descriptions of the
+    shipped corpus, what a reverse dictionary is asked, tokenised as `encoder` does, `batch_size` at a time."""
+    from dictembed.description_corpus import EVERYDAY, load_descriptions
+
+    texts = [description.text for description in load_descriptions(EVERYDAY)]
+    picked = np.random.default_rng(0).choice(len(texts), min(CALIBRATION_SENTENCES, len(texts)), replace=False)
+    sample = [texts[i] for i in sorted(picked)]
+    batches = []
+    for start in range(0, len(sample), batch_size):
+        tokens = encoder.tokenizer(
+            sample[start : start + batch_size],
+            padding=True,
+            truncation=True,
+            max_length=encoder.max_length,
+            return_tensors="np",
+        )
+        ids = np.asarray(tokens["input_ids"], dtype=np.int64)
+        batch = {
+            name: np.asarray(tokens[name], dtype=np.int64) if name in tokens else np.zeros_like(ids) for name in inputs
+        }
+        batches.append(batch | {"attention_mask": np.asarray(tokens["attention_mask"], dtype=np.int64)})
+    return batches
 
 
 def write_graph(encoder: Encoder, folder: Path, optimize: bool = True, file: str = FP32_FILE) -> dict[str, Any]:
