@@ -51,13 +51,13 @@ from dictembed.backends.onnx.export import calibration_batches
 from dictembed.backends.onnx.graph import QuantizeSettings, ffn_output_matmuls, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
 from dictembed.backends.onnx.session import graph_feeds
-from dictembed.backends.onnx.smoothing import SMOOTH_ALPHA
 from dictembed.backends.openvino import OpenVinoBackbone, nncf_int8, openvino_core
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.sts import evaluate_sts, load_stsb, predict_similarities, spearman100
 from dictembed.paths import EMBEDDED_MODEL, default_model
+from dictembed.quantization import SMOOTH_ALPHA
 
 Encode = Callable[[list[str]], np.ndarray]
 

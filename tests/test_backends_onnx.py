@@ -193,7 +193,8 @@ def test_smooth_ffn_export_quantises_the_smoothed_graph(st_model: Path, tmp_path
     import onnx
 
     from dictembed.backends.onnx.graph import QuantizeSettings, quantize_int8
-    from dictembed.backends.onnx.smoothing import SMOOTH_ALPHA, SUFFIX
+    from dictembed.backends.onnx.smoothing import SUFFIX
+    from dictembed.quantization import SMOOTH_ALPHA
 
     out = tmp_path / "int8-smooth"
     argv = ["export", "--model", str(st_model), "--output", str(out), "--quantize", "int8", "--smooth-ffn"]

@@ -10,3 +10,6 @@ QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
 # over every row
 STREAMABLE: tuple[Quantization, ...] = ("float32", "binary", "ubinary")
 WEIGHT_QUANTIZATIONS = ("int8",)  # of an exported graph
+# the strength of `--smooth-ffn` (`dictembed.backends.onnx.smoothing`): all-mpnet-base-v2 queries' cosine to fp32
+# (300 Oxford definitions): 0.831 at 0.5, 0.987 at 0.8, 0.980 at 1.0
+SMOOTH_ALPHA = 0.8

@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from dictembed.backends.onnx.smoothing import SMOOTH_ALPHA
 from dictembed.cli.options import (
     add_batch_size,
     add_command,
@@ -25,7 +24,7 @@ from dictembed.cli.options import (
 from dictembed.cli.report import Report, UsageError
 from dictembed.io import atomic_file, check_readable, read_lines
 from dictembed.output_folder import check_output_file, check_output_folder
-from dictembed.quantization import QUANTIZATIONS, STREAMABLE, WEIGHT_QUANTIZATIONS
+from dictembed.quantization import QUANTIZATIONS, SMOOTH_ALPHA, STREAMABLE, WEIGHT_QUANTIZATIONS
 
 CALIBRATION_LINES = 300  # lines of --input that set an --int8 network's activation ranges
 COMMANDS = {

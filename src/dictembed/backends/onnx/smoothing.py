@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from dictembed.extras import require
+from dictembed.quantization import SMOOTH_ALPHA
 
-SMOOTH_ALPHA = 0.8  # all-mpnet-base-v2 queries' cosine to fp32 (300 Oxford definitions): 0.5 -> 0.83, 0.8 -> 0.987
 FLOOR = 1e-5  # ranges below it count as it (a channel never active, a zero weight row)
 SUFFIX = "_smooth"  # the name of a Mul inserted before MatMul `name`: name + SUFFIX
 
