@@ -192,6 +192,7 @@ def test_smooth_ffn_export_quantises_the_smoothed_graph(st_model: Path, tmp_path
     outside (0, 1] is a one-line usage error, and the library refuses smoothing without calibration."""
     import onnx
 
+    from dictembed.backends.onnx.export import calibration_batches
     from dictembed.backends.onnx.graph import QuantizeSettings, quantize_int8
     from dictembed.backends.onnx.smoothing import SUFFIX
     from dictembed.quantization import SMOOTH_ALPHA
@@ -212,9 +213,17 @@ def test_smooth_ffn_export_quantises_the_smoothed_graph(st_model: Path, tmp_path
     cli_refuses(capsys, [*base, "--smooth-ffn"], "add --quantize int8", code=2)
     cli_refuses(capsys, [*base, "--quantize", "int8", "--smooth-ffn", "--keep-ffn-fp32"], "choose one", code=2)
     cli_refuses(capsys, [*base, "--quantize", "int8", "--smooth-ffn", "1.5"], "must be > 0 and <= 1", code=2)
+    cli_refuses(capsys, [*base, "--quantize", "int8", "--smooth-ffn", "--no-optimize"], "drop --no-optimize", code=2)
     fp32 = export(st_model, tmp_path / "fp32") / "onnx" / FP32_FILE
     with pytest.raises(DictEmbedError, match="needs calibration batches"):
         quantize_int8(fp32, tmp_path / "q.onnx", QuantizeSettings(smooth_ffn=0.8))
+    batches = calibration_batches(Encoder.load(st_model, backend="torch"), ["input_ids", "attention_mask"])
+    with pytest.raises(DictEmbedError, match="choose one"):
+        quantize_int8(fp32, tmp_path / "q.onnx", QuantizeSettings(smooth_ffn=0.8, keep_ffn_output=True), batches)
+    unfused = export(st_model, tmp_path / "unfused", optimize=False) / "onnx" / FP32_FILE  # GELU as Erf: no Gelu op
+    with pytest.raises(DictEmbedError, match="no feed-forward down-projection"):
+        quantize_int8(unfused, tmp_path / "q.onnx", QuantizeSettings(smooth_ffn=0.8), batches)
+    assert not list(tmp_path.glob("*.smoothed.onnx")) and not (tmp_path / "q.onnx").exists()
 
 
 class SessionSpy:

@@ -383,10 +383,11 @@ def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDi
                 senses = EntrySenses.of(space.words, source.load())
             except Exception as err:  # the search then says once that results come without definitions
                 log.debug("cannot index the definitions of %s: %s", folder.path, err)
-        cached_note = f" (once: it is cached in {cached})" if writable else ""
+        caching = writable and (senses is not None or not own)
+        cached_note = f" (once: it is cached in {cached})" if caching else ""
         log.info("%s: building the search index of its entry space%s", folder.path, cached_note)
         index = SearchIndex.build(space, senses, frequency_cache=cache_root() if writable else None)
-        if writable and (senses is not None or not own):
+        if caching:
             try:
                 index.save(cached, source_print)
             except OSError as err:

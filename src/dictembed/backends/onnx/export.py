@@ -33,7 +33,7 @@ from dictembed.backends.onnx.graph import (
     quantize_int8,
 )
 from dictembed.backends.onnx.query import NoGraph, OnnxQueryEncoder, QueryLayout
-from dictembed.backends.onnx.session import weights_sha256
+from dictembed.backends.onnx.session import graph_feeds, weights_sha256
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
@@ -136,7 +136,8 @@ def export(
 
 def calibration_batches(encoder: Encoder, inputs: list[str], batch_size: int = 16) -> list[dict[str, np.ndarray]]:
     """The graph `inputs` (and the attention mask) of a seeded sample of `CALIBRATION_SENTENCES` descriptions of the
-    shipped corpus, what a reverse dictionary is asked, tokenised as `encoder` does, `batch_size` at a time."""
+    shipped corpus, what a reverse dictionary is asked, tokenised as `encoder` does (its prompt included),
+    `batch_size` at a time."""
     from dictembed.description_corpus import EVERYDAY, load_descriptions
 
     texts = [description.text for description in load_descriptions(EVERYDAY)]
@@ -144,18 +145,8 @@ def calibration_batches(encoder: Encoder, inputs: list[str], batch_size: int = 1
     sample = [texts[i] for i in sorted(picked)]
     batches = []
     for start in range(0, len(sample), batch_size):
-        tokens = encoder.tokenizer(
-            sample[start : start + batch_size],
-            padding=True,
-            truncation=True,
-            max_length=encoder.max_length,
-            return_tensors="np",
-        )
-        ids = np.asarray(tokens["input_ids"], dtype=np.int64)
-        batch = {
-            name: np.asarray(tokens[name], dtype=np.int64) if name in tokens else np.zeros_like(ids) for name in inputs
-        }
-        batches.append(batch | {"attention_mask": np.asarray(tokens["attention_mask"], dtype=np.int64)})
+        tokens = encoder.tokenize(sample[start : start + batch_size])
+        batches.append(graph_feeds([*dict.fromkeys([*inputs, "attention_mask"])], tokens))
     return batches
 
 
