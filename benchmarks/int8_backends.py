@@ -39,7 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,9 @@ import numpy as np
 import torch
 from machine import cpu, finish, has_fast_bf16, load_average, machine
 
-from dictembed.backends.onnx.export import calibration_batches
+from dictembed.backends.onnx.export import calibration_batches, feed_batches
 from dictembed.backends.onnx.graph import QuantizeSettings, ffn_output_matmuls, quantize_int8
 from dictembed.backends.onnx.runtime import OnnxBackbone, exported_file, physical_cores
-from dictembed.backends.onnx.session import graph_feeds
 from dictembed.backends.openvino import OpenVinoBackbone, nncf_int8, openvino_core
 from dictembed.dictionary import load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
@@ -84,12 +83,6 @@ def resolve(name: str) -> str:
     except DictEmbedError as err:  # an offline model not prepared: the message says how
         raise SystemExit(f"int8_backends: {err}") from None
     return str(folder) if folder is not None else name
-
-
-def feed_batches(encoder: Encoder, inputs: list[str], sentences: list[str], size: int = 16) -> Iterator[dict]:
-    """Tokenised batches of `sentences` as numpy int64 feeds of the graph's `inputs` (calibration data)."""
-    for start in range(0, len(sentences), size):
-        yield graph_feeds(inputs, encoder.tokenize(sentences[start : start + size]))
 
 
 def with_graph(model: str, graph: Path, threads: int) -> Encoder:
@@ -188,11 +181,13 @@ def contestants(path: str, scratch: Path, args: argparse.Namespace) -> tuple[dic
     quantize_int8(fp32, dynamic, QuantizeSettings())
     ready["onnx_int8_dynamic"] = of(with_graph(path, dynamic, args.threads))
     smooth = scratch / "smooth.onnx"  # the export's `--smooth-ffn`: the same calibration as the product's
-    batches = calibration_batches(Encoder.load(path, device="cpu", backend="torch"), manifest["inputs"])
-    quantize_int8(fp32, smooth, QuantizeSettings(smooth_ffn=SMOOTH_ALPHA), batches)
+    tokenizing = Encoder.load(path, device="cpu", backend="torch")  # its tokenizer and prompt, for calibration
+    quantize_int8(
+        fp32, smooth, QuantizeSettings(smooth_ffn=SMOOTH_ALPHA), calibration_batches(tokenizing, manifest["inputs"])
+    )
     ready["onnx_int8_smooth"] = of(with_graph(path, smooth, args.threads))
     calibration = seeded_sample([d for _, d in load_dictionary("wordnet").pairs()], args.calibration, 1)
-    feeds = list(feed_batches(Encoder.load(path, device="cpu", backend="torch"), manifest["inputs"], calibration))
+    feeds = feed_batches(tokenizing, manifest["inputs"], calibration)
     for name, keep_ffn_out in (("onnx_int8_static", True), ("onnx_int8_static_all", False)):
         try:
             static = static_int8(fp32, scratch / f"{name}.onnx", feeds, keep_ffn_out)

@@ -134,20 +134,21 @@ def export(
     return output
 
 
-def calibration_batches(encoder: Encoder, inputs: list[str], batch_size: int = 16) -> list[dict[str, np.ndarray]]:
-    """The graph `inputs` (and the attention mask) of a seeded sample of `CALIBRATION_SENTENCES` descriptions of the
-    shipped corpus, what a reverse dictionary is asked, tokenised as `encoder` does (its prompt included),
-    `batch_size` at a time."""
+def feed_batches(encoder: Encoder, inputs: list[str], sentences: list[str], size: int = 16) -> list[dict[str, Any]]:
+    """`sentences` tokenised as `encoder` does (its prompt included), `size` at a time, as the int64 numpy feeds of
+    a graph's `inputs` (`graph_feeds`)."""
+    batches = (sentences[start : start + size] for start in range(0, len(sentences), size))
+    return [graph_feeds(inputs, encoder.tokenize(batch)) for batch in batches]
+
+
+def calibration_batches(encoder: Encoder, inputs: list[str]) -> list[dict[str, Any]]:
+    """The `feed_batches` of a seeded sample of `CALIBRATION_SENTENCES` descriptions of the shipped corpus, what a
+    reverse dictionary is asked (an export's `inputs` hold the attention mask the ranges are read under)."""
     from dictembed.description_corpus import EVERYDAY, load_descriptions
 
     texts = [description.text for description in load_descriptions(EVERYDAY)]
     picked = np.random.default_rng(0).choice(len(texts), min(CALIBRATION_SENTENCES, len(texts)), replace=False)
-    sample = [texts[i] for i in sorted(picked)]
-    batches = []
-    for start in range(0, len(sample), batch_size):
-        tokens = encoder.tokenize(sample[start : start + batch_size])
-        batches.append(graph_feeds([*dict.fromkeys([*inputs, "attention_mask"])], tokens))
-    return batches
+    return feed_batches(encoder, inputs, [texts[i] for i in sorted(picked)])
 
 
 def write_graph(encoder: Encoder, folder: Path, optimize: bool = True, file: str = FP32_FILE) -> dict[str, Any]:
