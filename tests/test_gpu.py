@@ -74,3 +74,21 @@ def test_bf16_is_the_auto_precision_and_trains_and_encodes(bert_without_dropout,
         vectors = encoder.encode(SENTENCES)
     assert encoder.compute_precision == "bf16" and vectors.dtype == np.float32
     np.testing.assert_allclose(vectors, reference, atol=5e-2)
+
+
+def test_query_distillation_runs_on_cuda_as_on_the_cpu() -> None:
+    """The teacher's vectors start on the CPU and the batch's rows arrive on the GPU (the trainer moves the batch):
+    the loss is the CPU's."""
+    from test_query_distillation import FixedVectors
+
+    from dictembed.objectives.query_distillation import QueryDistillation
+
+    student = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
+    teacher = torch.tensor([[0.0, 1.0], [0.6, 0.8], [1.0, 1.0]])
+    entries = torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    rows = torch.tensor([2, 0, 1])
+    on_cpu = QueryDistillation(FixedVectors(student), teacher, entries, ranking_weight=0.5)(({}, rows))
+    on_gpu = QueryDistillation(FixedVectors(student.cuda()), teacher, entries, ranking_weight=0.5)(({}, rows.cuda()))
+    assert on_gpu["loss"].device.type == "cuda"
+    assert on_gpu["loss"].item() == pytest.approx(on_cpu["loss"].item(), rel=1e-5)
+    assert on_gpu["ranking"].item() == pytest.approx(on_cpu["ranking"].item(), rel=1e-5)

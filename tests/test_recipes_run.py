@@ -280,3 +280,35 @@ def test_headwords_and_dev_language(bert_path, toy_tsv, tmp_path) -> None:
     french = evaluate_sts_dev(Encoder.load(str(out)), "fr")
     assert record.dev["stsb_dev"] == pytest.approx(french, abs=1e-3)
     assert french != pytest.approx(evaluate_sts_dev(Encoder.load(str(out)), "en"), abs=1e-3)
+
+
+def test_a_failure_after_training_resumes_at_the_end_without_training_again(
+    bert_path, toy_tsv, tmp_path, monkeypatch, caplog
+) -> None:
+    """A run that dies after its last step (scoring or saving) keeps that step's checkpoint: `--resume` loads it,
+    trains nothing, and publishes the weights an uninterrupted run publishes; the checkpoint goes once saved."""
+    from safetensors.torch import load_file
+
+    import dictembed.recipes.run as run_module
+    from dictembed.recipes.run import runs_root
+
+    straight = train(_config(bert_path, toy_tsv, tmp_path / "straight"))
+    saving = run_module.save_model_folder
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(run_module, "save_model_folder", saving)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(run_module, "save_model_folder", fail_once)
+    with pytest.raises(OSError, match="disk full"):
+        train(_config(bert_path, toy_tsv, tmp_path / "out"))
+    kept = list(runs_root(tmp_path / "out").rglob("checkpoint"))
+    assert len(kept) == 1 and not (tmp_path / "out").exists()
+    steps = []
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self: steps.append(self.progress.step))
+    caplog.set_level(logging.INFO)
+    out = train(_config(bert_path, toy_tsv, tmp_path / "out", resume=True))
+    assert "resumed from" in caplog.text and steps == []  # no step trained, so none checkpointed
+    assert not list(runs_root(tmp_path / "out").rglob("checkpoint"))
+    ours, theirs = load_file(out / "model.safetensors"), load_file(straight / "model.safetensors")
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)

@@ -246,7 +246,7 @@ class Trainer:
                 return folder
         return None
 
-    def _discard_checkpoints(self) -> None:
+    def discard_checkpoints(self) -> None:
         """Remove this run's checkpoints: by the main process, once every process is here (under DDP the
         main one may still be writing the checkpoint of the last step when another process gets here)."""
         wait_for_everyone()
@@ -272,22 +272,27 @@ class Trainer:
             self.progress.step = int(load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler)["step"])
             log.info("resumed from %s at step %d", folder, self.progress.step)
             return
-        self._discard_checkpoints()
+        self.discard_checkpoints()
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.accelerator.is_main_process:
             with open(self.run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
 
-    def fit(self, resume: bool = False, max_steps: int | None = None) -> list[float]:
+    def fit(self, resume: bool = False, max_steps: int | None = None, keep_final: bool = False) -> list[float]:
         """Run to the end (or to `max_steps`, as if killed there); returns the per-step losses of this call.
 
         Ctrl-C finishes the step under way, writes a checkpoint at it, then raises KeyboardInterrupt, so
-        `--resume` continues from there; a second Ctrl-C stops at once."""
+        `--resume` continues from there; a second Ctrl-C stops at once. The checkpoints are removed at the end,
+        unless `keep_final`: then the last step's checkpoint stays until `discard_checkpoints` (called once
+        what the training made is saved), so that a failure after the training (scoring, saving) resumes at
+        the end instead of training again."""
         with deferred_interrupt() as interrupted:
-            return self._fit(resume, max_steps, interrupted)
+            return self._fit(resume, max_steps, interrupted, keep_final)
 
-    def _fit(self, resume: bool, max_steps: int | None, interrupted: Callable[[], bool]) -> list[float]:
+    def _fit(
+        self, resume: bool, max_steps: int | None, interrupted: Callable[[], bool], keep_final: bool = False
+    ) -> list[float]:
         self._start(resume)
         s = self.settings
         losses: list[float] = []
@@ -350,6 +355,10 @@ class Trainer:
                     self.save_checkpoint()
                     return losses
         bar.close()
-        self.throughput = (self.progress.step - done_at_start) * s.batch_size / max(time.time() - start, 1e-9)
-        self._discard_checkpoints()
+        if self.progress.step > done_at_start:  # a run resumed at its end trained nothing in this call
+            self.throughput = (self.progress.step - done_at_start) * s.batch_size / max(time.time() - start, 1e-9)
+        if not keep_final:
+            self.discard_checkpoints()
+        elif self.progress.step > done_at_start and self.progress.step % s.checkpoint_every:
+            self.save_checkpoint()  # the last step, unless its checkpoint is written already
         return losses

@@ -42,7 +42,9 @@ class QueryDistillation(nn.Module):
     def forward(self, batch: tuple[dict[str, torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
         inputs, rows = batch
         h = nn.functional.normalize(self.encoder(inputs).float(), dim=-1)
-        wanted = self.targets[rows].to(h.device)
+        if self.targets.device != h.device:  # moved once, as the entries below; the rows come on h's device
+            self.__dict__["targets"] = self.targets.to(h.device)
+        wanted = self.targets[rows.to(h.device)]
         cosine = (h * wanted).sum(-1)
         out = {"loss": (1 - cosine).mean(), "cosine": cosine.mean().detach()}
         if self.ranking_weight and self.entries is not None:

@@ -230,7 +230,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     trainer = Trainer(
         built.objective, built.examples, built.collate, settings, run_dir, identity, lengths=built.lengths, **place
     )
-    losses = trainer.fit(resume=config.resume)
+    losses = trainer.fit(resume=config.resume, keep_final=True)  # kept until the run is saved
     encoder = recipe.extract(config, built, trainer.unwrapped)
     log.info("lr=%g seed=%d: scoring the dev sets", lr, seed)
     dev = recipe.dev_metrics(config, stage, built, encoder)
@@ -252,6 +252,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     if is_main_process():  # under a distributed launch every process holds the same weights
         save_run(recipe, stage, built, encoder, run_dir / "model", record)
     wait_for_everyone()
+    trainer.discard_checkpoints()
     log.info("lr=%g seed=%d dev=%s", lr, seed, dev)
     return RunResult(run_dir / "model", lr, seed, dev, trainer.throughput)
 
