@@ -46,6 +46,20 @@ def test_device_and_precision_resolution() -> None:
         assert not torch.is_autocast_enabled("cpu")
 
 
+def test_each_process_of_a_distributed_launch_takes_the_gpu_of_its_local_rank(monkeypatch) -> None:
+    """Under torchrun (LOCAL_RANK) `auto` and a bare `cuda` are the local rank's GPU, so that the processes of one
+    machine do not all load their models onto the first; an explicit index is kept; alone, `cuda` as it is."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert devices.best_device() == torch.device("cuda") == resolve_device("cuda")
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    assert devices.best_device() == torch.device("cuda", 2) == resolve_device("cuda") == resolve_device("auto")
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    monkeypatch.setenv("LOCAL_RANK", "7")  # more processes than GPUs: left to the launcher's own placement
+    assert devices.best_device() == torch.device("cuda")
+
+
 def test_an_amx_cpu_computes_in_bf16_and_says_so_once(monkeypatch, caplog) -> None:
     monkeypatch.delenv("DICTEMBED_CPU_PRECISION")
     devices._say_bf16_on_amx.cache_clear()

@@ -92,3 +92,15 @@ def test_query_distillation_runs_on_cuda_as_on_the_cpu() -> None:
     assert on_gpu["loss"].device.type == "cuda"
     assert on_gpu["loss"].item() == pytest.approx(on_cpu["loss"].item(), rel=1e-5)
     assert on_gpu["ranking"].item() == pytest.approx(on_cpu["ranking"].item(), rel=1e-5)
+
+
+def test_a_space_left_on_the_gpu_by_training_still_makes_subsets(bert_path, toy_dictionary) -> None:
+    """Training moves the entry space to the GPU in place (`EntryPrediction`); a subset of it is the CPU's."""
+    encoder = Encoder.load(str(bert_path), pooling="mean", device="cpu")
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp", similarity="cosine")
+    words = space.words[:2]
+    expected = space.subset(words)
+    space.to("cuda")
+    assert space.matrix.device.type == "cuda"
+    subset = space.subset(words)
+    assert subset.words == expected.words and torch.equal(subset.matrix, expected.matrix)

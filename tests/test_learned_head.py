@@ -128,3 +128,28 @@ def test_an_interrupted_head_run_resumes_to_the_same_head(headless: Path, tmp_pa
     resumed.fit(resume=True)
     heads = [dict(t.unwrapped.head.state_dict()) for t in (whole, resumed)]
     assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
+
+
+def test_a_head_run_that_fails_while_writing_resumes_at_its_end(
+    headless: Path, toy_tsv: Path, tmp_path: Path, capsys, monkeypatch, restore_log_level
+) -> None:
+    import dictembed.learned_head as learned_head
+    from dictembed.training import Trainer
+
+    out = tmp_path / "head"
+    argv = ["head", "learn", "--model", str(headless), "--dictionary", str(toy_tsv), "--output", str(out)]
+    argv += ["--lr", "0.1", "--batch-size", "4", "--epochs", "2"]
+    writing = learned_head.write_masked_lm
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(learned_head, "write_masked_lm", writing)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(learned_head, "write_masked_lm", fail_once)
+    cli_refuses(capsys, argv, "No space left")
+    checkpoint = Path(f"{out}-runs") / "head" / "checkpoint"
+    assert checkpoint.is_dir()
+    steps: list[int] = []
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self: steps.append(self.progress.step))
+    cli_succeeds(capsys, [*argv, "--resume"])
+    assert steps == [] and not checkpoint.exists() and load_masked_lm_info(str(out))[1] == []

@@ -171,3 +171,35 @@ def test_a_second_run_reuses_the_teachers_vectors_and_gives_the_same_weights(
     assert kept[0].stat().st_mtime_ns == when  # not encoded again
     second = load_file(out / "model.safetensors")
     assert first.keys() == second.keys() and all(np.array_equal(first[k], second[k]) for k in first)
+
+
+def test_a_distil_that_fails_while_saving_resumes_at_its_end(
+    served_model, student_path, tmp_path, capsys, monkeypatch
+) -> None:
+    """The last step's checkpoint outlives a failed save: `--resume` trains nothing and writes the weights an
+    uninterrupted run writes; the checkpoint goes once the student is saved."""
+    from safetensors.numpy import load_file
+
+    import dictembed.recipes.run as run_module
+    from dictembed.training import Trainer
+
+    argv = ["distil", str(served_model), "--model", str(student_path), "--descriptions", "none"]
+    argv += ["--epochs", "3", "--batch-size", "4", "--device", "cpu", "--precision", "fp32"]
+    cli_succeeds(capsys, [*argv, "--output", str(tmp_path / "straight")])
+    saving = run_module.save_model_folder
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(run_module, "save_model_folder", saving)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(run_module, "save_model_folder", fail_once)
+    out = tmp_path / "late"
+    checkpoint = Path(f"{out}-runs") / "distil" / "checkpoint"
+    cli_refuses(capsys, [*argv, "--output", str(out)], "No space left")
+    assert checkpoint.is_dir() and not out.exists()
+    steps: list[int] = []
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self: steps.append(self.progress.step))
+    stdout, _ = cli_succeeds(capsys, [*argv, "--output", str(out), "--resume"])
+    assert steps == [] and not checkpoint.exists() and f"wrote {out}" in stdout
+    ours, theirs = load_file(out / "model.safetensors"), load_file(tmp_path / "straight" / "model.safetensors")
+    assert ours.keys() == theirs.keys() and all(np.array_equal(ours[k], theirs[k]) for k in ours)

@@ -159,3 +159,24 @@ def test_jieba_speaks_only_at_the_debug_level(level: int, shown: bool) -> None:
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if "prefix dict" in line]
     assert len(lines) == shown and all(line.startswith("DEBUG jieba: Building prefix dict from ") for line in lines)
+
+
+def test_a_wordfreq_without_a_word_list_gives_no_prior_and_a_warning(
+    encoder: Encoder, space: DefinitionSpace, monkeypatch, caplog
+) -> None:
+    """A partial wordfreq install (its French list removed) fails on lookup: no prior, said once, and the reverse
+    dictionary still ranks rather than a search or a save failing."""
+    import wordfreq
+
+    def missing(word: str, lang: str, *args, **kwargs) -> float:
+        if lang != "en":
+            raise LookupError(f"No wordlist 'best' available for language {lang!r}")
+        return zipf_frequency(word, lang)
+
+    monkeypatch.setattr(wordfreq, "zipf_frequency", missing)
+    with caplog.at_level(logging.WARNING):
+        assert entry_frequencies(WORDS, "auto") is None
+        rd = ReverseDictionary(encoder, space, _dictionary())
+        assert rd.prepare().group_prior is None and rd.search("a pet that barks", k=2)
+    assert "No wordlist 'best' available for language 'fr'" in caplog.text
+    assert entry_frequencies(WORDS, "en") is not None  # English alone is readable

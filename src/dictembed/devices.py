@@ -29,10 +29,20 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}  # accelerate's names
 
 
+def local_cuda() -> torch.device:
+    """The CUDA device of this process: under a distributed launch (torchrun, accelerate launch: `LOCAL_RANK`) the
+    GPU of its local rank, so that the processes of one machine load their models onto their own GPUs rather than
+    all onto the first; else the current one."""
+    rank = os.environ.get("LOCAL_RANK", "")
+    if rank.isdigit() and int(rank) < torch.cuda.device_count():
+        return torch.device("cuda", int(rank))
+    return torch.device("cuda")
+
+
 def best_device() -> torch.device:
-    """CUDA when available, else Apple MPS, else the CPU (as sentence-transformers chooses)."""
+    """CUDA when available (`local_cuda`), else Apple MPS, else the CPU (as sentence-transformers chooses)."""
     if torch.cuda.is_available():
-        return torch.device("cuda")
+        return local_cuda()
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
@@ -59,6 +69,8 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
             raise DictEmbedError(f"device {device!r}: CUDA is not available on this machine")
         if chosen.index is not None and chosen.index >= torch.cuda.device_count():
             raise DictEmbedError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        if chosen.index is None:
+            chosen = local_cuda()
     elif chosen.type == "mps" and not (
         getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
     ):

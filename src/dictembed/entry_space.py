@@ -227,7 +227,7 @@ class MatrixSpace(EntrySpace):
         super().__init__(words)
         if kind is not None:  # e.g. "definitions-amp-ica"; the class default otherwise
             self.kind = kind
-        matrix = torch.tensor(np.asarray(matrix), dtype=torch.float32)  # a copy: a mapped matrix is read-only
+        matrix = torch.tensor(host_array(matrix), dtype=torch.float32)  # a copy: a mapped matrix is read-only
         if matrix.shape[0] != len(self.words):
             raise DictEmbedError(f"{len(self.words)} entries but {matrix.shape[0]} vectors")
         if similarity not in ("dot", "cosine"):
@@ -330,7 +330,7 @@ class DefinitionSpace(MatrixSpace):
         self.definitions: torch.Tensor | None = None
         self.headwords: torch.Tensor | None = None
         if counts is not None:
-            counts = torch.tensor(np.asarray(counts), dtype=torch.long)  # a copy: mapped counts are read-only
+            counts = torch.tensor(host_array(counts), dtype=torch.long)  # a copy: mapped counts are read-only
             if counts.shape != (len(self.words),) or (counts < 1).any():
                 raise DictEmbedError(f"{len(self.words)} entries need as many positive counts, got {counts.shape}")
             self.counts = counts
@@ -458,10 +458,16 @@ class DefinitionSpace(MatrixSpace):
         )
 
 
+def host_array(values: torch.Tensor | np.ndarray) -> np.ndarray:
+    """`values` as a numpy array in host memory: a tensor on any device (a space trained on a GPU keeps its
+    matrix there) is brought to the CPU first."""
+    return values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
+
+
 def float16_rows(values: torch.Tensor | np.ndarray, shape: tuple, what: str, fit: str) -> torch.Tensor | None:
     """`values` as a contiguous float16 tensor of `shape` (else a one-line error: the `what` vectors do not fit
     `fit`), or None, logged, when they exceed float16's range."""
-    vectors = torch.as_tensor(np.asarray(values)).to(torch.float16).contiguous()
+    vectors = torch.as_tensor(host_array(values)).to(torch.float16).contiguous()
     if tuple(vectors.shape) != shape:
         raise DictEmbedError(f"{tuple(vectors.shape)} {what} vectors do not fit {fit}")
     if torch.isfinite(vectors).all():

@@ -164,7 +164,8 @@ def learn_head(
 ) -> tuple[PreTrainedModel, dict[str, Any]]:
     """Train the MLM head of `model` (new when the checkpoint has none) over its frozen encoder on
     `train_texts` with the project's Trainer; the masked-LM model and a summary (held-out metrics before and
-    after, when `heldout` is given)."""
+    after, when `heldout` is given). The last step's checkpoint stays in `run_dir` until
+    `training.discard_checkpoints(run_dir)`, once the head is written."""
     check_backbone(model)
     mlm = load_masked_lm(model)
     tokenizer = load_pretrained(AutoTokenizer, model)
@@ -176,7 +177,7 @@ def learn_head(
         summary["before"] = heldout_metrics(objective, held, collate)
     identity = {"model": str(model), "texts": len(train_texts), **vars(settings)}
     trainer = Trainer(objective, train_texts, collate, settings, run_dir, identity=identity, device="cpu")
-    losses = trainer.fit(resume=resume)
+    losses = trainer.fit(resume=resume, keep_final=True)  # the caller discards it once the head is written
     summary.update(steps=trainer.total_steps, final_loss=losses[-1] if losses else None)
     if held:
         summary["after"] = heldout_metrics(objective, held, collate)

@@ -174,7 +174,8 @@ def distil(
     resume: bool = False,
 ) -> tuple[Encoder, DefinitionSpace, Dictionary, RunRecord]:
     """Train `student_path` on the teacher folder's query vectors; the trained student, the projected space, the
-    teacher's dictionary and the record to save them with (`recipes.run.save_model_folder`)."""
+    teacher's dictionary and the record to save them with (`recipes.run.save_model_folder`). The last step's
+    checkpoint stays in `run_dir` until `training.discard_checkpoints(run_dir)`, once they are saved."""
     folder = ModelFolder.open(teacher_path)
     space = teacher_space(folder)
     dictionary = folder.dictionary().load()
@@ -212,7 +213,7 @@ def distil(
         precision=precision,
         lengths=token_lengths(student, texts),
     )
-    losses = trainer.fit(resume=resume)
+    losses = trainer.fit(resume=resume, keep_final=True)  # the caller discards it once the student is saved
     student.eval()
     teacher_record = folder.record
     record = RunRecord(

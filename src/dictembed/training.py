@@ -144,6 +144,19 @@ def make_optimizer(params: list[nn.Parameter], lr: float, weight_decay: float) -
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fusable or None)
 
 
+def checkpoint_dir(run_dir: Path) -> Path:
+    """The folder of a run's checkpoint (`Trainer.save_checkpoint`)."""
+    return run_dir / "checkpoint"
+
+
+def discard_checkpoints(run_dir: Path) -> None:
+    """Remove a run's checkpoint, with a swap's staging folder or set-aside copy: once what the run trained is
+    saved (after `Trainer.fit(keep_final=True)`), by the one process that saves it."""
+    folder = checkpoint_dir(run_dir)
+    for name in ("", STAGING_SUFFIX, ".old"):
+        shutil.rmtree(folder.with_name(folder.name + name), ignore_errors=True)
+
+
 class Trainer:
     """Trains the requires_grad parameters of an objective module: `model(batch)` returns a dict with "loss".
 
@@ -209,7 +222,7 @@ class Trainer:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.run_dir / "checkpoint"
+        return checkpoint_dir(self.run_dir)
 
     def _loader(self, epoch: int) -> DataLoader:
         s = self.settings
@@ -250,10 +263,8 @@ class Trainer:
         """Remove this run's checkpoints: by the main process, once every process is here (under DDP the
         main one may still be writing the checkpoint of the last step when another process gets here)."""
         wait_for_everyone()
-        if not self.accelerator.is_main_process:
-            return
-        for name in ("", STAGING_SUFFIX, ".old"):
-            shutil.rmtree(self.checkpoint_dir.with_name(self.checkpoint_dir.name + name), ignore_errors=True)
+        if self.accelerator.is_main_process:
+            discard_checkpoints(self.run_dir)
 
     def _start(self, resume: bool) -> None:
         """Resume from this run's checkpoint when asked and it belongs to the same configuration; otherwise

@@ -135,7 +135,17 @@ def entry_frequencies(
     words: list[str], language: str | None = "auto", cache_dir: Path | None = None
 ) -> np.ndarray | None:
     """The Zipf frequency of each word (`zipf_frequencies`), or None when there are none to use: language None,
-    an unrecognised language under `auto`, or wordfreq (or its segmenter, `SEGMENTERS`) missing; each said once."""
+    an unrecognised language under `auto`, wordfreq (or its segmenter, `SEGMENTERS`) missing, or a wordfreq whose
+    word lists cannot be read (a partial or damaged install; the ranking then goes without its prior rather than
+    a saved folder failing); each said once."""
+    try:
+        return _entry_frequencies(words, language, cache_dir)
+    except (LookupError, OSError) as err:  # wordfreq: "No wordlist 'best' available for language 'fr'", a bad file
+        log.warning("no word frequencies: wordfreq cannot read its word lists (%s)", err)
+        return None
+
+
+def _entry_frequencies(words: list[str], language: str | None, cache_dir: Path | None) -> np.ndarray | None:
     if language is None or language == "none":
         return None
     if language == "auto":

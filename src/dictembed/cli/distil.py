@@ -78,6 +78,7 @@ def run_distil(args: argparse.Namespace) -> Report:
     from dictembed.paths import default_model
     from dictembed.query_distillation import DistillationSettings, distil
     from dictembed.recipes.run import save_model_folder
+    from dictembed.training import discard_checkpoints
 
     settings = DistillationSettings(
         definitions=args.definitions,
@@ -97,6 +98,7 @@ def run_distil(args: argparse.Namespace) -> Report:
         save_model_folder(staging, student, record, space, dictionary)
         write_model_card(staging, read_record(staging, required=True), name=Path(args.output).name)
         write_query_graph(staging, student)
+    discard_checkpoints(run_dir)
     data: dict[str, Any] = {
         "output": str(args.output),
         "teacher": str(args.teacher),
@@ -107,8 +109,7 @@ def run_distil(args: argparse.Namespace) -> Report:
         "final_loss": record.final_loss,
         "examples_per_s": record.throughput,
     }
-    text = (
-        f"wrote {args.output}: {student_model} ({student.dim}-d) over the {len(space):,} entries of {args.teacher}, "
-        f"final loss {record.final_loss:.4f}"
-    )
+    loss = "" if record.final_loss is None else f", final loss {record.final_loss:.4f}"  # None: resumed at its end
+    text = f"wrote {args.output}: {student_model} ({student.dim}-d) over the {len(space):,} entries of {args.teacher}"
+    text += loss
     return Report(data, text)

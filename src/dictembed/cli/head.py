@@ -65,6 +65,7 @@ def run_learn(args: argparse.Namespace) -> Report:
         write_masked_lm,
     )
     from dictembed.paths import default_model
+    from dictembed.training import discard_checkpoints
 
     model = args.model or str(default_model())
     check_backbone(model)
@@ -74,6 +75,7 @@ def run_learn(args: argparse.Namespace) -> Report:
     run_dir = Path(f"{args.output}-runs") / "head"
     mlm, summary = learn_head(model, train, run_dir, settings, heldout, resume=args.resume)
     folder = write_masked_lm(model, mlm, args.output)
+    discard_checkpoints(run_dir)
     data = {"model": model, "output": str(folder), "architecture": type(mlm).__name__, **summary}
     lines = [f"learned a {type(mlm).__name__} head on {len(train):,} texts in {summary['steps']} steps: {folder}"]
     for when in ("before", "after"):
