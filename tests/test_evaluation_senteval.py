@@ -167,3 +167,11 @@ def test_parallel_folds_give_the_same_result() -> None:
     parallel = cv_selected_accuracy((x, y), (x[:30], y[:30]), seed=3, folds=3, jobs=2)
     serial = cv_selected_accuracy((x, y), (x[:30], y[:30]), seed=3, folds=3)
     assert parallel.chosen_c == serial.chosen_c and np.array_equal(parallel.predictions, serial.predictions)
+
+
+def test_a_missing_file_of_the_last_task_fails_before_anything_is_encoded(toy_root: Path) -> None:
+    (toy_root / "senteval" / "MRPC" / "msr_paraphrase_test.txt").unlink()
+    model = BagOfWords()
+    with pytest.raises(DataFormatError, match="msr_paraphrase_test.txt"):
+        evaluate_senteval(model, data_dir=toy_root, folds=3, inner_folds=2)
+    assert model.calls == []  # six tasks' encodes and fits not spent on a run that cannot finish

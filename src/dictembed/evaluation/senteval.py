@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -245,36 +246,45 @@ def cv_selected_accuracy(
     return ClassifierResult(float(np.mean(predictions == test[1]) * 100), [float(model.C_)], predictions)
 
 
+def load_task(task: str, data_dir: str | Path | None = None) -> Any:
+    """A SentEval task's data as `_run_task` takes it: one labelled set (MR, CR, SUBJ, MPQA) or its splits."""
+    if task in BINARY_FILES:
+        return load_binary(task, data_dir)
+    if task == "SST2":
+        return [load_sst2(s, data_dir) for s in ("train", "dev", "test")]
+    if task == "TREC":
+        return [load_trec(s, data_dir) for s in ("train", "test")]
+    if task == "MRPC":
+        return load_mrpc("train", data_dir), load_mrpc("test", data_dir)
+    raise DictEmbedError(f"unknown SentEval task {task!r}; expected one of {', '.join(SENTEVAL_TASKS)}")
+
+
 def _run_task(
     model: SentenceEncoder,
     task: str,
+    data: Any,
     seed: int,
-    data_dir: str | Path | None,
     folds: int,
     inner_folds: int,
     jobs: int = 1,
 ) -> dict[str, float]:
+    """The accuracy of `task` on its loaded `data` (`load_task`)."""
     if task in BINARY_FILES:
-        data = load_binary(task, data_dir)
         (x,) = encode_unique(model, data.sentences)
         return {task: nested_cv_accuracy(x, data.labels, seed, folds, inner_folds, jobs=jobs).accuracy}
     if task == "SST2":
-        splits = [load_sst2(s, data_dir) for s in ("train", "dev", "test")]
-        xs = encode_unique(model, *(s.sentences for s in splits))
-        train, dev, test = ((x, s.labels) for x, s in zip(xs, splits, strict=True))
+        xs = encode_unique(model, *(s.sentences for s in data))
+        train, dev, test = ((x, s.labels) for x, s in zip(xs, data, strict=True))
         return {task: dev_selected_accuracy(train, dev, test, seed).accuracy}
     if task == "TREC":
-        splits = [load_trec(s, data_dir) for s in ("train", "test")]
-        xs = encode_unique(model, *(s.sentences for s in splits))
-        train, test = ((x, s.labels) for x, s in zip(xs, splits, strict=True))
+        xs = encode_unique(model, *(s.sentences for s in data))
+        train, test = ((x, s.labels) for x, s in zip(xs, data, strict=True))
         return {task: cv_selected_accuracy(train, test, seed, folds, jobs=jobs).accuracy}
-    if task == "MRPC":
-        tr, te = load_mrpc("train", data_dir), load_mrpc("test", data_dir)
-        a, b, c, d = encode_unique(model, tr.sentences1, tr.sentences2, te.sentences1, te.sentences2)
-        train, test = (pair_features(a, b), tr.labels), (pair_features(c, d), te.labels)
-        result = cv_selected_accuracy(train, test, seed, folds, jobs=jobs)
-        return {task: result.accuracy, "MRPC/F1": float(f1_score(te.labels, result.predictions) * 100)}
-    raise DictEmbedError(f"unknown SentEval task {task!r}; expected one of {', '.join(SENTEVAL_TASKS)}")
+    tr, te = data  # MRPC
+    a, b, c, d = encode_unique(model, tr.sentences1, tr.sentences2, te.sentences1, te.sentences2)
+    train, test = (pair_features(a, b), tr.labels), (pair_features(c, d), te.labels)
+    result = cv_selected_accuracy(train, test, seed, folds, jobs=jobs)
+    return {task: result.accuracy, "MRPC/F1": float(f1_score(te.labels, result.predictions) * 100)}
 
 
 def evaluate_senteval(
@@ -297,11 +307,12 @@ def evaluate_senteval(
     unknown = [t for t in tasks if t not in SENTEVAL_TASKS]
     if unknown:
         raise DictEmbedError(f"unknown SentEval task(s) {', '.join(unknown)}; expected some of {SENTEVAL_TASKS}")
+    loaded = {task: load_task(task, data_dir) for task in tasks}  # a missing or bad file fails before any encoding
     results: dict[str, float] = {}
     for task in tqdm(tasks, desc="SentEval", unit="task", disable=disable(True)):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            results.update(_run_task(model, task, seed, data_dir, folds, inner_folds, jobs))
+            results.update(_run_task(model, task, loaded.pop(task), seed, folds, inner_folds, jobs))
         failures = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
         for w in caught:  # let every other warning through unchanged
             if not issubclass(w.category, ConvergenceWarning):
