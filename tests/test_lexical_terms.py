@@ -83,12 +83,14 @@ def test_stem_keys_are_the_same_in_every_process() -> None:
     assert query_stems("42").dtype == np.uint64 and len(query_stems("42")) == 0
 
 
-def test_a_word_is_used_when_all_its_tokens_are() -> None:
+def test_a_word_is_used_by_the_share_of_its_tokens_the_description_holds() -> None:
     query = query_stems("the cream on top of ice")
-    words = StemSets.of(["Cream", "ice cream", "creams", "ice-cream cone", "42"])
-    assert words.used(np.arange(5), query).tolist() == [True, True, True, False, False]
-    assert words.used(np.array([4, 2, 2]), query).tolist() == [False, True, True]
-    assert words.used(np.arange(5), query_stems("")).tolist() == [False] * 5
+    words = StemSets.of(["Cream", "ice cream", "creams", "ice-cream cone", "42", "bull neck"])
+    used = words.used(np.arange(6), query)
+    assert used.dtype == np.float32 and used.tolist() == pytest.approx([1, 1, 1, 2 / 3, 0, 0])
+    assert words.used(np.array([4, 2, 3]), query).tolist() == pytest.approx([0, 1, 2 / 3])
+    assert words.used(np.arange(6), query_stems("")).tolist() == [0.0] * 6
+    assert words.used(np.array([5]), query_stems("a long-necked animal")).tolist() == [0.5]  # "necked" -> neck
 
 
 def test_shared_words_count_only_the_rarer_ones() -> None:
@@ -146,11 +148,13 @@ def test_the_query_word_weight_reaches_past_the_overlaps_depth(space, encoder, d
 
 
 def test_only_the_words_a_filter_keeps_count_as_used(space, encoder, dictionary) -> None:
-    query = "cream made cold"  # uses "cream", not "ice cream" whole
+    query = "cream made cold"  # uses half of "ice cream": half the weight
     rd = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**OFF, query_word_weight=0.3, overlap_weight=0))
     cosine = _cosines(encoder, space, query)
-    assert {r.words[0]: r.score for r in rd.search(query, k=len(SENSES))} == pytest.approx(cosine, abs=1e-5)
-    assert [r.score for r in rd.search(query, k=1, words="phrase")] == pytest.approx([cosine["ice cream"]], abs=1e-5)
+    expected = {word: value - 0.15 * (word == "ice cream") for word, value in cosine.items()}
+    assert {r.words[0]: r.score for r in rd.search(query, k=len(SENSES))} == pytest.approx(expected, abs=1e-5)
+    phrase = rd.search(query, k=1, words="phrase")
+    assert [r.score for r in phrase] == pytest.approx([cosine["ice cream"] - 0.15], abs=1e-5)
     used = rd.search("ice cream made cold", k=1, words="phrase")[0]
     assert used.score == pytest.approx(_cosines(encoder, space, "ice cream made cold")["ice cream"] - 0.3, abs=1e-5)
 

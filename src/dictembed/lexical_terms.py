@@ -2,8 +2,9 @@
 about its best candidates, besides their vectors.
 
 - **The description's own word**: a description seldom uses the word it describes ("a long-necked African animal"
-  is not *animal*), so a candidate whose word the description uses (`uses_word`: every token of it, stemmed) is
-  lowered by `Ranking.query_word_weight`, wherever it ranks.
+  is not *animal*), so a candidate whose word the description uses (`StemSets.used`: the share of its tokens,
+  stemmed, that the description holds) is lowered by `Ranking.query_word_weight` times that share, wherever it
+  ranks: all of it for *animal*, half for *bull neck*.
 - **Shared words**: a candidate whose definitions use the description's words (`shared_words`, stemmed) is raised
   by `Ranking.overlap_weight` per shared word. A word counts only where it is rare among the candidates ranked
   together (in at most `COMMON_SHARE` of their definitions), so that "the", "of" or a French "de" never count and
@@ -118,10 +119,11 @@ class StemSets:
         return keys, found, sizes
 
     def used(self, items: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Per item: whether a description of stem keys `query` (`query_stems`) uses it, every one of its stems (a
-        phrase needs all of its words; an item of no stem is never used)."""
+        """Per item, the share of its stems that a description of stem keys `query` (`query_stems`) uses (float32):
+        1 for a word it uses, ½ for a two-word phrase one of whose words it uses ("bull neck" for "a long-necked
+        animal"), 0 for an item of no stem."""
         _, found, sizes = self._found(items, query)
-        return (sizes > 0) & (per_item(found, sizes) == sizes)
+        return (per_item(found, sizes) / np.maximum(sizes, 1)).astype(np.float32)
 
     def shared(self, items: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Per item, the number of the description's stems (keys `query`) it holds, counting only stems held by at

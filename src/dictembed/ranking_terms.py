@@ -130,17 +130,17 @@ class RankingTerms:
 
     def _word_terms(self, text: str, top: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         """Per group of `top` (best first), the lexical terms of its score for the description `text` (`Ranking`,
-        `lexical_terms`): minus the query-word weight when the description uses one of its words that `mask` (None:
-        all) keeps, and, for the `LEXICAL_DEPTH` best, plus the overlap weight per word it shares with the group's
-        definitions."""
+        `lexical_terms`): minus the query-word weight times the largest share of one of its words (among those that
+        `mask`, None: all, keeps) that the description uses, and, for the `LEXICAL_DEPTH` best, plus the overlap
+        weight per word it shares with the group's definitions."""
         query, ranking, groups = query_stems(text), self.ranking, self.groups
         terms = np.zeros(len(top), dtype=np.float32)
         if ranking.query_word_weight > 0:
             members, starts = groups.members_of(top)
             used = self.word_stems.used(members, query)
             if mask is not None:
-                used &= mask[members]
-            terms -= np.float32(ranking.query_word_weight) * np.logical_or.reduceat(used, starts).astype(np.float32)
+                used *= mask[members]
+            terms -= np.float32(ranking.query_word_weight) * np.maximum.reduceat(used, starts)
         if ranking.overlap_weight > 0 and (definitions := self.definition_stems) is not None:
             shared = definitions.shared(groups.first[top[:LEXICAL_DEPTH]], query)
             terms[: len(shared)] += np.float32(ranking.overlap_weight) * shared
