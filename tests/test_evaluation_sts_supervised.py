@@ -177,9 +177,33 @@ def test_finetune_tiny_bert_learns(tiny_bert: Path, tmp_path: Path, monkeypatch:
     assert -100 <= result["test_spearman"] <= 100
     saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert saved["dev_spearman"] == pytest.approx(result["dev_spearman"])
+    assert saved["settings"] == sup.seed_settings(tiny_bert, 1.0, 0, 2, 16, 1e-3, "mean", 200, "fp32")
 
 
 def test_finetune_ratio_uses_seeded_subset(tiny_bert: Path) -> None:
     result = sup.finetune_stsb(tiny_bert, ratio=0.25, seed=3, epochs=1, batch_size=8, limit=64)
     assert result["n_train"] == 16 and result["steps"] == 2
     assert result["ratio"] == 0.25 and result["seed"] == 3
+
+
+def test_resume_reads_back_the_seeds_finished_with_the_same_settings(monkeypatch, tmp_path: Path) -> None:
+    calls = []
+
+    def fake_finetune(model: str, ratio: float, seed: int, output_dir: Path | None, **kw: object) -> dict:
+        calls.append(seed)
+        return {"test_spearman": 80.0 + seed, "dev_spearman": 70.0, "wall_seconds": 10.0}
+
+    monkeypatch.setattr(sup, "finetune_stsb", fake_finetune)
+    settings = sup.seed_settings("m", 0.5, 0, 1, 16, 2e-5, "mean", None, "fp32")
+    finished = {"settings": settings, "test_spearman": 90.0, "dev_spearman": 71.0, "wall_seconds": 5.0}
+    (tmp_path / "seed0").mkdir()
+    (tmp_path / "seed0" / sup.RESULTS).write_text(json.dumps(finished))
+    kw = {"epochs": 1, "output_dir": tmp_path, "device": "cpu", "precision": "fp32"}
+    result = sup.finetune_stsb_seeds("m", 0.5, [0, 1], resume=True, **kw)
+    assert calls == [1] and [r["test_spearman"] for r in result["runs"]] == [90.0, 81.0]
+    assert sup.finetune_stsb_seeds("m", 0.5, [0, 1], **kw)["runs"][0]["test_spearman"] == 80.0  # no resume: trained
+    calls.clear()
+    with pytest.raises(DictEmbedError, match=r"seed0 holds a seed trained with other settings \(epochs\)"):
+        sup.finetune_stsb_seeds("m", 0.5, [0], resume=True, **(kw | {"epochs": 2}))
+    sup.finetune_stsb_seeds("m", 0.5, [0], resume=True, overwrite=True, **(kw | {"epochs": 2}))
+    assert calls == [0]  # --overwrite: trained again

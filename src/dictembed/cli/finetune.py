@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from dictembed.cli.options import (
@@ -20,6 +21,7 @@ from dictembed.cli.options import (
     positive_int,
 )
 from dictembed.cli.report import Report, table
+from dictembed.errors import DictEmbedError
 from dictembed.output_folder import check_output_folders
 
 COMMANDS = {"finetune": "supervised fine-tuning"}
@@ -46,6 +48,11 @@ def register(subparsers: Any) -> None:
     add_overwrite(
         output, "write over the models already in --output's seed folders (a folder holding anything else: never)"
     )
+    output.add_argument(
+        "--resume",
+        action="store_true",
+        help="read back the seeds already finished in --output with the same settings instead of training them",
+    )
 
 
 def seed_folders(seeds: list[int]) -> list[str]:
@@ -56,8 +63,13 @@ def seed_folders(seeds: list[int]) -> list[str]:
 def check_stsb(args: argparse.Namespace) -> None:
     """An --output whose seed folders would lose something (`check_output_folders`), a --model path that is not
     there: refused before anything loads."""
+    if args.resume and args.output is None:
+        raise DictEmbedError("--resume reads the finished seeds of --output; name the --output folder")
     if args.output is not None:
-        check_output_folders(args.output, seed_folders(args.seeds), args.overwrite)
+        folders = seed_folders(args.seeds)
+        if args.resume:  # a finished seed is read back, or refused at run time if trained otherwise (`finished_seed`)
+            folders = [name for name in folders if not (Path(args.output) / name / "results.json").is_file()]
+        check_output_folders(args.output, folders, args.overwrite)
     check_model(args.model)
 
 
@@ -76,6 +88,8 @@ def run_stsb(args: argparse.Namespace) -> Report:
         limit=args.limit,
         device=args.device,
         precision=args.precision,
+        resume=args.resume,
+        overwrite=args.overwrite,
     )
     summary = {
         "ratio": args.ratio,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -24,10 +24,12 @@ from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
 from dictembed.evaluation._common import mean_sd, resolve_data_dir
 from dictembed.evaluation.sts import load_stsb
 from dictembed.extras import require
+from dictembed.io import staged_dir
 from dictembed.model_folder import resolve_model
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 
 logger = logging.getLogger(__name__)
+RESULTS = "results.json"  # a seed's scores and settings, written last into its folder
 
 MAX_SCORE = 5.0
 
@@ -215,6 +217,7 @@ def finetune_stsb(
         "model": str(model_name_or_path),
         "ratio": ratio,
         "seed": seed,
+        "settings": seed_settings(model_name_or_path, ratio, seed, epochs, batch_size, lr, pooling, limit, precision),
         "n_train": len(train),
         "epochs": epochs,
         "steps": steps,
@@ -229,21 +232,91 @@ def finetune_stsb(
         "wall_seconds": time.perf_counter() - start,
     }
     if output_dir is not None:
-        out = Path(output_dir)
-        model.save(str(out))
-        (out / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+        with staged_dir(output_dir) as staging:  # whole or absent: results.json marks a finished seed
+            model.save(str(staging))
+            (staging / RESULTS).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
 
 
+def seed_settings(
+    model: str | Path,
+    ratio: float,
+    seed: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    pooling: str,
+    limit: int | None,
+    precision: str | None,
+) -> dict[str, Any]:
+    """What determines one seed's fine-tuned model and scores (the precision as resolved), as its results.json
+    keeps it: a seed finished with the same settings is reused (`finetune_stsb_seeds(resume=True)`)."""
+    return {
+        "model": str(model),
+        "ratio": ratio,
+        "seed": seed,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "lr": lr,
+        "pooling": pooling,
+        "limit": limit,
+        "precision": precision,
+    }
+
+
+def finished_seed(folder: Path, settings: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
+    """The result a seed folder holds when it finished with `settings`; None when it holds none (or, with
+    `overwrite`, another run's, which is then trained again); a one-line error when it holds another run's."""
+    try:
+        saved = json.loads((folder / RESULTS).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise DataFormatError(folder / RESULTS, f"not a finished seed's results ({err})") from None
+    if isinstance(saved, dict) and saved.get("settings") == settings:
+        logger.info("reusing the finished seed %s", folder)
+        return cast(dict[str, Any], saved)
+    if overwrite:
+        return None
+    theirs = saved.get("settings") if isinstance(saved, dict) else None
+    changed = sorted(k for k in settings if (theirs or {}).get(k) != settings[k]) or ["(no saved settings)"]
+    raise DictEmbedError(
+        f"--output {folder} holds a seed trained with other settings ({', '.join(changed)}); "
+        "pass --overwrite to replace it"
+    )
+
+
 def finetune_stsb_seeds(
-    model_name_or_path: str | Path, ratio: float, seeds: Sequence[int], **kw: Any
+    model_name_or_path: str | Path,
+    ratio: float,
+    seeds: Sequence[int],
+    resume: bool = False,
+    overwrite: bool = False,
+    **kw: Any,
 ) -> dict[str, Any]:
     """`finetune_stsb` once per seed; `mean`/`sd` (sample sd, ddof=1) of the test Spearman, and
-    `dev_mean`/`dev_sd` of the dev Spearman. `output_dir`, if given, gets one sub-folder per seed."""
+    `dev_mean`/`dev_sd` of the dev Spearman. `output_dir`, if given, gets one sub-folder per seed; with `resume`,
+    a seed already finished there with the same settings is read back instead of trained (`finished_seed`)."""
     output_dir = kw.pop("output_dir", None)
     runs = []
     for seed in seeds:
         out = Path(output_dir) / f"seed{seed}" if output_dir is not None else None
+        if resume and out is not None:
+            precision = resolve_precision(kw.get("precision", "auto"), resolve_device(kw.get("device")))
+            settings = seed_settings(
+                model_name_or_path,
+                ratio,
+                seed,
+                kw.get("epochs", 4),
+                kw.get("batch_size", 16),
+                kw.get("lr", 2e-5),
+                kw.get("pooling", "mean"),
+                kw.get("limit"),
+                precision,
+            )
+            if (done := finished_seed(out, settings, overwrite)) is not None:
+                runs.append(done)
+                continue
         runs.append(finetune_stsb(model_name_or_path, ratio=ratio, seed=seed, output_dir=out, **kw))
     mean, sd = mean_sd([r["test_spearman"] for r in runs])
     dev_mean, dev_sd = mean_sd([r["dev_spearman"] for r in runs])
