@@ -23,7 +23,7 @@ from published_terms import DATA, gold_forms
 from dictembed.description_corpus import load_descriptions
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.query_encoder import batch_invariant
-from dictembed.reverse_dictionary import Result, ReverseDictionary
+from dictembed.reverse_dictionary import ReverseDictionary
 
 Query = tuple[str, set[str], int | None, str]  # text, gold forms, the corpus row held out, the set's name
 
@@ -35,12 +35,16 @@ def encode(rd: ReverseDictionary, texts: list[str]) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def rank(results: list[Result], bonus: list[float], gold: set[str]) -> float:
-    """The 0-based rank of the first result holding a gold word once each result's score gains its bonus."""
-    order = sorted(range(len(results)), key=lambda i: -(results[i].score + bonus[i]))
-    for position, i in enumerate(order):
-        if any(word.lower() in gold for word in results[i].words):
+def rank(results: list[tuple[float, list[str]]], gold: set[str], vocabulary: set[str] | None = None) -> float:
+    """The 0-based rank of the first of (score, words) `results`, best first, holding a gold word, among those
+    holding a word of `vocabulary` (None: all); inf when none does."""
+    position = 0
+    for _, words in results:
+        if vocabulary is not None and not any(word in vocabulary for word in words):
+            continue
+        if any(word.lower() in gold for word in words):
             return position
+        position += 1
     return math.inf
 
 
@@ -85,8 +89,11 @@ def main() -> None:
     for weight, threshold in settings:
         ranks: dict[str, list[float]] = defaultdict(list)
         for q, (_, gold, _, name) in enumerate(queries):
-            bonus = [weight * max(0.0, c - threshold) for c in nearest[q]]
-            ranks[name].append(rank(results[q], bonus, gold))
+            scored = [
+                (r.score + weight * max(0.0, c - threshold), r.words)
+                for r, c in zip(results[q], nearest[q], strict=True)
+            ]
+            ranks[name].append(rank(sorted(scored, key=lambda x: -x[0]), gold))
         cells = [
             f"{median(r):g} / " + " / ".join(f"{sum(x < k for x in r) / len(r):.3f}" for k in (1, 10, 100))
             for r in ranks.values()

@@ -11,9 +11,8 @@ Query sets: the benchmark's dev and test descriptions (over all entries and the 
 from __future__ import annotations
 
 import argparse
-import math
 
-from description_memory import encode
+from description_memory import encode, rank
 from published_terms import DATA, gold_forms, summary
 from sklearn.linear_model import LogisticRegression
 
@@ -25,18 +24,6 @@ from dictembed.reverse_dictionary import Result, ReverseDictionary
 from dictembed.word_frequency import zipf_frequencies
 
 WORDNET_POS = {"n": "n", "v": "v", "a": "a", "s": "a", "r": "r"}  # a satellite adjective is an adjective
-
-
-def rank(results: list[tuple[float, list[str]]], gold: set[str], vocabulary: set[str] | None) -> float:
-    """The 0-based rank of the first result holding a gold word among those holding a word of `vocabulary`."""
-    position = 0
-    for _, words in results:
-        if vocabulary is not None and not any(word in vocabulary for word in words):
-            continue
-        if any(word.lower() in gold for word in words):
-            return position
-        position += 1
-    return math.inf
 
 
 def best_pos(result: Result, p: dict[str, float]) -> float:
