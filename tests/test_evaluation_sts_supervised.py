@@ -187,13 +187,19 @@ def test_finetune_ratio_uses_seeded_subset(tiny_bert: Path) -> None:
 
 
 def test_resume_reads_back_the_seeds_finished_with_the_same_settings(monkeypatch, tmp_path: Path) -> None:
-    calls = []
+    """The real `finetune_stsb` with its training and scoring faked: a seed that trains scores 80 + seed."""
+    calls: list[int] = []
 
-    def fake_finetune(model: str, ratio: float, seed: int, output_dir: Path | None, **kw: object) -> dict:
-        calls.append(seed)
-        return {"test_spearman": 80.0 + seed, "dev_spearman": 70.0, "wall_seconds": 10.0}
+    class Model:
+        def save(self, path: str) -> None:
+            (Path(path) / "model.safetensors").write_bytes(b"weights")
 
-    monkeypatch.setattr(sup, "finetune_stsb", fake_finetune)
+    pairs = sup.StsPairs(["a"], ["b"], [0.5])
+    monkeypatch.setattr(sup, "load_stsb_pairs", lambda split, data_dir=None, limit=None: pairs)
+    monkeypatch.setattr(sup, "load_bi_encoder", lambda *args: Model())
+    monkeypatch.setattr(sup, "_training_args", lambda scratch, epochs, batch_size, lr, seed, device, precision: seed)
+    monkeypatch.setattr(sup, "_train", lambda model, train, seed: (calls.append(seed), ([], 0))[1])
+    monkeypatch.setattr(sup, "evaluate_pairs", lambda model, p, name: 80.0 + calls[-1] if name == "sts-test" else 70.0)
     settings = sup.seed_settings("m", 0.5, 0, 1, 16, 2e-5, "mean", None, "fp32")
     finished = {"settings": settings, "test_spearman": 90.0, "dev_spearman": 71.0, "wall_seconds": 5.0}
     (tmp_path / "seed0").mkdir()

@@ -190,6 +190,8 @@ def finetune_stsb(
     data_dir: str | Path | None = None,
     device: str | None = None,
     precision: str | None = "auto",
+    resume: bool = False,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Fine-tune on a seeded `ratio` of STS-B train and score dev and test (cosine Spearman x 100).
 
@@ -200,13 +202,18 @@ def finetune_stsb(
     nothing is written (a temporary folder is used and removed); with it, the fine-tuned model and
     `results.json` are saved there (no intermediate checkpoints). Returns `test_spearman`,
     `dev_spearman`, `n_train`, `steps`, `loss_history` [(step, loss)], `train_seconds` and
-    `wall_seconds` (training + evaluation) besides the settings.
+    `wall_seconds` (training + evaluation) besides the settings. With `resume`, the result `output_dir` holds
+    already, finished with the same settings, is read back instead (`finished_seed`; `overwrite`: one finished
+    with other settings is trained again).
     """
+    chosen = resolve_device(device)
+    precision = resolve_precision(precision, chosen)
+    settings = seed_settings(model_name_or_path, ratio, seed, epochs, batch_size, lr, pooling, limit, precision)
+    if resume and output_dir is not None and (done := finished_seed(Path(output_dir), settings, overwrite)):
+        return done
     train = subsample(load_stsb_pairs("train", data_dir, limit), ratio, seed)
     dev = load_stsb_pairs("dev", data_dir, limit)
     test = load_stsb_pairs("test", data_dir, limit)
-    chosen = resolve_device(device)
-    precision = resolve_precision(precision, chosen)
     model = load_bi_encoder(model_name_or_path, pooling, str(chosen))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dictembed-stsb-") as scratch:
@@ -217,7 +224,7 @@ def finetune_stsb(
         "model": str(model_name_or_path),
         "ratio": ratio,
         "seed": seed,
-        "settings": seed_settings(model_name_or_path, ratio, seed, epochs, batch_size, lr, pooling, limit, precision),
+        "settings": settings,
         "n_train": len(train),
         "epochs": epochs,
         "steps": steps,
@@ -250,7 +257,7 @@ def seed_settings(
     precision: str | None,
 ) -> dict[str, Any]:
     """What determines one seed's fine-tuned model and scores (the precision as resolved), as its results.json
-    keeps it: a seed finished with the same settings is reused (`finetune_stsb_seeds(resume=True)`)."""
+    keeps it: a seed finished with the same settings is reused (`finetune_stsb(resume=True)`)."""
     return {
         "model": str(model),
         "ratio": ratio,
@@ -287,36 +294,15 @@ def finished_seed(folder: Path, settings: dict[str, Any], overwrite: bool) -> di
 
 
 def finetune_stsb_seeds(
-    model_name_or_path: str | Path,
-    ratio: float,
-    seeds: Sequence[int],
-    resume: bool = False,
-    overwrite: bool = False,
-    **kw: Any,
+    model_name_or_path: str | Path, ratio: float, seeds: Sequence[int], **kw: Any
 ) -> dict[str, Any]:
     """`finetune_stsb` once per seed; `mean`/`sd` (sample sd, ddof=1) of the test Spearman, and
-    `dev_mean`/`dev_sd` of the dev Spearman. `output_dir`, if given, gets one sub-folder per seed; with `resume`,
-    a seed already finished there with the same settings is read back instead of trained (`finished_seed`)."""
+    `dev_mean`/`dev_sd` of the dev Spearman. `output_dir`, if given, gets one sub-folder per seed (with `resume`,
+    a seed already finished there with the same settings is read back)."""
     output_dir = kw.pop("output_dir", None)
     runs = []
     for seed in seeds:
         out = Path(output_dir) / f"seed{seed}" if output_dir is not None else None
-        if resume and out is not None:
-            precision = resolve_precision(kw.get("precision", "auto"), resolve_device(kw.get("device")))
-            settings = seed_settings(
-                model_name_or_path,
-                ratio,
-                seed,
-                kw.get("epochs", 4),
-                kw.get("batch_size", 16),
-                kw.get("lr", 2e-5),
-                kw.get("pooling", "mean"),
-                kw.get("limit"),
-                precision,
-            )
-            if (done := finished_seed(out, settings, overwrite)) is not None:
-                runs.append(done)
-                continue
         runs.append(finetune_stsb(model_name_or_path, ratio=ratio, seed=seed, output_dir=out, **kw))
     mean, sd = mean_sd([r["test_spearman"] for r in runs])
     dev_mean, dev_sd = mean_sd([r["dev_spearman"] for r in runs])
