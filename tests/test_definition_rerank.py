@@ -233,3 +233,19 @@ def test_the_two_stage_search_scores_its_candidates_exactly(space, encoder, dict
     cosine = dict(zip(space.words, _unit(space.matrix.numpy()) @ _unit(encoder.encode(query)), strict=True))
     assert len(results) == 2 and [r.score for r in results] == sorted((r.score for r in results), reverse=True)
     assert [r.score for r in results] == pytest.approx([cosine[r.words[0]] for r in results], abs=1e-5)
+
+
+def test_a_filter_allowing_no_more_groups_than_the_candidates_skips_the_first_stage(
+    space, encoder, dictionary, monkeypatch
+) -> None:
+    query, narrow = "money kept by a river", "/^(bank|shore|river)$/"
+    ranking = Ranking(definition_weight=0, headword_weight=0, **NO_WORDS)  # no rerank: the stages choose k
+    exact = ReverseDictionary(encoder, space, dictionary, ranking=ranking).search(query, k=2, pattern=narrow)
+    _coarse(monkeypatch, candidates=3)
+    rd = ReverseDictionary(encoder, space, dictionary, ranking=ranking)
+    scored: list[int] = []
+    first_stage = CoarseIndex.scores
+    monkeypatch.setattr(CoarseIndex, "scores", lambda index, rows: scored.append(len(rows)) or first_stage(index, rows))
+    assert [r.to_dict() for r in rd.search(query, k=2, pattern=narrow)] == [r.to_dict() for r in exact]
+    assert scored == [] and len(exact) == 2
+    assert len(rd.search(query, k=2, pattern="/^(bank|shore|river|vault)$/")) == 2 and scored == [1]  # two stages

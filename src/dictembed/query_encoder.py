@@ -103,8 +103,13 @@ def _blas() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+def on_onnx_runtime(encoder: Any) -> bool:
+    """Whether `encoder` runs on ONNX Runtime (whose threads sleep between runs), not torch."""
+    return type(encoder).__module__.startswith("dictembed.backends.onnx")
+
+
 def search_threads(encoder: Any) -> contextlib.AbstractContextManager:
     """The BLAS threads a search beside `encoder` may use: one beside a torch encoder, else all."""
-    if type(encoder).__module__.startswith("dictembed.backends.onnx"):
+    if on_onnx_runtime(encoder):
         return contextlib.nullcontext()
     return _blas().limit(limits=1, user_api="blas")

@@ -14,7 +14,7 @@ import numpy as np
 
 from dictembed.lexical_terms import StemSets, query_stems
 from dictembed.search_options import LEXICAL_DEPTH, Ranking
-from dictembed.search_space import SearchSpace, as_float32
+from dictembed.search_space import SearchSpace, as_float32, row_norms
 
 if TYPE_CHECKING:
     from dictembed.entry_space import EntrySpace
@@ -28,7 +28,7 @@ def best_cosines(
     `vectors` of its rows that `keep` (None: all) lets count; a zero or non-finite vector counts as none, and a run
     with none scores -1."""
     chosen = as_float32(vectors[rows])
-    cosine = np.nan_to_num(chosen @ query / np.linalg.norm(chosen, axis=1), nan=-np.inf)
+    cosine = np.nan_to_num(chosen @ query / row_norms(chosen), nan=-np.inf)
     if keep is not None:
         cosine[~keep] = -np.inf
     best = np.fmax.reduceat(cosine, starts)

@@ -22,6 +22,7 @@ entry matrix (DefSent's MLM head) scores by the model's softmax probability inst
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Iterator
@@ -42,7 +43,14 @@ from dictembed.model_folder import ModelDictionary, ModelFolder
 from dictembed.model_scores import ModelScores
 from dictembed.near_synonyms import SynonymSearch
 from dictembed.paths import public_name
-from dictembed.query_encoder import QueryEncoder, as_rows, batch_invariant, exported_query_encoder, search_threads
+from dictembed.query_encoder import (
+    QueryEncoder,
+    as_rows,
+    batch_invariant,
+    exported_query_encoder,
+    on_onnx_runtime,
+    search_threads,
+)
 from dictembed.ranking_terms import RankingTerms
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
 from dictembed.search_options import Filters, Ranking, normalize_pos
@@ -257,10 +265,17 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             return self._word_index
 
     def prepare(self) -> ReverseDictionary:
-        """Group the entries and load the senses now rather than on the first search."""
+        """Group the entries and load the senses now rather than on the first search; beside an encoder on ONNX
+        Runtime, score the coarse stage there too (`CoarseIndex.run_on_onnx_runtime`: for a server, whose batches
+        of queries it scores in half the time)."""
         _ = self.groups, self.senses, self.word_index, self.group_prior, self.candidates
         if self.reranks_by_words:
             _ = self.word_stems, self.definition_stems
+        index = self.index
+        if index is not None and index.coarse is not None and on_onnx_runtime(self.encoder):
+            from dictembed.backends.onnx.session import physical_cores
+
+            index.coarse.run_on_onnx_runtime(physical_cores())
         return self
 
     @property
@@ -290,7 +305,8 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Per pooled vector of `h`: its `n` best groups among the `allowed` by `_group_scores`, best first (ties
         by group), and their scores. A `CoarseIndex` picks `COARSE_CANDIDATES` groups first and only those are
-        scored exactly: the scores are exact, the choice nearly so (benchmarks/coarse_search.py)."""
+        scored exactly: the scores are exact, the choice nearly so (benchmarks/coarse_search.py). Filters that
+        allow no more groups than that make every allowed group a candidate, with no first stage."""
         index = self.index
         if index is None or index.coarse is None:
             for row in self._group_scores(h):
@@ -298,28 +314,43 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
                 yield top, row[top]
             return
         space, prior, first = cast(SearchSpace, self.space), self.group_prior, self.groups.first
-        queries = l2_normalize(h)
-        for query, rough in zip(queries, index.coarse.scores(queries), strict=True):
-            candidates = top_indices(rough if prior is None else rough + prior, allowed, max(n, COARSE_CANDIDATES))
-            exact = space.unit_rows(first[candidates], index.inverse_norms[candidates]) @ query
+        queries, width = l2_normalize(h), max(n, COARSE_CANDIDATES)
+        every = np.flatnonzero(allowed) if allowed is not None else None
+        few = every is not None and len(every) <= width
+        rough_rows = itertools.repeat(None, len(queries)) if few else index.coarse.scores(queries)
+        for query, rough in zip(queries, rough_rows, strict=True):
+            if rough is None:
+                candidates = cast(np.ndarray, every)
+            else:
+                candidates = top_indices(rough if prior is None else rough + prior, allowed, width)
+            exact = space.unit_cosines(first[candidates], index.inverse_norms[candidates], query)
             if prior is not None:
                 exact = exact + prior[candidates]
             order = np.lexsort((candidates, -exact))[:n]
             yield candidates[order], exact[order]
 
-    def _best_sense(self, entry: int, query: np.ndarray, senses: list[tuple[str, str | None]], tag: str | None) -> int:
-        """Which of entry `entry`'s `senses` (dictionary order) matched the pooled `query`: the one whose definition
-        vector is nearest to it (among those of part of speech `tag`, when it has any), or -1: the space keeps no
-        definition vectors (an MLM head, ICA, an older save) or not as many as the entry has senses (another
-        dictionary's definitions are shown)."""
-        space = self.space
-        cosine = space.definition_cosines(entry, query) if isinstance(space, SearchSpace) else None
+    @staticmethod
+    def _best_sense(cosine: np.ndarray | None, senses: list[tuple[str, str | None]], tag: str | None) -> int:
+        """Which of an entry's `senses` (dictionary order) matched the query: the one of the best `cosine` of its
+        definition vector to it (among those of part of speech `tag`, when it has any), or -1: no cosines (a space
+        that keeps no definition vectors: an MLM head, ICA, an older save) or not as many as the entry has senses
+        (another dictionary's definitions are shown)."""
         if cosine is None or len(cosine) != len(senses) or len(senses) < 2:
             return -1
         if tag is not None:
             kept = np.array([normalize_pos(p) == tag for _, p in senses])
             cosine = np.where(kept, cosine, -np.inf) if kept.any() else cosine
         return int(np.argmax(cosine))
+
+    def _sense_cosines(self, groups: np.ndarray, query: np.ndarray) -> dict[int, np.ndarray]:
+        """Per entry of `groups`, the cosines of its definition vectors to the pooled `query`, from one product
+        (`SearchSpace.definition_cosines`); empty for a space that keeps none."""
+        space = self.space
+        if not isinstance(space, SearchSpace) or not len(groups):
+            return {}
+        entries, _ = self.groups.members_of(groups)
+        cosines = space.definition_cosines(entries, query)
+        return {} if cosines is None else dict(zip(entries.tolist(), cosines, strict=True))
 
     def _result(
         self,
@@ -328,11 +359,11 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         mask: np.ndarray | None,
         max_definitions: int | None,
         pos: str | None = None,
-        query: np.ndarray | None = None,
+        cosines: dict[int, np.ndarray] | None = None,
     ) -> Result:
         """The result of one group: its words that pass `mask`, each with up to `max_definitions` senses: the one
-        that matched the pooled `query` first (`_best_sense`, when given), then the others in dictionary order,
-        those of part of speech `pos` (when given) first."""
+        that matched the query first (by its entry's definition `cosines`, `_sense_cosines`, when given), then the
+        others in dictionary order, those of part of speech `pos` (when given) first."""
         members = [int(i) for i in self.groups.members(group) if mask is None or mask[i]]
         result = Result([self.space.words[i] for i in members], float(score))
         senses_of = self.senses
@@ -345,9 +376,9 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
                     if tag is not None:
                         order.sort(key=lambda j: normalize_pos(senses[j][1]) != tag)  # stable
                     if (
-                        query is not None
+                        cosines is not None
                         and max_definitions != 0
-                        and (best := self._best_sense(i, query, senses, tag)) >= 0
+                        and (best := self._best_sense(cosines.get(i), senses, tag)) >= 0
                     ):
                         order.remove(best)
                         order.insert(0, best)
@@ -404,9 +435,10 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             ):
                 if reranks and len(top):
                     top, scores = self._rerank(vector, top, scores, mask, None if texts is None else texts[i])
+                cosines = self._sense_cosines(top[:k], vector) if max_definitions != 0 else None
                 results = zip(top[:k], scores[:k], strict=True)
                 out.append(
-                    [self._result(int(g), score, mask, max_definitions, filters.pos, vector) for g, score in results]
+                    [self._result(int(g), score, mask, max_definitions, filters.pos, cosines) for g, score in results]
                 )
         return out
 

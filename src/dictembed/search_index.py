@@ -13,7 +13,8 @@ import contextlib
 import hashlib
 import json
 import logging
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,6 +115,7 @@ class CoarseIndex:
 
     projection: np.ndarray  # [dim, dims]
     vectors: np.ndarray  # [groups, dims]
+    product: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, unit: np.ndarray, dims: int) -> CoarseIndex:
@@ -123,9 +125,20 @@ class CoarseIndex:
         projection = np.ascontiguousarray(directions[:, ::-1][:, :dims], dtype=np.float32)
         return cls(projection, np.ascontiguousarray(np.asarray(unit, dtype=np.float32) @ projection))
 
+    def run_on_onnx_runtime(self, threads: int) -> bool:
+        """Score on ONNX Runtime from now on, with `threads` threads (`array_kernels.constant_product`: the vectors
+        packed once for its GEMM, 4 bytes a value more in memory; a batch of 8 queries on 2 cores in about half
+        numpy's time); False where onnxruntime is not installed."""
+        from dictembed.backends.onnx.array_kernels import constant_product
+
+        self.product = constant_product(self.vectors, threads)
+        return self.product is not None
+
     def scores(self, queries: np.ndarray) -> np.ndarray:
         """Approximate dot products [queries, groups] of unit query vectors with every group."""
         projected = queries @ self.projection
+        if self.product is not None and len(projected):
+            return self.product(projected)
         if len(projected) == 1:  # a matrix-vector product: the common case of one query
             return (self.vectors @ projected[0])[None]
         return projected @ self.vectors.T
