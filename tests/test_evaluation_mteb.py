@@ -154,6 +154,25 @@ def test_evaluate_mteb_main_score_x100_and_files_only_in_output(mteb: Any, encod
     assert not any(p.is_file() for p in (tmp_path / "mteb-cache").rglob("*"))  # the default cache is untouched
 
 
+def test_a_rerun_reads_the_finished_tasks_back_and_other_weights_run_again(
+    mteb: Any, encoder: Encoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dictembed.evaluation.mteb import evaluate_mteb
+
+    out = tmp_path / "mteb-results"
+    first = evaluate_mteb(encoder, [local_sts_task(mteb)], output_folder=out)
+    encoded: list[int] = []
+    original = MtebEncoder.encode
+    monkeypatch.setattr(MtebEncoder, "encode", lambda self, *a, **k: encoded.append(1) or original(self, *a, **k))
+    again = evaluate_mteb(encoder, [local_sts_task(mteb)], output_folder=out)
+    assert again[TASK_NAME] == pytest.approx(first[TASK_NAME], abs=1e-3)  # mteb's files keep 6 decimals of 0-1
+    assert encoded == []  # read from the output folder
+    with torch.no_grad():
+        next(p for p in encoder.parameters() if p.dim() == 2).mul_(0.5)  # other weights: another revision
+    again = evaluate_mteb(encoder, [local_sts_task(mteb)], output_folder=out)
+    assert encoded and again[TASK_NAME] == pytest.approx(spearman_by_hand(encoder), abs=1e-6)
+
+
 def test_evaluate_mteb_without_output_writes_nothing(mteb: Any, encoder: Encoder, tmp_path: Path) -> None:
     from dictembed.evaluation.mteb import evaluate_mteb
 

@@ -198,7 +198,9 @@ def evaluate_mteb(
 
     `encoder` is an Encoder (or anything `mteb.evaluate` takes), or a model name or folder to load as one.
     `tasks` are mteb task names or task objects. With `output_folder`, mteb writes its result JSON files there
-    (an mteb `ResultCache`, always overwritten); without it nothing is written. Runs offline: a task whose data
+    (an mteb `ResultCache`), and a task whose results it already holds for the same weights and settings
+    (`MtebEncoder.mteb_model_meta`: the revision is a hash of the weights) is read back, not run again, so a run
+    cut short resumes at its first missing task; without it nothing is written. Runs offline: a task whose data
     is not in the local cache raises a one-line `DictEmbedError`.
     """
     mteb = require("mteb")
@@ -217,7 +219,7 @@ def evaluate_mteb(
                 encoder,
                 task,
                 cache=cache,
-                overwrite_strategy="always",
+                overwrite_strategy="only-missing",
                 co2_tracker=False,
                 show_progress_bar=False,
                 encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
