@@ -105,7 +105,11 @@ def register(subparsers: Any) -> None:
     p, (shared, output) = add_command(tasks, "mteb", run_mteb, text, check=check_encoder)
     add_tasks(p, "comma list of MTEB task names, e.g. STSBenchmark", required=True)
     add_encoder(shared)
-    output.add_argument("--output-folder", default=None, help="folder for mteb's result files, whose finished tasks a rerun reads back (default: none written)")
+    output.add_argument(
+        "--output-folder",
+        default=None,
+        help="folder for mteb's result files, whose finished tasks a rerun reads back (default: none written)",
+    )
 
 
 def check_encoder(args: argparse.Namespace) -> None:
