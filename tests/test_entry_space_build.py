@@ -19,6 +19,7 @@ from dictembed import cache, entry_vectors
 from dictembed.cache import cache_key
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, encode_in_parts, part_sizes
+from dictembed.entry_vectors import headword_vectors
 
 BATCH = 2
 
@@ -166,6 +167,31 @@ def test_cache_clear_removes_the_parts_of_an_unfinished_build(
     removed, _ = cache.clear_cache(tmp_path)
     assert {p.name for p in removed} >= {"part-00000.npy", "part-00001.npy", "manifest.json"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_headword_vectors_cut_short_resume_from_their_parts_and_leave_none(
+    encoder, toy_dictionary, small_parts, tmp_path, monkeypatch, caplog
+) -> None:
+    words = [entry.headword for entry in toy_dictionary] * 2  # 16 words: 4 parts of 4
+    straight = headword_vectors(encoder, words, batch_size=BATCH, cache_dir=tmp_path / "a")
+    assert not any((tmp_path / "a").iterdir())  # nothing is left in the cache
+
+    folder = tmp_path / "b"
+    parts = cache.headword_parts(encoder, words, BATCH, folder)
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 2)
+        with pytest.raises(Killed):
+            headword_vectors(encoder, words, batch_size=BATCH, cache_dir=folder)
+    assert sorted(p.name for p in parts.glob("part-*")) == ["part-00000.npy", "part-00001.npy"]
+    assert parts in [p.parent for p in cache.own_files(folder)]  # `cache clear` removes a save's leftovers
+
+    assert cache.headword_parts(encoder, words, 1, folder) != parts  # another batch size, other parts
+    assert cache.headword_parts(encoder, words[:-1], BATCH, folder) != parts
+    calls = _interrupt_after(monkeypatch, 99)
+    with caplog.at_level(logging.INFO, logger="dictembed.entry_vectors"):
+        resumed = headword_vectors(encoder, words, batch_size=BATCH, cache_dir=folder)
+    assert calls == [small_parts, small_parts] and "resuming at definition 8 (2 of 4 parts kept" in caplog.text
+    assert torch.equal(resumed, straight) and not parts.exists()
 
 
 # ------------------------------------------------------------------------------ a cache that cannot be used

@@ -55,7 +55,8 @@ OWN_FILE = re.compile(
 OWN_LOCK = re.compile(rf"{PREFIX}[0-9a-f]{{16}}\.lock")
 # The parts of an unfinished build (`PartialBuild`): a folder per space, holding numbered parts and a manifest.
 PARTS_SUFFIX = ".parts"
-OWN_PARTS = re.compile(rf"{PREFIX}[0-9a-f]{{16}}{re.escape(PARTS_SUFFIX)}")
+HEADWORD_PARTS = "headwords-"  # the parts of a model's headword vectors being encoded (`headword_parts`)
+OWN_PARTS = re.compile(rf"({PREFIX}|{HEADWORD_PARTS})[0-9a-f]{{16}}{re.escape(PARTS_SUFFIX)}")
 OWN_PART = re.compile(rf"(part-\d{{5}}\.npy|manifest\.json)(\.\d+{re.escape(STAGING_SUFFIX)})?")
 _UNUSABLE: set[str] = set()  # cache folders already named as unusable in this process (said once each)
 
@@ -391,12 +392,30 @@ def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool)
     encoder.hash_weights(digest)
     for headword, definition in dictionary.pairs():
         digest.update(f"{headword}\t{definition}\n".encode())
-    modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
-    digest.update(f"{entries}|{ica}|{encoder.max_length}|{modules}".encode())
-    if encoder.default_prompt:  # the prefix every definition is encoded after (a model without one keeps older keys)
-        digest.update(f"|prompt|{encoder.default_prompt}".encode())
-    if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
-        digest.update(f"|{encoder.compute_precision}".encode())
-    if encoder.onnx is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights
-        digest.update(f"|onnx|{json.dumps(encoder.onnx.manifest, sort_keys=True)}".encode())
+    digest.update(f"{entries}|{ica}|".encode() + _encoding(encoder))
     return digest.hexdigest()[:16]
+
+
+def _encoding(encoder: Encoder) -> bytes:
+    """What besides its weights makes an encoder's vectors: its window, modules, default prompt, compute precision
+    and ONNX graph (each of the last three only when set, so that older keys stay valid)."""
+    modules = ",".join(type(m).__name__ for m in encoder.post)  # e.g. Normalize, which has no weights to hash
+    text = f"{encoder.max_length}|{modules}"
+    if encoder.default_prompt:  # the prefix every definition is encoded after (a model without one keeps older keys)
+        text += f"|prompt|{encoder.default_prompt}"
+    if encoder.compute_precision != "fp32":  # a lower precision builds other vectors (fp32 keeps older keys)
+        text += f"|{encoder.compute_precision}"
+    if encoder.onnx is not None:  # an ONNX (e.g. int8) graph builds other vectors than the weights
+        text += f"|onnx|{json.dumps(encoder.onnx.manifest, sort_keys=True)}"
+    return text.encode()
+
+
+def headword_parts(encoder: Encoder, words: list[str], batch_size: int, cache_dir: str | Path | None = None) -> Path:
+    """The folder in `cache_dir` (default: `default_cache_dir()`) where the headword vectors of `words` encoded by
+    `encoder` are kept in parts until the model folder holds them, keyed by the weights, the words, the batch size
+    and what else makes the vectors (`_encoding`): a save cut short resumes there, and another encoder never reads
+    them."""
+    digest = hashlib.sha1()
+    encoder.hash_weights(digest)
+    digest.update(b"headwords|" + "\n".join(words).encode() + f"|{batch_size}|".encode() + _encoding(encoder))
+    return cache_folder(cache_dir) / f"{HEADWORD_PARTS}{digest.hexdigest()[:16]}{PARTS_SUFFIX}"

@@ -6,6 +6,7 @@ vector as a query's (`headword_vectors`), which the reverse dictionary mixes int
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Literal
@@ -13,7 +14,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from dictembed.cache import PartialBuild, cache_key, cached_tensors, space_path
+from dictembed.cache import PartialBuild, cache_key, cached_tensors, headword_parts, space_path
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes, process_count
 from dictembed.encoder import Encoder
@@ -104,12 +105,17 @@ def entry_means(vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(matrix, dtype=np.float32)
 
 
-def headword_vectors(encoder: Encoder, words: list[str], batch_size: int = 256) -> torch.Tensor:
+def headword_vectors(
+    encoder: Encoder, words: list[str], batch_size: int = 256, cache_dir: str | Path | None = None
+) -> torch.Tensor:
     """The float16 vector of each of `words` encoded as a description is (the query encoder's own pooling and
     prompt): the reverse dictionary compares a description with the word itself as well as with its definitions
     (`search_options.Ranking.headword_weight`). Encoded in this process alone (a model folder is saved by the main
-    one), not cached: a trained encoder's are its own."""
-    vectors = encode_in_parts(encoder, words, batch_size, None, f"headword vectors of {len(words):,} entries")
+    one) and not cached, a trained encoder's being its own; while they are encoded their parts are kept in the
+    cache (`cache.headword_parts`), so that a save cut short resumes from its last part, and removed after."""
+    parts = headword_parts(encoder, words, batch_size, cache_dir)
+    vectors = encode_in_parts(encoder, words, batch_size, parts, f"headword vectors of {len(words):,} entries")
+    shutil.rmtree(parts, ignore_errors=True)
     return torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(torch.float16)
 
 
@@ -148,7 +154,7 @@ def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: 
         kept = f"{len(done)} of {len(sizes)} parts kept"
         log.info("building the %s: resuming at definition %s (%s in %s)", what, f"{start:,}", kept, parts)
     elif store is not None:
-        log.info("building the %s in %d parts, kept in %s until it is cached", what, len(sizes), parts)
+        log.info("building the %s in %d parts, kept in %s until it is finished", what, len(sizes), parts)
     prompt = encoder.default_prompt
     first, began = len(done), time.monotonic()
     rest = ordered[start:]
