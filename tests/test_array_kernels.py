@@ -86,6 +86,22 @@ def test_without_onnxruntime_numpy_does_the_work(no_onnxruntime) -> None:
     np.testing.assert_allclose(index.scores(unit[:2]), unit[:2] @ unit.T, atol=1e-6)
 
 
+def test_a_kernel_onnxruntime_cannot_open_leaves_the_work_to_numpy(monkeypatch, caplog) -> None:
+    import onnxruntime
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : no such kernel")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", refuse)
+    half_cast.cache_clear()
+    try:
+        assert half_cast() is None and constant_product(np.eye(3, dtype=np.float32), threads=1) is None
+        np.testing.assert_array_equal(as_float32(EVERY_HALF), EVERY_HALF.astype(np.float32))
+    finally:
+        half_cast.cache_clear()
+    assert "numpy does the work" in caplog.text
+
+
 def test_the_coarse_stage_on_onnx_runtime_scores_as_numpy_and_takes_empty_batches() -> None:
     rng = np.random.default_rng(1)
     unit = rng.standard_normal((500, 24)).astype(np.float32)
@@ -94,6 +110,8 @@ def test_the_coarse_stage_on_onnx_runtime_scores_as_numpy_and_takes_empty_batche
     index = CoarseIndex.of(unit, 8)
     expected = index.scores(queries)
     assert index.run_on_onnx_runtime(2) is True and index.product is not None
+    product = index.product
+    assert index.run_on_onnx_runtime(2) is True and index.product is product  # built once
     np.testing.assert_allclose(index.scores(queries), expected, atol=1e-5)
     np.testing.assert_allclose(index.scores(queries[:1]), expected[:1], atol=1e-5)
     assert index.scores(queries[:0]).shape == (0, 500)

@@ -131,7 +131,8 @@ class CoarseIndex:
         numpy's time); False where onnxruntime is not installed."""
         from dictembed.backends.onnx.array_kernels import constant_product
 
-        self.product = constant_product(self.vectors, threads)
+        if self.product is None:
+            self.product = constant_product(self.vectors, threads)
         return self.product is not None
 
     def scores(self, queries: np.ndarray) -> np.ndarray:

@@ -8,9 +8,13 @@ not the `onnx` package (0.2 s of a cold `predict`)."""
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 FLOAT, FLOAT16 = 1, 10  # onnx.TensorProto.DataType
 INT_ATTRIBUTE = 2  # onnx.AttributeProto.AttributeType.INT
@@ -67,6 +71,16 @@ def product_model(rows: int, dim: int) -> bytes:
     return _model(node, "constant_product", inputs, _value("y", FLOAT, ("b", rows)), (tensor,))
 
 
+def _session(ort: Any, model: bytes, options: Any) -> Any:
+    """A CPU session of `model`, or None (logged) where this onnxruntime cannot open it: numpy does the work."""
+    try:
+        return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own types (Fail, InvalidGraph, ...)
+        detail = " ".join(str(err).split())[:200]
+        log.warning("onnxruntime cannot run a search kernel (%s); numpy does the work", detail)
+        return None
+
+
 @functools.cache
 def half_cast() -> Callable[[np.ndarray], np.ndarray] | None:
     """A function widening a float16 array to float32 on ONNX Runtime (one thread, safe to call from several), or
@@ -77,7 +91,9 @@ def half_cast() -> Callable[[np.ndarray], np.ndarray] | None:
         return None
     from dictembed.backends.onnx.session import session_options
 
-    session = ort.InferenceSession(cast_model(), sess_options=session_options(1), providers=["CPUExecutionProvider"])
+    session = _session(ort, cast_model(), session_options(1))
+    if session is None:
+        return None
 
     def cast(rows: np.ndarray) -> np.ndarray:
         flat = np.ascontiguousarray(rows).reshape(-1)
@@ -101,8 +117,9 @@ def constant_product(matrix: np.ndarray, threads: int) -> Callable[[np.ndarray],
     value = ort.OrtValue.ortvalue_from_numpy(matrix)
     options = session_options(threads)
     options.add_external_initializers(["m"], [value])
-    model = product_model(*matrix.shape)
-    session = ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+    session = _session(ort, product_model(*matrix.shape), options)
+    if session is None:
+        return None
 
     def product(queries: np.ndarray) -> np.ndarray:
         _ = value  # the session may read the matrix through it
