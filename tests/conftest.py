@@ -82,6 +82,15 @@ def entry_space_cache(tmp_path_factory: pytest.TempPathFactory):
 REPO = Path(__file__).resolve().parents[1]
 
 
+def modules_after(imports: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules starting with one of `prefixes` that a fresh interpreter holds after `imports` (Python source)."""
+    import subprocess
+
+    code = f"import sys\n{imports}\nprint(sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return [name.strip(" '") for name in out.strip().strip("[]").split(",") if name.strip()]
+
+
 def load_script(relative: str) -> ModuleType:
     """A script of the repository (`benchmarks/x.py`, `experiments/y.py`) imported as a module, for its helpers."""
     path = REPO / relative

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import modules_after
 
 from dictembed import search_space
 from dictembed.backends.onnx import array_kernels
@@ -145,13 +146,6 @@ def test_prepare_moves_the_coarse_stage_to_onnx_runtime_beside_its_encoder_only(
 
 
 def test_the_module_imports_neither_onnx_nor_onnxruntime_until_used() -> None:
-    import subprocess
-
-    code = (
-        "import sys\n"
-        "import dictembed.backends.onnx.array_kernels, dictembed.search_space\n"
-        "print([m for m in ('onnx', 'onnxruntime') if m in sys.modules])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    imports = "import dictembed.backends.onnx.array_kernels, dictembed.search_space"
+    assert [m for m in modules_after(imports, ("onnx",)) if m.split(".")[0] in ("onnx", "onnxruntime")] == []
     assert array_kernels.IR_VERSION <= 7 and search_space.HALF_CAST_MIN > 0
