@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import re
 from collections import defaultdict
-from statistics import median
 
 from description_memory import encode, rank
-from published_terms import DATA, gold_forms
+from published_terms import DATA, cell, gold_forms
 
 from dictembed import paths
 from dictembed.evaluation.descriptions import load_description_pairs
@@ -67,10 +66,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="a trained model folder")
     parser.add_argument("--weights", default="0,0.01,0.02,0.04,0.08", help="the term's weights, one row each")
-    args = parser.parse_args()
-
-    rd = ReverseDictionary.load(args.model).prepare()
     ancestors = ancestors_by_word()
+    args = parser.parse_args()
+    rd = ReverseDictionary.load(args.model).prepare()
     queries = [(t, gold_forms(e), s) for s in ("dev", "test") for t, e in load_description_pairs(DATA, split=s)]
     texts = [q[0] for q in queries]
     results = rd.search_vectors(encode(rd, texts), k=1000, max_definitions=0, texts=texts)
@@ -83,13 +81,10 @@ def main() -> None:
     for weight in (float(w) for w in args.weights.split(",")):
         ranks: dict[str, list[float]] = defaultdict(list)
         for q, (_, gold, split) in enumerate(queries):
-            scored = [(r.score + weight * n, r.words) for r, n in zip(results[q], named[q], strict=True)]
-            ranks[split].append(rank(sorted(scored, key=lambda x: -x[0]), gold))
-        cells = [
-            f"{median(r):g} / " + " / ".join(f"{sum(x < k for x in r) / len(r):.3f}" for k in (1, 10, 100))
-            for r in ranks.values()
-        ]
-        print(f"{weight:<7g} " + "  ".join(cells), flush=True)
+            gains = zip(results[q], named[q], strict=True)
+            scored = sorted(((r.score + weight * n, r.words) for r, n in gains), key=lambda x: -x[0])
+            ranks[split].append(rank(scored, gold))
+        print(f"{weight:<7g} " + "  ".join(cell(r) for r in ranks.values()), flush=True)
 
 
 if __name__ == "__main__":

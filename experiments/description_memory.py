@@ -15,10 +15,9 @@ import argparse
 import math
 import random
 from collections import defaultdict
-from statistics import median
 
 import numpy as np
-from published_terms import DATA, gold_forms
+from published_terms import DATA, cell, gold_forms
 
 from dictembed.description_corpus import load_descriptions
 from dictembed.evaluation.descriptions import load_description_pairs
@@ -94,11 +93,7 @@ def main() -> None:
                 for r, c in zip(results[q], nearest[q], strict=True)
             ]
             ranks[name].append(rank(sorted(scored, key=lambda x: -x[0]), gold))
-        cells = [
-            f"{median(r):g} / " + " / ".join(f"{sum(x < k for x in r) / len(r):.3f}" for k in (1, 10, 100))
-            for r in ranks.values()
-        ]
-        print(f"{weight:<6g} {threshold:<9g} " + "  ".join(cells), flush=True)
+        print(f"{weight:<6g} {threshold:<9g} " + "  ".join(cell(r) for r in ranks.values()), flush=True)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,12 @@ def summary(ranks: list[float]) -> dict[str, float]:
     }
 
 
+def cell(ranks: list[float]) -> str:
+    """ "median / acc@1 / acc@10 / acc@100" of 0-based ranks (`summary`)."""
+    row = summary(ranks)
+    return f"{row['median']:g} / {row['acc@1']:.3f} / {row['acc@10']:.3f} / {row['acc@100']:.3f}"
+
+
 def rank_of(
     rd: ReverseDictionary, query: str, gold: set[str], filters: Filters | None, depth: int, vocabulary: set[str] | None
 ) -> float:
