@@ -57,6 +57,23 @@ def test_the_cast_is_astype_bit_for_bit_for_every_half_value() -> None:
     assert np.array_equal(cast(EVERY_HALF).view(np.uint32)[finite], expected.view(np.uint32)[finite])
 
 
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident size from Linux's /proc")
+def test_the_cast_keeps_no_memory_after_a_large_array() -> None:
+    def resident_mb() -> float:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * 4096 / 2**20
+
+    cast = half_cast()
+    assert cast is not None
+    large = np.ones(20_000_000, dtype=np.float16)
+    before = resident_mb()
+    for _ in range(3):
+        converted = cast(large)
+        assert converted[-1] == 1.0
+        del converted
+    assert resident_mb() - before < 40  # an arena would keep the 80 MB output
+
+
 def test_as_float32_gives_the_same_bits_above_and_below_the_cast_threshold() -> None:
     small = EVERY_HALF[: HALF_CAST_MIN - 1]  # the table
     large = EVERY_HALF[:HALF_CAST_MIN]  # onnxruntime

@@ -187,6 +187,7 @@ def test_headword_vectors_cut_short_resume_from_their_parts_and_leave_none(
 
     assert cache.headword_parts(encoder, words, 1, folder) != parts  # another batch size, other parts
     assert cache.headword_parts(encoder, words[:-1], BATCH, folder) != parts
+    assert cache.headword_parts(encoder.with_pooling("cls"), words, BATCH, folder) != parts  # other vectors
     calls = _interrupt_after(monkeypatch, 99)
     with caplog.at_level(logging.INFO, logger="dictembed.entry_vectors"):
         resumed = headword_vectors(encoder, words, batch_size=BATCH, cache_dir=folder)

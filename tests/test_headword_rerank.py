@@ -154,6 +154,23 @@ def test_an_indexed_folder_keeps_the_query_encoders_headword_vectors(bert_path, 
     assert "+headword" in rd.score_kind and rd.search("a stream of water", k=2)
 
 
+def test_train_keeps_the_headword_vectors_parts_in_its_cache_dir(bert_path, toy_tsv, tmp_path, monkeypatch) -> None:
+    from dictembed.cli import main
+    from dictembed.recipes import run
+
+    seen: list[object] = []
+    encode = run.headword_vectors
+
+    def spy(encoder, words, batch_size=256, cache_dir=None):
+        seen.append(cache_dir)
+        return encode(encoder, words, batch_size, cache_dir)
+
+    monkeypatch.setattr(run, "headword_vectors", spy)
+    argv = ["train", "--model", str(bert_path), "--dictionary", str(toy_tsv), "--output", str(tmp_path / "out")]
+    assert main([*argv, "--cache-dir", str(tmp_path / "cache"), "--lr-grid", "1e-3", "-q"]) == 0
+    assert seen == [tmp_path / "cache"] and SearchSpace.open(tmp_path / "out").headwords is not None
+
+
 def test_predict_takes_the_headword_weight(served_model, capsys) -> None:
     from dictembed.cli import main
 

@@ -412,10 +412,11 @@ def _encoding(encoder: Encoder) -> bytes:
 
 def headword_parts(encoder: Encoder, words: list[str], batch_size: int, cache_dir: str | Path | None = None) -> Path:
     """The folder in `cache_dir` (default: `default_cache_dir()`) where the headword vectors of `words` encoded by
-    `encoder` are kept in parts until the model folder holds them, keyed by the weights, the words, the batch size
-    and what else makes the vectors (`_encoding`): a save cut short resumes there, and another encoder never reads
-    them."""
+    `encoder` are kept in parts until the model folder holds them, keyed by the weights, the words, the pooling,
+    the batch size and what else makes the vectors (`_encoding`): a save cut short resumes there, and another
+    encoder never reads them."""
     digest = hashlib.sha1()
     encoder.hash_weights(digest)
-    digest.update(b"headwords|" + "\n".join(words).encode() + f"|{batch_size}|".encode() + _encoding(encoder))
+    pooling = f"|{encoder.pooling}|{encoder.pooling_module.include_prompt}|{batch_size}|"
+    digest.update(b"headwords|" + "\n".join(words).encode() + pooling.encode() + _encoding(encoder))
     return cache_folder(cache_dir) / f"{HEADWORD_PARTS}{digest.hexdigest()[:16]}{PARTS_SUFFIX}"

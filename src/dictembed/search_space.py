@@ -81,9 +81,9 @@ HALF_CAST_MIN = 8192  # elements: below, ONNX Runtime's call overhead costs more
 
 
 def as_float32(rows: np.ndarray) -> np.ndarray:
-    """`rows` in float32, exactly as `astype` gives them; float16 through ONNX Runtime's Cast where it is installed
-    (`half_cast`: a search's 1,000 exact rows in 0.05 ms against 0.35 ms), or for small arrays through a table of
-    every half value (256 KB), about half the time of numpy's own conversion."""
+    """`rows` in float32 as `astype` gives them (a signalling NaN aside); float16 through ONNX Runtime's Cast where
+    it is installed (`half_cast`: a search's 1,000 exact rows in 0.05 ms against 0.35 ms), or for small arrays
+    through a table of every half value (256 KB), about half the time of numpy's own conversion."""
     if rows.dtype == np.float16:
         if rows.size >= HALF_CAST_MIN:
             from dictembed.backends.onnx.array_kernels import half_cast
@@ -217,6 +217,8 @@ class SearchSpace:
         definition vectors."""
         if self.definitions is None or self.counts is None:
             return None
+        if not len(entries):
+            return []
         rows, starts = self.definition_rows(entries)
         chosen = as_float32(self.definitions[rows])
         return np.split((chosen @ query) / np.maximum(row_norms(chosen), 1e-12), starts[1:])

@@ -75,7 +75,7 @@ def index_folder(
     space = definition_space(config, encoder, loaded)
     record = RunRecord(base_model=config.model, entry_space=space.kind, entry_encoder=config.model, data=dictionary)
     with staged_dir(output) as staging:
-        save_model_folder(staging, encoder, record, space, loaded)
+        save_model_folder(staging, encoder, record, space, loaded, config.cache_dir)
         saved = read_record(staging, required=True)
         write_model_card(staging, saved, name=Path(output).name)  # now with its entry space
         write_query_graph(staging, encoder)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from torch import nn
@@ -140,6 +141,8 @@ class GRBert(Recipe):
         metrics["stsb_dev"] = float(evaluate_sts_dev(encoder, config.dev_language))
         return metrics
 
-    def save(self, stage: Stage, built: Built, encoder: Encoder, folder: Any, record: RunRecord) -> None:
+    def save(
+        self, stage: Stage, built: Built, encoder: Encoder, folder: Any, record: RunRecord, cache_dir: Path
+    ) -> None:
         """The encoder with the kept masked LM's head, so lexical substitution can read it."""
         encoder.save(folder, record, full_model=gr_objective(built.objective).kept)

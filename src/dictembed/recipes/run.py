@@ -22,6 +22,7 @@ import numpy as np
 from torch import nn
 
 from dictembed.backends.onnx.export import write_query_graph
+from dictembed.cache import cache_folder
 from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
@@ -120,38 +121,48 @@ class Recipe(ABC):
     def dev_metrics(self, config: RunConfig, stage: Stage, built: Built, encoder: Encoder) -> dict[str, float]:
         """The dev figures of a trained run (selection reads `stage.select_on` among them)."""
 
-    def save(self, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
+    def save(
+        self, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord, cache_dir: Path
+    ) -> None:
         """Save the trained run: the encoder with its record, the stage's entry space, the definitions of its
-        dictionary and the search index (`save_model_folder`)."""
+        dictionary and the search index (`save_model_folder`; the headword vectors' parts in `cache_dir`)."""
         dictionary = stage.data.get("dictionary")
         save_model_folder(
-            folder, encoder, record, stage.space, dictionary if isinstance(dictionary, Dictionary) else None
+            folder, encoder, record, stage.space, dictionary if isinstance(dictionary, Dictionary) else None, cache_dir
         )
 
 
 def save_model_folder(
-    folder: Path, encoder: Encoder, record: RunRecord, space: EntrySpace | None, dictionary: Dictionary | None
+    folder: Path,
+    encoder: Encoder,
+    record: RunRecord,
+    space: EntrySpace | None,
+    dictionary: Dictionary | None,
+    cache_dir: str | Path | None = None,
 ) -> None:
     """Write a model folder: the encoder with its record, and with an entry space the space, the definitions of
     its `dictionary` beside it (so the folder serves as a reverse dictionary from anywhere) and its search index.
     A plain definition space is saved with its headword vectors, encoded by `encoder` (the query encoder) as a
-    description is (`entry_vectors.headword_vectors`)."""
+    description is (`entry_vectors.headword_vectors`, their parts kept in the entry-space cache `cache_dir`,
+    default: `cache.default_cache_dir()`, until saved)."""
     encoder.save(folder, record)
     if space is not None:
         if isinstance(space, DefinitionSpace) and space.headwords is None and not space.is_ica:
-            space = space.with_headwords(headword_vectors(encoder, space.words))
+            space = space.with_headwords(headword_vectors(encoder, space.words, cache_dir=cache_dir))
         space.save(folder)
         if dictionary is not None:
             write_definitions(folder, dictionary)
         write_search_index(folder, dictionary)
 
 
-def save_run(recipe: Recipe, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord) -> None:
+def save_run(
+    recipe: Recipe, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord, cache_dir: Path
+) -> None:
     """`recipe.save` into `folder`; when it fails (a full disk) the folder is removed, so that no later run
     reuses a run saved in part, and a failure of the disk is an OSError naming `folder`."""
     try:
         with writing(folder):
-            recipe.save(stage, built, encoder, folder, record)
+            recipe.save(stage, built, encoder, folder, record, cache_dir)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -250,7 +261,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
         **stage.record,
     )
     if is_main_process():  # under a distributed launch every process holds the same weights
-        save_run(recipe, stage, built, encoder, run_dir / "model", record)
+        save_run(recipe, stage, built, encoder, run_dir / "model", record, cache_folder(config.cache_dir))
     wait_for_everyone()
     trainer.discard_checkpoints()
     log.info("lr=%g seed=%d dev=%s", lr, seed, dev)

@@ -1,9 +1,9 @@
 """A search's array work on ONNX Runtime's kernels, where numpy's are slower: float16 widened to float32 by its
 Cast, eight values an instruction where numpy converts one (a search's few thousand float16 rows in about a tenth
-of the time of a table look-up in numpy; bit for bit what `astype` gives), and the product of queries with a
-constant matrix, packed once for its GEMM (the coarse stage of a search: about half the time of numpy's BLAS on
-2 cores). The one-node graphs are written here as protobuf bytes, so that using them imports `onnxruntime` only,
-not the `onnx` package (0.2 s of a cold `predict`)."""
+of the time of a table look-up in numpy; what `astype` gives, bit for bit but for a signalling NaN's payload), and
+the product of queries with a constant matrix, packed once for its GEMM (the coarse stage of a search: about half
+the time of numpy's BLAS on 2 cores). The one-node graphs are written here as protobuf bytes, so that using them
+imports `onnxruntime` only, not the `onnx` package (0.2 s of a cold `predict`)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,9 @@ def half_cast() -> Callable[[np.ndarray], np.ndarray] | None:
         return None
     from dictembed.backends.onnx.session import session_options
 
-    session = _session(ort, cast_model(), session_options(1))
+    options = session_options(1)
+    options.enable_cpu_mem_arena = False  # an arena keeps the largest cast's output: 84 MB after 20 million values
+    session = _session(ort, cast_model(), options)
     if session is None:
         return None
 
@@ -115,7 +117,7 @@ def constant_product(matrix: np.ndarray, threads: int) -> Callable[[np.ndarray],
     if matrix.dtype != np.float32 or not matrix.flags.c_contiguous:
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
     value = ort.OrtValue.ortvalue_from_numpy(matrix)
-    options = session_options(threads)
+    options = session_options(threads)  # its arena holds a batch's scores at most: 26 MB for 64 queries of WordNet
     options.add_external_initializers(["m"], [value])
     session = _session(ort, product_model(*matrix.shape), options)
     if session is None:
