@@ -15,8 +15,7 @@ import argparse
 import re
 from collections import defaultdict
 
-from description_memory import encode, rank
-from published_terms import DATA, cell, gold_forms
+from published_terms import DATA, cell, encode, gold_forms, rank
 
 from dictembed import paths
 from dictembed.evaluation.descriptions import load_description_pairs

@@ -12,39 +12,16 @@ Ranks over all entries, 0-based, gold words matched with their lemmas (`publishe
 from __future__ import annotations
 
 import argparse
-import math
 import random
 from collections import defaultdict
 
-import numpy as np
-from published_terms import DATA, cell, gold_forms
+from published_terms import DATA, cell, encode, gold_forms, rank
 
 from dictembed.description_corpus import load_descriptions
 from dictembed.evaluation.descriptions import load_description_pairs
-from dictembed.query_encoder import batch_invariant
 from dictembed.reverse_dictionary import ReverseDictionary
 
 Query = tuple[str, set[str], int | None, str]  # text, gold forms, the corpus row held out, the set's name
-
-
-def encode(rd: ReverseDictionary, texts: list[str]) -> np.ndarray:
-    """Unit query vectors of `texts`, each encoded as the reverse dictionary encodes a description."""
-    batch = 64 if batch_invariant(rd.encoder) else 1
-    vectors = np.concatenate([np.asarray(h, dtype=np.float32) for h in rd._pooled(texts, 64, batch)])
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
-def rank(results: list[tuple[float, list[str]]], gold: set[str], vocabulary: set[str] | None = None) -> float:
-    """The 0-based rank of the first of (score, words) `results`, best first, holding a gold word, among those
-    holding a word of `vocabulary` (None: all); inf when none does."""
-    position = 0
-    for _, words in results:
-        if vocabulary is not None and not any(word in vocabulary for word in words):
-            continue
-        if any(word.lower() in gold for word in words):
-            return position
-        position += 1
-    return math.inf
 
 
 def main() -> None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from description_memory import encode, rank
-from published_terms import DATA, gold_forms, summary
+from published_terms import DATA, encode, frequent_single_words, gold_forms, rank, summary
 from sklearn.linear_model import LogisticRegression
 
 from dictembed.description_corpus import load_descriptions
@@ -21,7 +20,6 @@ from dictembed.dictionary import load_dictionary
 from dictembed.evaluation import leak_free
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.reverse_dictionary import Result, ReverseDictionary
-from dictembed.word_frequency import zipf_frequencies
 
 WORDNET_POS = {"n": "n", "v": "v", "a": "a", "s": "a", "r": "r"}  # a satellite adjective is an adjective
 
@@ -42,9 +40,7 @@ def main() -> None:
     rd = ReverseDictionary.load(args.model).prepare()
     corpus = load_descriptions("everyday")
     classifier = LogisticRegression(max_iter=2000).fit(encode(rd, [d.text for d in corpus]), [d.pos for d in corpus])
-    single = [w for w in rd.space.words if " " not in w and "_" not in w]
-    zipf = zipf_frequencies(single, "en")
-    vocabulary = {single[i] for i in sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))[:66_421]}
+    vocabulary, _ = frequent_single_words(rd.space.words, 66_421)
     sets = []
     for split in ("dev", "test"):
         pairs = load_description_pairs(DATA, split=split)

@@ -20,9 +20,11 @@ import math
 from pathlib import Path
 from statistics import median
 
+import numpy as np
 from lemminflect import getAllLemmas
 
 from dictembed.evaluation.descriptions import DESCRIPTION_SPLITS, load_description_pairs
+from dictembed.query_encoder import batch_invariant
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_options import HEADWORD_WEIGHT, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Filters, Ranking
 from dictembed.word_frequency import zipf_frequencies
@@ -64,18 +66,42 @@ def cell(ranks: list[float]) -> str:
     return f"{row['median']:g} / {row['acc@1']:.3f} / {row['acc@10']:.3f} / {row['acc@100']:.3f}"
 
 
+def rank(results: list[tuple[float, list[str]]], gold: set[str], vocabulary: set[str] | None = None) -> float:
+    """The 0-based rank of the first of (score, words) `results`, best first, holding a gold word, among those
+    holding a word of `vocabulary` (None: all); inf when none does."""
+    position = 0
+    for _, words in results:
+        if vocabulary is not None and not any(word in vocabulary for word in words):
+            continue
+        if any(word.lower() in gold for word in words):
+            return position
+        position += 1
+    return math.inf
+
+
 def rank_of(
     rd: ReverseDictionary, query: str, gold: set[str], filters: Filters | None, depth: int, vocabulary: set[str] | None
 ) -> float:
     """The 0-based rank of the first result holding a gold word among the results holding a word of `vocabulary`
-    (None: every result); inf when none of the `depth` results searched holds one."""
+    (None: every result); inf when none of the `depth` results searched holds one (`rank`)."""
     results = rd.search(query, k=depth, filters=filters, max_definitions=0)
-    if vocabulary is not None:
-        results = [r for r in results if any(word in vocabulary for word in r.words)]
-    for rank, result in enumerate(results):
-        if any(word.lower() in gold for word in result.words):
-            return rank
-    return math.inf
+    return rank([(r.score, r.words) for r in results], gold, vocabulary)
+
+
+def encode(rd: ReverseDictionary, texts: list[str]) -> np.ndarray:
+    """Unit query vectors of `texts`, each encoded as the reverse dictionary encodes a description."""
+    batch = 64 if batch_invariant(rd.encoder) else 1
+    vectors = np.concatenate([np.asarray(h, dtype=np.float32) for h in rd._pooled(texts, 64, batch)])
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def frequent_single_words(words: list[str], n: int) -> tuple[set[str], float]:
+    """The `n` single words (no space or underscore) of `words` of highest English Zipf frequency, ties broken
+    alphabetically, and the frequency of the last one kept."""
+    single = [w for w in words if " " not in w and "_" not in w]
+    zipf = zipf_frequencies(single, "en")
+    ranked = sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))
+    return {single[i] for i in ranked[:n]}, float(zipf[ranked[min(n, len(ranked)) - 1]])
 
 
 def main() -> None:
@@ -99,11 +125,7 @@ def main() -> None:
         overlap_weight=args.overlap_weight,
     )
     rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=ranking).prepare()
-    single = [w for w in rd.space.words if " " not in w and "_" not in w]
-    zipf = zipf_frequencies(single, "en")
-    ranked = sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))
-    vocabulary = {single[i] for i in ranked[: args.vocabulary]}
-    floor = float(zipf[ranked[min(args.vocabulary, len(ranked)) - 1]])
+    vocabulary, floor = frequent_single_words(rd.space.words, args.vocabulary)
     table = {
         "all entries, hint none": summary([rank_of(rd, q, gold_forms(e), None, args.depth, None) for q, e in pairs])
     }

@@ -20,13 +20,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from published_terms import DATA, gold_forms, hint_filters, rank_of, summary
+from published_terms import DATA, encode, frequent_single_words, gold_forms, hint_filters, rank_of, summary
 
 from dictembed.description_corpus import load_descriptions
 from dictembed.evaluation.descriptions import load_description_pairs
-from dictembed.query_encoder import batch_invariant
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.word_frequency import zipf_frequencies
 
 
 class Adapted:
@@ -42,13 +40,6 @@ class Adapted:
         for vectors in self.encoder.embed(texts, *args, **kwargs):
             moved = np.asarray(vectors, dtype=np.float32) @ self.matrix
             yield moved / np.linalg.norm(moved, axis=1, keepdims=True)
-
-
-def encode(rd: ReverseDictionary, texts: list[str]) -> np.ndarray:
-    """Unit query vectors of `texts`, each encoded as the reverse dictionary encodes a description."""
-    batch = 64 if batch_invariant(rd.encoder) else 1
-    vectors = np.concatenate([np.asarray(h, dtype=np.float32) for h in rd._pooled(texts, 64, batch)])
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def train(
@@ -113,10 +104,7 @@ def main() -> None:
             best, best_accuracy = matrix, accuracy
 
     pairs = load_description_pairs(DATA, split=args.split)
-    single = [w for w in space.words if " " not in w and "_" not in w]
-    zipf = zipf_frequencies(single, "en")
-    ranked = sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))
-    vocabulary = {single[i] for i in ranked[: args.vocabulary]}
+    vocabulary, _ = frequent_single_words(space.words, args.vocabulary)
     for name, matrix in (("without", identity), ("with the best adapter", best)):
         rd.encoder = Adapted(rd.encoder.encoder if isinstance(rd.encoder, Adapted) else rd.encoder, matrix.numpy())
         every = summary([rank_of(rd, q, gold_forms(e), None, 1000, None) for q, e in pairs])
