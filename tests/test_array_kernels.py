@@ -83,7 +83,9 @@ def test_as_float32_gives_the_same_bits_above_and_below_the_cast_threshold() -> 
 def test_the_constant_product_is_numpys_product_also_from_a_memory_map(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     matrix = rng.standard_normal((300, 20)).astype(np.float32)
-    queries = rng.standard_normal((5, 20)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)  # unit rows and queries, as the coarse stage's: products
+    queries = rng.standard_normal((5, 20)).astype(np.float32)  # at most 1, float32's rounding far under the 1e-5
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     np.save(tmp_path / "m.npy", matrix)
     mapped = np.load(tmp_path / "m.npy", mmap_mode="r")
     for source in (matrix, mapped, matrix.astype(np.float64), np.asfortranarray(matrix)):
