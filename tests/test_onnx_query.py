@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -89,6 +90,40 @@ def test_the_vectors_of_encoder_load(folders: dict[str, Path], name: str, thread
     assert vectors.dtype == np.float32 and vectors.shape == (len(MANY), 32)
     np.testing.assert_allclose(vectors, reference, atol=1e-5, rtol=0)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)  # Normalize
+
+
+def test_the_worker_threads_start_once_and_outlive_an_error(
+    folders: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches run at once on worker threads started by the first encode and kept for the next (a server's every
+    batch of queries would otherwise start and join its own); a worker's error reaches the caller, and the next
+    encode gives the same vectors on the same threads."""
+    encoder = OnnxQueryEncoder.open(folders["int8"], threads=2)
+    first = encoder.encode(MANY, batch_size=8)
+    real, ran, failing = encoder._forward, [], [False]
+
+    def forward(session: Any, encodings: list, prompt_length: int) -> np.ndarray:
+        ran.append(threading.current_thread())
+        if failing[0] and len(ran) == 3:
+            raise RuntimeError("a worker failed")
+        return real(session, encodings, prompt_length)
+
+    monkeypatch.setattr(encoder, "_forward", forward)
+    runs = []
+    for _ in range(2):
+        ran.clear()
+        np.testing.assert_array_equal(encoder.encode(MANY, batch_size=8), first)
+        runs.append(set(ran))
+    assert runs[0] == runs[1] and len(runs[0]) == 2
+    assert all(t.name.startswith("dictembed-encode") and t is not threading.current_thread() for t in runs[0])
+    ran.clear()
+    failing[0] = True
+    with pytest.raises(RuntimeError, match="a worker failed"):
+        encoder.encode(MANY, batch_size=8)
+    failing[0] = False
+    ran.clear()
+    np.testing.assert_array_equal(encoder.encode(MANY, batch_size=8), first)
+    assert set(ran) == runs[0]
 
 
 @pytest.mark.parametrize("name,source", [("fp32", "plain"), ("prompted-fp32", "prompted"), ("roberta-fp32", "roberta")])

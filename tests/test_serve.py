@@ -104,6 +104,27 @@ def test_filters(client, params, expected) -> None:
     assert set(_words(results)) == expected
 
 
+def test_only_a_filtered_search_leaves_the_event_loop_before_the_model(client, monkeypatch) -> None:
+    """A filter's entry mask is computed on a worker thread, so that it holds up no other request; a search without
+    filters is queued for the model straight from the event loop (a look-up and a put), with the same results."""
+    import dictembed.serve_routes as routes
+
+    hops: list[str] = []
+    real = routes.run_in_threadpool
+
+    async def counted(fn, *args, **kwargs):
+        hops.append(fn.__name__)
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(routes, "run_in_threadpool", counted)
+    plain = _reverse(client, q="something that moves fast", k=100)["results"]
+    assert hops == [] and {"rain", "run", "quick"} <= set(_words(plain))
+    filtered = _reverse(client, q="something that moves fast", k=100, pos="v")["results"]
+    assert hops == ["start_search"] and set(_words(filtered)) == {"rain", "run"}
+    assert _reverse(client, q="something that moves fast", k=100, words="any", script="any")["results"] == plain
+    assert hops == ["start_search"]
+
+
 def test_definitions_come_in_sense_order_the_filtered_part_of_speech_first(client) -> None:
     def rain(**params) -> tuple[list[str], list[str]]:
         results = _reverse(client, q="water that falls from clouds", k=100, **params)["results"]

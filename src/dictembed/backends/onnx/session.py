@@ -13,6 +13,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -136,21 +137,28 @@ def query_graph_matches(folder: Path, manifest: dict[str, Any]) -> bool:
     return False
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
-    """`fn` of each item, in order, up to `workers` at once on worker threads. The items are drawn here, on the
-    caller's thread, in order, at most 2 x `workers` ahead of the results. On an error or an interrupt the items
-    not yet started are dropped, not run."""
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="dictembed-encode")
+def ordered_map(
+    fn: Callable[[T], R], items: Iterable[T], workers: int, pool: ThreadPoolExecutor | None = None
+) -> Iterator[R]:
+    """`fn` of each item, in order, up to `workers` at once on worker threads (those of `pool`, kept for the next
+    call; None: a pool of this call's own). The items are drawn here, on the caller's thread, in order, at most
+    2 x `workers` ahead of the results. On an error or an interrupt the items not yet started are dropped, not run,
+    and those running are waited for."""
+    own = pool is None
+    runner = ThreadPoolExecutor(workers, thread_name_prefix="dictembed-encode") if pool is None else pool
+    pending: deque[Future[R]] = deque()
     try:
-        pending: deque[Future[R]] = deque()
         for item in items:
             if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
-            pending.append(pool.submit(fn, item))
+            pending.append(runner.submit(fn, item))
         while pending:
             yield pending.popleft().result()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if own:
+            runner.shutdown(wait=True, cancel_futures=True)
+        else:
+            futures.wait([future for future in pending if not future.cancel()])
 
 
 def graph_feeds(inputs: Iterable[str], batch: Mapping[str, Any]) -> dict[str, Any]:
