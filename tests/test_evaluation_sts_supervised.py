@@ -152,6 +152,31 @@ def test_load_bi_encoder_plain_and_sentence_transformers(tiny_bert: Path) -> Non
     assert minilm[1].pooling_mode == "mean" and minilm.get_embedding_dimension() == 384
 
 
+def test_finetune_refuses_a_gpu_the_trainer_would_not_use(tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hugging Face Trainer of a single process trains on cuda:0 whatever the device asked: cuda:1 is refused
+    before anything loads, with the way to get it; cuda:0 (or cuda) is not refused."""
+    import torch
+
+    asked: list[object] = []
+
+    def device_of(device: object) -> torch.device:
+        asked.append(device)
+        return torch.device(str(device))
+
+    monkeypatch.setattr(sup, "resolve_device", device_of)
+    monkeypatch.setattr(sup, "load_stsb_pairs", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("data loaded")))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(DictEmbedError, match=r"'cuda:1'.*CUDA_VISIBLE_DEVICES=1 dictembed finetune"):
+        sup.finetune_stsb(tiny_bert, device="cuda:1")
+    for device in ("cuda:0", "cuda"):
+        with pytest.raises(RuntimeError, match="data loaded"):  # past the check
+            sup.finetune_stsb(tiny_bert, device=device, precision="fp32")
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a launched process: its rank's GPU is the Trainer's too
+    with pytest.raises(RuntimeError, match="data loaded"):
+        sup.finetune_stsb(tiny_bert, device="cuda:1", precision="fp32")
+    assert asked == ["cuda:1", "cuda:0", "cuda", "cuda:1"]
+
+
 def test_finetune_tiny_bert_learns(tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

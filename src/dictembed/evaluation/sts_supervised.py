@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -207,6 +208,11 @@ def finetune_stsb(
     with other settings is trained again).
     """
     chosen = resolve_device(device)
+    if chosen.type == "cuda" and chosen.index and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        raise DictEmbedError(
+            f"device {device!r}: finetune trains through the Hugging Face Trainer, which takes the first visible GPU "
+            f"in a single process; run it as CUDA_VISIBLE_DEVICES={chosen.index} dictembed finetune ... --device cuda"
+        )
     precision = resolve_precision(precision, chosen)
     settings = seed_settings(model_name_or_path, ratio, seed, epochs, batch_size, lr, pooling, limit, precision)
     if resume and output_dir is not None and (done := finished_seed(Path(output_dir), settings, overwrite)):
