@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,6 +67,37 @@ def test_save_reload_identical(bert_path, tmp_path, pooling: str, pooler: str) -
     assert config["seed"] == 3 and config["encoder"]["pooling"] == pooling
     assert ("Dense" in config["encoder"]["modules"]) == (pooler == "model")
     assert not (tmp_path / "model.partial").exists()
+
+
+def test_save_never_loses_what_it_was_not_asked_to_replace(saved_bert, tmp_path) -> None:
+    """`Encoder.save` refuses a file and a non-empty folder that holds no model (both left as they were), and a model
+    folder (its reverse dictionary's files too) unless `overwrite=True`, which replaces the folder whole."""
+    import shutil
+
+    enc = Encoder.load(str(saved_bert), device="cpu")
+    note = tmp_path / "notes.txt"
+    note.write_text("mine")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    model = Path(shutil.copytree(saved_bert, tmp_path / "model"))
+    (model / "entry_space").mkdir()
+    (model / "entry_space" / "space.json").write_text("{}")
+    for target, message in [
+        (note, "is a file; name a folder"),
+        (mine, "is a non-empty folder that holds no model; choose another"),
+        (model, "already holds a model; pass overwrite=True to replace it"),
+    ]:
+        with pytest.raises(DictEmbedError, match=message) as caught:
+            enc.save(target)
+        assert str(caught.value) == f"Encoder.save: {target} {message}"
+    assert note.read_text() == "mine" and (mine / "keep.txt").read_text() == "mine"
+    assert (model / "entry_space" / "space.json").read_text() == "{}"
+    with pytest.raises(DictEmbedError, match="holds no model"):
+        enc.save(mine, overwrite=True)  # never, even when asked
+    assert enc.save(model, overwrite=True) == model and not (model / "entry_space").exists()
+    np.testing.assert_array_equal(Encoder.load(str(model), device="cpu").encode(SENTENCES), enc.encode(SENTENCES))
+    assert enc.save(tmp_path / "empty") and enc.save(tmp_path / "new" / "nested")  # missing or empty: saved
 
 
 def test_roberta_pooler_is_lm_head_dense_with_gelu(roberta_path) -> None:

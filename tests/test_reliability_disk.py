@@ -287,7 +287,7 @@ def test_encoder_save_that_meets_a_full_disk_leaves_nothing(saved_bert, tmp_path
     monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", _safetensors_full)
     for target in (tmp_path / "new", kept):
         with pytest.raises(OSError, match="No space left on device") as caught:
-            encoder.save(target)
+            encoder.save(target, overwrite=True)
         assert caught.value.filename == str(target)
     assert not (tmp_path / "new").exists() and leftovers(tmp_path) == []
     assert {p.relative_to(kept): p.read_bytes() for p in kept.rglob("*") if p.is_file()} == before

@@ -34,6 +34,7 @@ from dictembed.io import staged_dir
 from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, save_parts
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import WEIGHTS_FILE, ModelFolder, identifies_encoder, write_record
+from dictembed.output_folder import check_output_folder
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.quantization import QUANTIZATIONS
@@ -465,15 +466,19 @@ class Encoder(nn.Module):
         record: RunRecord | dict[str, Any] | None = None,
         full_model: PreTrainedModel | None = None,
         name: str | None = None,
+        overwrite: bool = False,
     ) -> Path:
         """Save atomically as a sentence-transformers folder plus `dictembed.json` (full configuration) and a
-        model card (README.md). Nothing is sent over the network.
+        model card (README.md). Nothing is sent over the network. A folder that holds a model is replaced whole
+        (its entry space, index and every other file with it) only with `overwrite`; a file, or a non-empty folder
+        that holds no model, never (a one-line error).
 
         `full_model` (e.g. the *ForMaskedLM whose base model is this backbone) is saved in place of the bare
         backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it. `name`
         is the model's name in its card (default: the folder's name).
         """
         path = Path(path)
+        check_output_folder(path, overwrite, label="Encoder.save:", remedy="pass overwrite=True")
         pooling = None if self.pooling in CUSTOM_POOLINGS else self.pooling_module
         if pooling is None:
             log.warning(

@@ -27,27 +27,33 @@ def holds_run(path: Path) -> bool:
     return read_record(path).exists
 
 
-def check_not_a_file(output: str | Path) -> None:
-    """Refuse an `output` folder that is a file."""
+def check_not_a_file(output: str | Path, label: str = "--output") -> None:
+    """Refuse an `output` folder that is a file (`label`: how the message names it)."""
     path = Path(output)
     if path.exists() and not path.is_dir():
-        raise DictEmbedError(f"--output {path} is a file; name a folder")
+        raise DictEmbedError(f"{label} {path} is a file; name a folder")
 
 
 def check_output_folder(
-    output: str | Path, overwrite: bool, holds_ours: Callable[[Path], bool] = is_model_folder, what: str = "model"
+    output: str | Path,
+    overwrite: bool,
+    holds_ours: Callable[[Path], bool] = is_model_folder,
+    what: str = "model",
+    label: str = "--output",
+    remedy: str = "pass --overwrite",
 ) -> None:
     """Refuse an `output` folder that would lose something: a file, a non-empty folder that `holds_ours` does not
     recognise (never replaced, even with `overwrite`), or one that holds `what` unless `overwrite`. A missing or
-    empty folder passes."""
+    empty folder passes. The messages name the folder by `label` and say how to replace it by `remedy` (the
+    command line's by default; `Encoder.save` names its own)."""
     path = Path(output)
-    check_not_a_file(path)
+    check_not_a_file(path, label)
     if not path.is_dir() or not any(path.iterdir()):
         return
     if not holds_ours(path):
-        raise DictEmbedError(f"--output {path} is a non-empty folder that holds no {what}; choose another")
+        raise DictEmbedError(f"{label} {path} is a non-empty folder that holds no {what}; choose another")
     if not overwrite:
-        raise DictEmbedError(f"--output {path} already holds a {what}; pass --overwrite to replace it")
+        raise DictEmbedError(f"{label} {path} already holds a {what}; {remedy} to replace it")
 
 
 def check_run_output(output: str | Path, overwrite: bool) -> None:

@@ -145,4 +145,4 @@ class GRBert(Recipe):
         self, stage: Stage, built: Built, encoder: Encoder, folder: Any, record: RunRecord, cache_dir: Path
     ) -> None:
         """The encoder with the kept masked LM's head, so lexical substitution can read it."""
-        encoder.save(folder, record, full_model=gr_objective(built.objective).kept)
+        encoder.save(folder, record, full_model=gr_objective(built.objective).kept, overwrite=True)

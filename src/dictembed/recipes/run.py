@@ -145,7 +145,7 @@ def save_model_folder(
     A plain definition space is saved with its headword vectors, encoded by `encoder` (the query encoder) as a
     description is (`entry_vectors.headword_vectors`, their parts kept in the entry-space cache `cache_dir`,
     default: `cache.default_cache_dir()`, until saved)."""
-    encoder.save(folder, record)
+    encoder.save(folder, record, overwrite=True)  # the run's own folder (`save_run`)
     if space is not None:
         if isinstance(space, DefinitionSpace) and space.headwords is None and not space.is_ica:
             space = space.with_headwords(headword_vectors(encoder, space.words, cache_dir=cache_dir))
