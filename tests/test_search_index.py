@@ -90,7 +90,7 @@ def test_the_mapped_folder_gives_the_results_of_the_parsed_one(model: Path) -> N
 def test_a_folder_without_its_index_is_indexed_once_into_the_cache(model: Path, caplog) -> None:
     before = results(ReverseDictionary.load(model))
     shutil.rmtree(model / SEARCH_DIR)
-    cached = cached_index_dir(fingerprint(model))
+    cached = cached_index_dir(model, fingerprint(model))
     shutil.rmtree(cached, ignore_errors=True)
     with caplog.at_level(logging.INFO, logger="dictembed.search_index"):
         assert results(ReverseDictionary.load(model)) == before
@@ -108,7 +108,7 @@ def test_a_folder_whose_own_index_is_stale_loads_from_the_cache_quietly(model: P
     before = results(ReverseDictionary.load(model))
     meta_path = model / SEARCH_DIR / INDEX_META
     meta_path.write_text(json.dumps(json.loads(meta_path.read_text()) | {"format": 1}) + "\n")
-    shutil.rmtree(cached_index_dir(fingerprint(model)), ignore_errors=True)
+    shutil.rmtree(cached_index_dir(model, fingerprint(model)), ignore_errors=True)
     with caplog.at_level(logging.INFO, logger="dictembed.search_index"):
         assert results(ReverseDictionary.load(model)) == before
     assert caplog.text.count("building the search index") == 1
@@ -116,6 +116,36 @@ def test_a_folder_whose_own_index_is_stale_loads_from_the_cache_quietly(model: P
     with caplog.at_level(logging.INFO, logger="dictembed.search_index"):
         assert results(ReverseDictionary.load(model)) == before
     assert caplog.text == ""
+
+
+def test_a_cached_index_never_answers_for_another_folder_or_an_edit_that_keeps_the_size(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two folders without an index of their own whose files differ only where the fingerprint does not read (here
+    it reads 4 bytes a block, as it skips most of a large file) each get their own cached index: the edited copy
+    shows its definition and the original its own, whichever loads first; an edit in place that keeps the size
+    indexes the folder anew."""
+    import dictembed.search_index as search_index
+
+    monkeypatch.setattr(search_index, "SAMPLE_BYTES", 4)
+    shutil.rmtree(model / SEARCH_DIR)
+    edited = Path(shutil.copytree(model, tmp_path / "edited"))
+    definitions = edited / DEFINITIONS_FILE
+    text = definitions.read_text(encoding="utf-8")
+    original = "a domesticated animal that barks"
+    changed = text.replace(original, "a domesticated animal that BARKS", 1)
+    assert changed != text
+    definitions.write_text(changed, encoding="utf-8")
+    assert fingerprint(edited) == fingerprint(model)  # the edit is where the fingerprint does not read
+
+    def shown(folder: Path) -> set[str]:
+        rd = ReverseDictionary.load(folder)
+        return {d for r in rd.search("a pet that barks", 5) for ds in r.definitions.values() for d in ds}
+
+    assert "a domesticated animal that BARKS" in shown(edited)
+    assert original in shown(model) and "a domesticated animal that BARKS" not in shown(model)
+    definitions.write_text(changed.replace("BARKS", "HOWLS"), encoding="utf-8")  # in place, the same size
+    assert "a domesticated animal that HOWLS" in shown(edited)
 
 
 def test_an_index_of_other_files_or_a_damaged_one_is_never_used(model: Path, caplog) -> None:
@@ -223,7 +253,8 @@ def test_two_processes_index_a_folder_once_into_the_cache(model: Path, tmp_path:
     outputs = [run.communicate(timeout=300)[0] for run in runs]
     assert [run.returncode for run in runs] == [0, 0] and outputs[0] == outputs[1] and json.loads(outputs[0])
     folders = [p.name for p in (cache / "search_index").iterdir() if p.is_dir()]
-    assert folders == [fingerprint(model)]  # one index, no staging or old copy left behind
+    cached = cached_index_dir(model, fingerprint(model))
+    assert folders == [cached.name]  # one index, no staging or old copy left behind
 
 
 def test_a_cache_that_cannot_be_written_still_searches(model: Path, tmp_path: Path, monkeypatch, caplog) -> None:

@@ -335,9 +335,21 @@ class SearchIndex:
             return None
 
 
-def cached_index_dir(source: str) -> Path:
-    """Where dictembed's cache keeps the search index of a folder that has none, by its `fingerprint`."""
-    return cache_root() / "search_index" / source
+def cached_index_dir(folder: Path, source: str) -> Path:
+    """Where dictembed's cache keeps the search index of the model folder `folder` that has none: by its files'
+    `fingerprint` `source` and by which files they are (each one's resolved path, device, inode, size and
+    modification time), so that the index of one folder never answers for another whose sampled blocks agree, and
+    an edit that keeps a file's size still builds the index anew."""
+    digest = hashlib.blake2b(source.encode(), digest_size=20)
+    for path in (folder / SPACE_DIR / SPACE_META, folder / SPACE_DIR / SPACE_TENSORS, folder / DEFINITIONS_FILE):
+        try:
+            stat = path.stat()
+        except OSError:
+            digest.update(f"{path.name}\0absent\n".encode())
+            continue
+        identity = (path.resolve(), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        digest.update(("\0".join(map(str, identity)) + "\n").encode())
+    return cache_root() / "search_index" / digest.hexdigest()
 
 
 def has_current_index(folder: Path) -> bool:
@@ -366,7 +378,7 @@ def folder_search_index(folder: ModelFolder, space: SearchSpace, source: ModelDi
     written is only logged)."""
     own = Path(source.spec) == folder.definitions
     source_print = fingerprint(folder.path)
-    cached = cached_index_dir(source_print)
+    cached = cached_index_dir(folder.path, source_print)
 
     def stored(where: Path) -> SearchIndex | None:
         index = SearchIndex.open(where, source_print, len(space))
