@@ -262,7 +262,7 @@ def test_the_records_pooling_wins_as_in_encoder_load(folders: dict[str, Path], t
         ("onnx/export.json", "{not json", "export.json is corrupt"),
         ("modules.json", "[{}]", "corrupt module list"),
         ("1_Pooling/config.json", "[1]", "config.json is corrupt"),
-        (f"onnx/{INT8_FILE}", "garbage", "is corrupt or unreadable"),
+        (f"onnx/{INT8_FILE}", "garbage", "was written with (replaced or damaged since)"),
     ],
 )
 def test_a_corrupt_file_is_a_one_line_error(
@@ -335,6 +335,41 @@ def test_an_int8_export_is_a_complete_model_folder(served_export: tuple[Path, Pa
     space = EntrySpace.load(exported)
     assert encoder.dim == space.vectors().shape[1]
     assert encoder.name == "int8" and encoder.path == exported
+
+
+def test_a_graph_replaced_since_its_manifest_is_never_run(
+    served_export: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each manifest records its graph's size and sampled blocks: an export whose graph was swapped (here for the
+    fp32 query graph of its source) is a one-line error naming the file; a trained folder whose query graph was
+    swapped (for the int8 graph) is answered by its weights, with one warning, and `write_query_graph` writes
+    its graph again."""
+    from dictembed.backends.onnx.export import write_query_graph
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    source, exported = served_export
+    swapped_export = Path(shutil.copytree(exported, tmp_path / "export"))
+    shutil.copyfile(source / "onnx" / "query.onnx", swapped_export / "onnx" / INT8_FILE)
+    for opening in (lambda: OnnxQueryEncoder.open(swapped_export), lambda: ReverseDictionary.load(swapped_export)):
+        with pytest.raises(ModelLoadError) as caught:
+            opening()
+        assert _one_line(caught) == (
+            f"{swapped_export / 'onnx' / INT8_FILE} is not the graph {swapped_export / 'onnx' / 'export.json'} was "
+            "written with (replaced or damaged since); export the model again"
+        )
+    trained = Path(shutil.copytree(source, tmp_path / "trained"))
+    expected = [[r.words for r in ReverseDictionary.load(trained).search(q, 5)] for q in ("a pet", "rain")]
+    shutil.copyfile(exported / "onnx" / INT8_FILE, trained / "onnx" / "query.onnx")
+    with caplog.at_level(logging.WARNING):
+        rd = ReverseDictionary.load(trained)
+    assert not isinstance(rd.encoder, OnnxQueryEncoder)
+    assert [r.getMessage() for r in caplog.records if "query graph" in r.getMessage()] == [
+        f"model folder {trained}: its query graph (onnx/query.onnx) is not the file its manifest was written with; "
+        "the weights answer instead"
+    ]
+    assert [[r.words for r in rd.search(q, 5)] for q in ("a pet", "rain")] == expected
+    assert write_query_graph(trained) is not None
+    assert isinstance(ReverseDictionary.load(trained).encoder, OnnxQueryEncoder)
 
 
 def test_an_int8_export_searches_each_query_as_alone_in_any_batch(served_export: tuple[Path, Path]) -> None:

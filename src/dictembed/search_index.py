@@ -34,6 +34,7 @@ from dictembed.model_folder import (
     ModelFolder,
 )
 from dictembed.paths import cache_root
+from dictembed.record import update_sampled
 from dictembed.search_options import word_length
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, definition_rows, mapped_tensors
 from dictembed.word_frequency import entry_frequencies, frequency_source
@@ -209,15 +210,7 @@ def fingerprint(folder: Path) -> str:
     digest = hashlib.blake2b(f"search-index-{INDEX_FORMAT}".encode(), digest_size=20)
     digest.update((folder / SPACE_DIR / SPACE_META).read_bytes())
     for path in (folder / SPACE_DIR / SPACE_TENSORS, folder / DEFINITIONS_FILE):
-        if not path.is_file():
-            digest.update(b"absent")
-            continue
-        size = path.stat().st_size
-        digest.update(str(size).encode())
-        with path.open("rb") as f:
-            for at in sorted({size * i // SAMPLES for i in range(SAMPLES)} | {max(size - SAMPLE_BYTES, 0)}):
-                f.seek(at)
-                digest.update(f.read(SAMPLE_BYTES))
+        update_sampled(digest, path, SAMPLES, SAMPLE_BYTES)
     return digest.hexdigest()
 
 

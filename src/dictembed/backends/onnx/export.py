@@ -33,7 +33,7 @@ from dictembed.backends.onnx.graph import (
     quantize_int8,
 )
 from dictembed.backends.onnx.query import NoGraph, OnnxQueryEncoder, QueryLayout
-from dictembed.backends.onnx.session import graph_feeds, weights_sha256
+from dictembed.backends.onnx.session import graph_feeds, graph_print, weights_sha256
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
@@ -124,6 +124,7 @@ def export(
             quantize_int8(folder / FP32_FILE, folder / INT8_FILE, settings, calibration)
             (folder / FP32_FILE).unlink()
             manifest.update(file=INT8_FILE, quantize=quantize, settings=asdict(settings or QuantizeSettings()))
+        manifest["file_print"] = graph_print(folder / manifest["file"])
         (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if not keep_weights:
             drop_weights(staging)
@@ -200,6 +201,7 @@ def write_query_graph(folder: str | Path, encoder: Encoder | None = None) -> Pat
         encoder = encoder or Encoder.load(folder, device="cpu", backend="torch")
         manifest = write_graph(encoder, staging, file=QUERY_FILE)
         manifest["weights_sha256"] = weights_sha256(folder)
+        manifest["file_print"] = graph_print(staging / QUERY_FILE)
         (staging / QUERY_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         replace_dir(staging, folder / ONNX_DIR)
     except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; the folder stays whole

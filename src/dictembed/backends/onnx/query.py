@@ -28,6 +28,7 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from dictembed.backends.onnx.session import (
+    ReplacedGraph,
     exported_file,
     open_session,
     ordered_map,
@@ -331,6 +332,8 @@ class OnnxQueryEncoder:
         files only: the graph and the tokenizer are opened by `open`."""
         try:
             QueryLayout.read(ModelFolder.open(folder))
+        except ReplacedGraph:
+            raise
         except DictEmbedError as err:
             return str(err)
         return None

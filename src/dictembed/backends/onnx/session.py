@@ -23,7 +23,7 @@ import numpy as np
 from dictembed.errors import ModelLoadError
 from dictembed.extras import require
 from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST
-from dictembed.record import file_sha256
+from dictembed.record import file_sha256, update_sampled
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,33 @@ def exported_file(folder: Path, manifest_name: str = ONNX_MANIFEST) -> tuple[Pat
         raise ModelLoadError(f"{manifest_path} is corrupt ({type(err).__name__}: {err})") from None
     if Path(file).name != file or file in ("", ".", ".."):
         raise ModelLoadError(f"{manifest_path}: file {file!r} is not a file name in the onnx folder")
-    return folder / ONNX_DIR / file, manifest
+    graph = folder / ONNX_DIR / file
+    if manifest_name == ONNX_MANIFEST and graph_replaced(graph, manifest):
+        raise ReplacedGraph(
+            f"{graph} is not the graph {manifest_path} was written with (replaced or damaged since); export the "
+            "model again"
+        )
+    return graph, manifest
+
+
+class ReplacedGraph(ModelLoadError):
+    """An export's graph is not the file its manifest was written with: never run, nor run around (the weights an
+    export may keep are not what its folder answers with)."""
+
+
+def graph_print(graph: Path) -> str:
+    """A digest of an ONNX file's size and sampled blocks (`record.update_sampled`), which its manifest records
+    (`file_print`): a graph replaced since (another precision's, another model's) is never run in its place."""
+    digest = hashlib.blake2b(b"onnx-graph", digest_size=20)
+    update_sampled(digest, graph)
+    return digest.hexdigest()
+
+
+def graph_replaced(graph: Path, manifest: Mapping[str, Any]) -> bool:
+    """Whether the manifest records a `file_print` that `graph` no longer has (a manifest written before it was
+    recorded checks nothing)."""
+    named = manifest.get("file_print")
+    return named is not None and named != graph_print(graph)
 
 
 def graph_sources(folder: Path) -> list[Path]:
@@ -112,6 +138,17 @@ def query_graph(folder: Path) -> tuple[Path, dict[str, Any]] | None:
     if not (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
         return None
     graph = exported_file(folder, QUERY_MANIFEST)
+    if graph_replaced(*graph):
+        if (str(folder.resolve()), "file_print") not in _warned:
+            _warned.add((str(folder.resolve()), "file_print"))
+            log.warning(
+                "model folder %s: its query graph (%s/%s) is not the file its manifest was written with; the weights "
+                "answer instead",
+                folder,
+                ONNX_DIR,
+                graph[0].name,
+            )
+        return None
     return graph if query_graph_matches(folder, graph[1]) else None
 
 
