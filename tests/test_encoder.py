@@ -114,8 +114,15 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     with pytest.raises(ModelLoadError, match="no-such-model"):
         Encoder.load(str(tmp_path / "no-such-model"))
     enc = Encoder.load(str(bert_path))
-    with pytest.raises(DictEmbedError, match="not str"):
+    with pytest.raises(DictEmbedError, match="^sentence 1 is NoneType, not a string$"):
         enc.encode(["fine", None])  # type: ignore[list-item]
+    with pytest.raises(DictEmbedError, match=r"^sentence 0 is not valid Unicode text \(it holds a lone surrogate\)$"):
+        enc.encode(["a \ud800 dog"])
+    with pytest.raises(DictEmbedError, match="^encode: unknown keyword argument\\(s\\) 'normalise_embeddings'$"):
+        enc.encode(["fine"], normalise_embeddings=True)
+    with pytest.raises(DictEmbedError, match=r"^encode: truncate_dim \(sentence-transformers' options\) not"):
+        enc.encode(["fine"], truncate_dim=8)
+    assert enc.encode(["fine"], truncate_dim=None, output_value="sentence_embedding").shape == (1, 32)
     with pytest.raises(DictEmbedError, match="unknown quantize"):
         enc.encode(["fine"], quantize="int4")
     with pytest.raises(DictEmbedError, match="unknown pooling"):

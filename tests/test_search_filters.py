@@ -131,3 +131,43 @@ def test_filters_and_keywords_at_once_are_refused(rd) -> None:
         rd.search(QUERY, 10, {"pos": "n"})  # type: ignore[arg-type]
     with pytest.raises(DictEmbedError, match="length: give an exact length or min_length/max_length, not both"):
         rd.search(QUERY, length=4, max_length=6)
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda rd: rd.search(QUERY, k=-1), "k: a whole number of at least 1, not -1"),
+        (lambda rd: rd.search(QUERY, k="5"), "k: a whole number of at least 1, not '5'"),
+        (lambda rd: rd.search(QUERY, k=True), "k: a whole number of at least 1, not True"),
+        (lambda rd: rd.search(QUERY, k=1.5), "k: a whole number of at least 1, not 1.5"),
+        (lambda rd: rd.search_many([QUERY], k=0), "k: a whole number of at least 1, not 0"),
+        (lambda rd: rd.neighbours("girl", k="3"), "k: a whole number of at least 1, not '3'"),
+        (lambda rd: rd.search(QUERY, max_definitions=-1), "max_definitions: a whole number of at least 0 or None"),
+        (lambda rd: rd.search(QUERY, max_definitions=2.5), "max_definitions: a whole number of at least 0 or None"),
+        (lambda rd: rd.search(5), "query 1 is int, not a string"),
+        (lambda rd: rd.search(b"a cat"), "query 1 is bytes, not a string"),
+        (lambda rd: rd.search("a \ud800 cat"), r"query 1 is not valid Unicode text \(it holds a lone surrogate\)"),
+        (lambda rd: rd.search_many([QUERY, " "]), r"empty query \(query 2\)"),
+        (lambda rd: rd.search_many(QUERY), "search_many takes a list of descriptions, not one string"),
+        (lambda rd: rd.search_vectors(np.zeros((1, 7), np.float32)), r"query vectors of shape \(1, 7\)"),
+        (lambda rd: rd.search_vectors(np.full((1, 32), np.nan, np.float32)), "NaN or infinite"),
+        (lambda rd: rd.neighbours(None), "a word is a string, not NoneType"),
+        (lambda rd: rd.predict(""), r"empty query \(query 1\)"),
+        (lambda rd: rd.predict(QUERY, top_k="5"), "top_k: a whole number of at least 1, not '5'"),
+        (lambda rd: Filters(pos=5), "pos: a string, not 5"),
+        (lambda rd: Filters(pattern=5), "pattern: a string, not 5"),
+        (lambda rd: Filters(initial=["g"]), r"initial: a string, not \['g'\]"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(rd, call, message) -> None:
+    with pytest.raises(DictEmbedError, match=message) as caught:
+        call(rd)
+    assert "\n" not in str(caught.value)
+
+
+def test_search_many_takes_any_iterable_of_descriptions(rd) -> None:
+    listed = rd.search_many([QUERY, "a young person"], 3)
+    assert rd.search_many(q for q in (QUERY, "a young person")) != [] and [
+        [r.words for r in results] for results in rd.search_many((q for q in (QUERY, "a young person")), 3)
+    ] == [[r.words for r in results] for results in listed]
+    assert [r.words for r in rd.search(QUERY, k=3, max_definitions=0)] == [r.words for r in listed[0]]

@@ -39,6 +39,7 @@ from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prom
 from dictembed.progress import Progress
 from dictembed.quantization import QUANTIZATIONS
 from dictembed.record import RunRecord
+from dictembed.texts import check_texts
 from dictembed.tokenization import tokenize_counting_cuts
 
 log = logging.getLogger(__name__)
@@ -235,9 +236,7 @@ class Encoder(nn.Module):
 
     def _texts(self, sentences: Sequence[str], prompt: str | None = None) -> list[str]:
         """Validate input, prefix a prompt, and wrap sentences in the template when pooling by prompt."""
-        for i, s in enumerate(sentences):
-            if not isinstance(s, str):
-                raise DictEmbedError(f"sentence {i} is {type(s).__name__}, not str")
+        check_texts(sentences)
         if prompt:
             sentences = [prompt + s for s in sentences]
         if self.pooling != "prompt":
@@ -342,6 +341,10 @@ class Encoder(nn.Module):
             quantize = precision
         if kwargs.get("output_value", "sentence_embedding") != "sentence_embedding":
             raise DictEmbedError("only output_value='sentence_embedding' is supported")
+        if unknown := sorted(set(kwargs) - {"output_value", "truncate_dim", "pool", "chunk_size"}):
+            raise DictEmbedError(f"encode: unknown keyword argument(s) {', '.join(map(repr, unknown))}")
+        if given := [name for name in ("truncate_dim", "pool", "chunk_size") if kwargs.get(name) is not None]:
+            raise DictEmbedError(f"encode: {', '.join(given)} (sentence-transformers' options) not supported here")
         if quantize not in QUANTIZATIONS:
             raise DictEmbedError(f"unknown quantize {quantize!r}; choose from {', '.join(QUANTIZATIONS)}")
         single = isinstance(sentences, str)

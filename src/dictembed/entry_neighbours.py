@@ -15,7 +15,7 @@ import numpy as np
 from dictembed.errors import DictEmbedError
 from dictembed.near_synonyms import SynonymScoring, SynonymSearch, has_entry_vectors
 from dictembed.query_encoder import QueryEncoder, search_threads
-from dictembed.search_options import SEARCH_MODES, Filters
+from dictembed.search_options import SEARCH_MODES, Filters, check_search
 
 if TYPE_CHECKING:
     from dictembed.entry_senses import EntrySenses
@@ -59,6 +59,8 @@ class EntryNeighbours:
 
     def entry_of(self, query: str) -> str | None:
         """The entry `query` names, exactly or else case-insensitively (the first such entry), or None."""
+        if not isinstance(query, str):
+            raise DictEmbedError(f"a word is a string, not {type(query).__name__}")
         text = query.strip()
         if text in self.space.index:
             return text
@@ -109,6 +111,7 @@ class EntryNeighbours:
         best first: its near-synonyms, the word itself left out (the other words of its own group come first). The
         filters are those of `search` (`filters=` or keywords); the senses come in dictionary order."""
         filters = Filters.resolve(filters, options)
+        check_search(k, max_definitions)
         if (entry := self.entry_of(word)) is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
         search, entry_mask, index = self.synonym_search, self._entry_mask(filters), self.space.index[entry]

@@ -17,6 +17,7 @@ import numpy as np
 from dictembed.dictionary.split import seeded_sample
 from dictembed.query_encoder import QueryEncoder, as_rows
 from dictembed.search_index import top_indices
+from dictembed.search_options import check_count, check_queries
 from dictembed.search_space import SearchSpace
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class ModelScores:
 
     def predict(self, definition: str, top_k: int = 10) -> list[tuple[str, float]]:
         """The top-k entries for one definition with their softmax probabilities."""
+        check_queries([definition])
+        check_count("top_k", top_k)
         logits = self.scores([definition])[0].astype(np.float64)
         probs = np.exp(logits - logits.max())
         probs /= probs.sum()

@@ -53,7 +53,7 @@ from dictembed.query_encoder import (
 )
 from dictembed.ranking_terms import RankingTerms
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
-from dictembed.search_options import Filters, Ranking, normalize_pos
+from dictembed.search_options import Filters, Ranking, check_queries, check_search, normalize_pos
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
 
 if TYPE_CHECKING:
@@ -401,9 +401,12 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         with an encoder whose vectors depend on their batch (`batch_invariant`), so that each query gets what it
         gets alone; searched `batch_size` at a time either way."""
         filters = Filters.resolve(filters, options)
+        check_search(k, max_definitions)
+        if isinstance(queries, str):
+            raise DictEmbedError("search_many takes a list of descriptions, not one string (search takes one)")
+        queries = list(queries)
+        check_queries(queries)
         encode_batch = batch_size if batch_invariant(self.encoder) else 1
-        if blank := [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]:
-            raise DictEmbedError(f"empty query (query {blank[0] + 1}); describe the word you are looking for")
         out: list[list[Result]] = []
         for h in self._pooled(list(queries), batch_size, encode_batch):
             out += self.search_vectors(h, k, filters, max_definitions, queries[len(out) : len(out) + len(h)])
@@ -422,9 +425,15 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         pools a description), among the words that pass `filters` (see `search`); `texts`, the descriptions the
         vectors encode, add the lexical terms of the score (`Ranking`; None: vectors alone)."""
         filters = Filters.resolve(filters, options)
+        check_search(k, max_definitions)
         vectors = as_rows(vectors)
         if texts is not None and len(texts) != len(vectors):
             raise DictEmbedError(f"{len(texts)} texts for {len(vectors)} query vectors")
+        dim = self.space.dim if isinstance(self.space, SearchSpace) else vectors.shape[-1]
+        if vectors.ndim != 2 or vectors.shape[1] != dim:
+            raise DictEmbedError(f"query vectors of shape {vectors.shape}; the entry space has {dim} dimensions")
+        if not np.isfinite(vectors).all():
+            raise DictEmbedError("a query vector holds NaN or infinite values")
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
         reranks, depth = self.reranks, max(k, self.ranking.depth)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -16,6 +16,7 @@ import re2
 
 from dictembed.cjk import check_pinyin, is_cjk, pinyin_matcher
 from dictembed.errors import DictEmbedError
+from dictembed.texts import check_texts
 
 WordCount = Literal["any", "single", "phrase"]  # `words`: any, single words only, phrases only
 WORD_COUNTS: tuple[WordCount, ...] = get_args(WordCount)
@@ -98,6 +99,31 @@ def length_bounds(
     return length, length
 
 
+def check_count(name: str, value: object, low: int = 1, none: bool = False) -> None:
+    """Refuse a count option `name` (`k`, `top_k`, `max_definitions`) that is not a whole number of at least `low`
+    (None passes where `none`: no limit)."""
+    if value is None and none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        extra = " or None (no limit)" if none else ""
+        raise DictEmbedError(f"{name}: a whole number of at least {low}{extra}, not {value!r}")
+
+
+def check_queries(queries: Sequence[Any]) -> None:
+    """Refuse, naming the first, a query that is not a string, is not valid Unicode text (`texts.check_texts`), or
+    holds nothing but spaces."""
+    check_texts(queries, "query", 1)
+    if blank := [i for i, query in enumerate(queries, 1) if not query.strip()]:
+        raise DictEmbedError(f"empty query (query {blank[0]}); describe the word you are looking for")
+
+
+def check_search(k: object, max_definitions: object) -> None:
+    """Refuse a search's `k` that is not a whole number of at least 1, and `max_definitions` that is neither that
+    nor 0 nor None (every definition)."""
+    check_count("k", k)
+    check_count("max_definitions", max_definitions, low=0, none=True)
+
+
 def check_letters(name: str, value: object) -> None:
     """Refuse a length option `name` (`length`, `min_length`, `max_length`) that is not a whole number of letters
     from 1 to `MAX_WORD_LENGTH`."""
@@ -151,6 +177,10 @@ class Filters:
     script: str = "any"
 
     def __post_init__(self) -> None:
+        for name in ("pos", "pattern", "words", "initial", "pinyin", "script"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise DictEmbedError(f"{name}: a string, not {value!r}")
         if self.words not in WORD_COUNTS:
             raise DictEmbedError(f"unknown word count {self.words!r}; choose from {', '.join(WORD_COUNTS)}")
         if self.script not in SCRIPTS:

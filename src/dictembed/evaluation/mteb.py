@@ -39,9 +39,21 @@ class MtebEncoder:
         self.encoder = encoder
         self._hash: tuple[Any, str] | None = None
 
-    def encode(self, inputs: Any, batch_size: int = 32, show_progress_bar: bool | None = None, **kwargs: Any) -> Any:
+    def encode(
+        self,
+        inputs: Any,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        *,
+        task_metadata: Any = None,
+        hf_split: str | None = None,
+        hf_subset: str | None = None,
+        prompt_type: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         """The vectors of an mteb input (a DataLoader of text batches, flattened in order) or of a list of texts;
-        the other keywords (mteb's `encode_kwargs`: normalize_embeddings, prompt, ...) are `Encoder.encode`'s."""
+        mteb's own keywords (the task, split, subset and prompt type) are not the encoder's; the other keywords
+        (mteb's `encode_kwargs`: normalize_embeddings, prompt, ...) are `Encoder.encode`'s."""
         texts = mteb_texts(inputs)
         return self.encoder.encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar, **kwargs)
 

@@ -39,6 +39,7 @@ from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, ModelFolder, is_exported
 from dictembed.progress import Progress
 from dictembed.search_space import l2_normalize
+from dictembed.texts import check_texts
 
 log = logging.getLogger(__name__)
 
@@ -425,9 +426,7 @@ class OnnxQueryEncoder:
         if batch_size < 1:
             raise DictEmbedError(f"batch_size must be at least 1, got {batch_size}")
         texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise DictEmbedError(f"sentence {i} is {type(text).__name__}, not str")
+        check_texts(texts)
         prompt = self.default_prompt if prompt is None else prompt
         chunk = chunk or max(len(texts), 1)
         show = len(texts) > 10 * batch_size if show_progress is None else show_progress
