@@ -171,3 +171,20 @@ def test_search_many_takes_any_iterable_of_descriptions(rd) -> None:
         [r.words for r in results] for results in rd.search_many((q for q in (QUERY, "a young person")), 3)
     ] == [[r.words for r in results] for results in listed]
     assert [r.words for r in rd.search(QUERY, k=3, max_definitions=0)] == [r.words for r in listed[0]]
+
+
+def test_search_many_gives_each_query_its_own_results_under_bf16(rd) -> None:
+    """bf16 autocast rounds a sentence's vector by its batch's shapes: there `search_many` encodes one query a batch,
+    as on an int8 graph, so each query gets what `search` gives it alone."""
+    encoder = rd.encoder
+    assert encoder.batch_invariant
+    queries = [QUERY, "a young person who has not yet grown into a woman at all", "fast"]
+    try:
+        encoder.set_precision("bf16")
+        assert not encoder.batch_invariant
+        for query, results in zip(queries, rd.search_many(queries, 5), strict=True):
+            alone = rd.search(query, 5)
+            assert [r.words for r in results] == [r.words for r in alone]
+            np.testing.assert_allclose([r.score for r in results], [r.score for r in alone], rtol=0, atol=1e-6)
+    finally:
+        encoder.set_precision("fp32")
