@@ -281,3 +281,19 @@ def test_the_weights_hash_leaves_out_the_backbones_own_pooler_alone(bert_path) -
         assert after_post != before
         encoder.backbone.embeddings.word_embeddings.weight[0, 0] += 1.0
         assert hashed(encoder) != after_post
+
+
+def test_load_refuses_bad_arguments_in_one_line(bert_path) -> None:
+    for kwargs, message in [
+        ({"device": "bogus"}, "bogus"),
+        ({"pooler": "bogus"}, "unknown pooler 'bogus'; choose from model, none"),
+        ({"max_length": -1}, "max_length: a whole number of at least 1 or None"),
+        ({"max_length": "x"}, "max_length: a whole number of at least 1 or None"),
+        ({"max_length": 100000}, "max_length 100000 is more than the 128 positions of model"),
+    ]:
+        with pytest.raises(DictEmbedError, match=message) as caught:
+            Encoder.load(str(bert_path), **kwargs)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(DictEmbedError, match="Encoder.load: a model folder or a Hub name, not NoneType"):
+        Encoder.load(None)  # type: ignore[arg-type]
+    assert Encoder.load(str(bert_path), max_length=16, pooler="none").max_length == 16

@@ -188,3 +188,10 @@ def test_search_many_gives_each_query_its_own_results_under_bf16(rd) -> None:
             np.testing.assert_allclose([r.score for r in results], [r.score for r in alone], rtol=0, atol=1e-6)
     finally:
         encoder.set_precision("fp32")
+
+
+def test_load_refuses_a_missing_path_or_a_ranking_of_another_type(tmp_path) -> None:
+    with pytest.raises(DictEmbedError, match="ReverseDictionary.load: a model folder or a Hub name, not NoneType"):
+        ReverseDictionary.load(None)  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="ranking: a search_options.Ranking, not dict"):
+        ReverseDictionary.load(tmp_path, ranking={"headword_weight": 0.5})  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from dictembed.backends.onnx.runtime import OnnxBackbone, attach
 from dictembed.backends.openvino import OpenVinoBackbone
 from dictembed.backends.openvino import attach as attach_openvino
-from dictembed.devices import autocast, best_device, resolve_precision
+from dictembed.devices import autocast, resolve_device, resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.io import staged_dir
 from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, save_parts
@@ -39,6 +39,7 @@ from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prom
 from dictembed.progress import Progress
 from dictembed.quantization import QUANTIZATIONS
 from dictembed.record import RunRecord
+from dictembed.search_options import check_count
 from dictembed.texts import check_texts
 from dictembed.tokenization import tokenize_counting_cuts
 
@@ -213,6 +214,12 @@ class Encoder(nn.Module):
         export`) is a one-line error: `OnnxQueryEncoder` runs it."""
         if backend is not None and backend not in BACKENDS:
             raise DictEmbedError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+        if not isinstance(name_or_path, str | Path | ModelFolder):
+            raise DictEmbedError(f"Encoder.load: a model folder or a Hub name, not {type(name_or_path).__name__}")
+        if pooler not in (None, "none", "model"):
+            raise DictEmbedError(f"unknown pooler {pooler!r}; choose from model, none")
+        check_count("max_length", max_length, none=True)
+        target = resolve_device(device)  # a one-line error for a device this machine has not, before the weights
         model_folder = ModelFolder.open(name_or_path)
         folder, record = model_folder.path, copy.deepcopy(model_folder.record)
         if model_folder.is_exported and not any(folder.glob("*.safetensors")):
@@ -223,6 +230,9 @@ class Encoder(nn.Module):
             )
         saved = record.encoder
         parts = load_parts(folder, saved.get("max_length"))
+        positions = getattr(parts.backbone.config, "max_position_embeddings", None)
+        if max_length is not None and isinstance(positions, int) and max_length > positions:
+            raise DictEmbedError(f"max_length {max_length} is more than the {positions} positions of model {folder}")
         modules = [model_pooler(parts.backbone, str(folder))] if pooler == "model" else []
         encoder = cls(
             parts.backbone,
@@ -243,7 +253,7 @@ class Encoder(nn.Module):
             return attach_openvino(encoder.to("cpu"), folder)
         if backend == "onnx" or (backend is None and model_folder.is_exported):
             return attach(encoder.to("cpu"), folder)
-        return encoder.to(device or best_device())
+        return encoder.to(target)
 
     def _texts(self, sentences: Sequence[str], prompt: str | None = None) -> list[str]:
         """Validate input, prefix a prompt, and wrap sentences in the template when pooling by prompt."""

@@ -166,6 +166,10 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
 
         A matrix space is memory-mapped with its stored `SearchIndex` (built and cached for a folder without one);
         an exported folder queries through ONNX Runtime alone (`OnnxQueryEncoder`), so torch is never imported."""
+        if not isinstance(path, str | Path | ModelFolder):
+            raise DictEmbedError(f"ReverseDictionary.load: a model folder or a Hub name, not {type(path).__name__}")
+        if ranking is not None and not isinstance(ranking, Ranking):
+            raise DictEmbedError(f"ranking: a search_options.Ranking, not {type(ranking).__name__}")
         folder = ModelFolder.open(path)
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
         space, index = saved_space(folder, source)
