@@ -90,3 +90,32 @@ def test_a_file_read_a_line_at_a_time_gets_the_same_error(raw: bytes, tmp_path: 
     assert found is not None and str(found) == str(whole.value) and found.line == whole.value.line
     path.write_bytes(b"fine\ncaf\xc3\xa9\n")
     assert undecodable(path) is None and undecodable(path, "utf-16") is None
+
+
+def test_a_users_folder_at_a_staging_name_is_never_removed(tmp_path: Path) -> None:
+    """`staged_dir` writes beside its target under TARGET.partial and sets the old one aside as TARGET.old: a folder
+    an interrupted write left there (marked) is removed, a user's folder of that name is a one-line error and stays,
+    and the target is left as it was."""
+    from dictembed.errors import DictEmbedError
+    from dictembed.io import STAGING_MARK, staged_dir
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "weights").write_text("old")
+    before = "old"
+    for suffix in (".partial", ".old"):
+        mine = tmp_path / f"model{suffix}"
+        mine.mkdir()
+        (mine / "precious.txt").write_text("mine")
+        with pytest.raises(DictEmbedError, match=f"^{mine} is in the way: dictembed stages its output under that name"):
+            with staged_dir(target) as staging:
+                (staging / "weights").write_text("new")
+        assert (mine / "precious.txt").read_text() == "mine" and (target / "weights").read_text() == before
+        (mine / "precious.txt").unlink()
+        (mine / STAGING_MARK).touch()  # now as an interrupted write leaves it: removed in passing
+        with staged_dir(target) as staging:
+            (staging / "weights").write_text(f"new{suffix}")
+        assert not mine.exists() and (target / "weights").read_text() == f"new{suffix}"
+        assert sorted(p.name for p in target.iterdir()) == ["weights"]  # no mark left in the target
+        before = f"new{suffix}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

@@ -29,7 +29,7 @@ from dictembed.backends.onnx.graph import INT8_FILE  # noqa: E402
 from dictembed.backends.onnx.query import OnnxQueryEncoder, pool  # noqa: E402
 from dictembed.cli import main  # noqa: E402
 from dictembed.encoder import Encoder  # noqa: E402
-from dictembed.errors import ModelLoadError  # noqa: E402
+from dictembed.errors import DictEmbedError, ModelLoadError  # noqa: E402
 from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, WEIGHTS_FILE, read_record  # noqa: E402
 
 SENTENCES = [*BACKEND_SENTENCES, "to move fast on foot"]
@@ -402,6 +402,21 @@ def test_encoder_load_of_a_weightless_export_is_a_one_line_error(served_export: 
             Encoder.load(exported, backend=backend)
         message = _one_line(caught)
         assert str(exported) in message and "OnnxQueryEncoder" in message and "--keep-weights" in message
+
+
+def test_export_never_removes_a_users_folder_at_its_staging_name(folders: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "ex"
+    for name in ("ex.export", "ex.old"):
+        mine = tmp_path / name
+        mine.mkdir()
+        (mine / "precious.txt").write_text("mine")
+        with pytest.raises(DictEmbedError, match=f"^{mine} is in the way"):
+            export(folders["plain"], out, quantize="int8")
+        assert (mine / "precious.txt").read_text() == "mine" and not out.exists()
+        shutil.rmtree(mine)
+    assert export(folders["plain"], out, quantize="int8") == out and sorted(p.name for p in tmp_path.iterdir()) == [
+        "ex"
+    ]
 
 
 def test_cli_export_leaves_the_weights_out_unless_kept(

@@ -28,7 +28,22 @@ def test_a_foreign_non_empty_folder_is_refused_even_with_overwrite(tmp_path: Pat
     assert [p.name for p in mine.iterdir()] == ["thesis.txt"]
 
 
-@pytest.mark.parametrize("file", ["config.json", "model.safetensors", "modules.json"])
+def test_a_config_json_alone_is_no_model(tmp_path: Path) -> None:
+    """Many programs write a config.json: without weights beside it the folder is someone else's, never replaced."""
+    app = _folder(tmp_path / "app", "config.json", "precious.txt")
+    assert not is_model_folder(app)
+    with pytest.raises(DictEmbedError, match="is a non-empty folder that holds no model; choose another$"):
+        check_output_folder(app, overwrite=True)
+
+
+@pytest.mark.parametrize(
+    "files", [("config.json", "pytorch_model.bin"), ("config.json", "weights.safetensors"), ("model.safetensors",)]
+)
+def test_a_transformers_folder_is_a_model(tmp_path: Path, files: tuple[str, ...]) -> None:
+    assert is_model_folder(_folder(tmp_path / "model", *files))
+
+
+@pytest.mark.parametrize("file", ["model.safetensors", "modules.json"])
 def test_a_model_folder_is_replaced_only_with_overwrite(tmp_path: Path, file: str) -> None:
     model = _folder(tmp_path / "model", file, "notes.txt")
     assert is_model_folder(model)

@@ -105,22 +105,57 @@ def writing(path: str | Path) -> Iterator[None]:
         raise converted from err
 
 
+STAGING_MARK = ".dictembed-staging"  # in each folder staged or set aside here: only those are removed in passing
+
+
+def clear_staging(path: Path) -> None:
+    """Make way for a staging folder (or a set-aside copy) at `path`: one left by an interrupted write of dictembed
+    (it holds `STAGING_MARK`) is removed; anything else there, a user's file or folder that happens to have the
+    name, is a one-line error and stays as it was."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_dir() and not path.is_symlink() and (path / STAGING_MARK).is_file():
+        shutil.rmtree(path)
+        return
+    raise DictEmbedError(
+        f"{path} is in the way: dictembed stages its output under that name, and it holds something else; move it "
+        "or choose another output"
+    )
+
+
+def make_staging(path: Path) -> Path:
+    """A fresh, marked staging folder at `path` (`clear_staging` first)."""
+    clear_staging(path)
+    path.mkdir(parents=True)
+    (path / STAGING_MARK).touch()
+    return path
+
+
 def replace_dir(staging: Path, target: Path) -> None:
     """Move a finished staging folder onto `target`, never leaving a half-written target behind: the old
-    target is renamed aside first and removed only once the new one is in place (put back if the new one
-    cannot be moved in). Its files get the user's umask (`with_umask`)."""
+    target is renamed aside first (marked as set aside) and removed only once the new one is in place (put back
+    if the new one cannot be moved in). Its files get the user's umask (`with_umask`). A file or folder of the
+    user's at the set-aside name (`TARGET.old`) is never removed (`clear_staging`)."""
     with_umask(staging)
     old = target.with_name(target.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
+    clear_staging(old)
     had_old = target.exists()
     if had_old:
-        os.replace(target, old)
+        mark = target / STAGING_MARK
+        mark.touch()
+        try:
+            os.replace(target, old)
+        except BaseException:
+            mark.unlink(missing_ok=True)
+            raise
     try:
         os.replace(staging, target)
     except BaseException:
         if had_old:
             os.replace(old, target)
+            (target / STAGING_MARK).unlink(missing_ok=True)
         raise
+    (target / STAGING_MARK).unlink(missing_ok=True)
     _fsync_dir(target.parent)
     shutil.rmtree(old, ignore_errors=True)
 
@@ -132,8 +167,8 @@ def staged_dir(target: str | Path) -> Iterator[Path]:
     target = Path(target)
     staging = target.with_name(target.name + STAGING_SUFFIX)
     with writing(target):
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        clear_staging(target.with_name(target.name + ".old"))  # before the work: a user's folder there stays
+        make_staging(staging)
         try:
             yield staging
             replace_dir(staging, target)

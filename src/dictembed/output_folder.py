@@ -12,14 +12,19 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from dictembed.errors import DictEmbedError
+from dictembed.io import STAGING_MARK
 from dictembed.model_folder import read_record
 
-MODEL_FILES = ("config.json", "model.safetensors", "modules.json")  # any one of them makes a folder a model
+MODEL_FILES = ("model.safetensors", "modules.json")  # either makes a folder a model
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")  # with config.json: a transformers model's weights
 
 
 def is_model_folder(path: Path) -> bool:
-    """Whether `path` holds a model: a transformers or sentence-transformers folder (`MODEL_FILES`)."""
-    return any((path / name).is_file() for name in MODEL_FILES)
+    """Whether `path` holds a model: a sentence-transformers folder or a transformers one (`MODEL_FILES`, or a
+    `config.json` beside weights); a `config.json` alone, which many programs write, does not make one."""
+    if any((path / name).is_file() for name in MODEL_FILES):
+        return True
+    return (path / "config.json").is_file() and any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS)
 
 
 def holds_run(path: Path) -> bool:
@@ -48,7 +53,7 @@ def check_output_folder(
     command line's by default; `Encoder.save` names its own)."""
     path = Path(output)
     check_not_a_file(path, label)
-    if not path.is_dir() or not any(path.iterdir()):
+    if not path.is_dir() or not any(p.name != STAGING_MARK for p in path.iterdir()):  # a fresh staging folder too
         return
     if not holds_ours(path):
         raise DictEmbedError(f"{label} {path} is a non-empty folder that holds no {what}; choose another")
