@@ -170,6 +170,18 @@ def test_a_dictionary_that_cannot_be_loaded_is_logged_once(encoder, space, tmp_p
     assert "gone.tsv" in missing.dictionary_error
 
 
+def test_a_malformed_dictionary_is_an_error_naming_its_line(encoder, space, tmp_path) -> None:
+    """A dictionary that is missing loses only the definitions; one that is there but malformed is an error naming
+    the file and line, at every search (never results quietly without definitions)."""
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"word": "giraffe", "definition": "tall"}\n{"word": "girl", "definition": \n', encoding="utf-8")
+    rd = ReverseDictionary(encoder, space, dictionary=str(broken))
+    for _ in range(2):
+        with pytest.raises(DictEmbedError, match=f"^{broken}:2: ") as caught:
+            rd.search(SHORT, k=3)
+        assert "\n" not in str(caught.value)
+
+
 def test_search_many_predict_and_top_indices(rd) -> None:
     queries = [SHORT, "a young woman", "with rapid movements"]
     many = rd.search_many(queries, k=4, filters=Filters(pos="n"))

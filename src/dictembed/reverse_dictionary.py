@@ -35,7 +35,7 @@ import numpy as np
 from dictembed.dictionary.core import Dictionary
 from dictembed.entry_neighbours import EntryNeighbours
 from dictembed.entry_senses import EntrySenses
-from dictembed.errors import DictEmbedError
+from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.filter_masks import FilterMasks
 from dictembed.frequency_prior import FrequencyPrior
 from dictembed.lexical_terms import StemSets
@@ -206,16 +206,21 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
 
     @property
     def dictionary(self) -> Dictionary | None:
-        """The model's dictionary, loaded on first use; None (and `dictionary_error` set) if it cannot be."""
+        """The model's dictionary, loaded on first use; None (and `dictionary_error` set) if it cannot be found or
+        read (results then come without definitions). A file that is there but malformed (`DataFormatError`: the
+        folder's own definitions, or the user's `dictionary`) is a one-line error naming its line, every time."""
         with self._lock:
             if not self._dictionary_tried:
-                self._dictionary_tried = True
                 try:
                     self._dictionary = cast(ModelDictionary, self.source).load()
                 except Exception as err:  # best effort: results simply come without definitions
+                    there = any(Path(part.strip()).is_file() for part in str(self.dictionary_spec).split(","))
+                    if isinstance(err, DataFormatError) and there:
+                        raise  # a file that is there but malformed
                     self.dictionary_error = f"cannot load dictionary {self.public_dictionary!r}"
                     spec = self.dictionary_spec
                     log.warning("cannot load dictionary %r: %s; results come without definitions", spec, err)
+                self._dictionary_tried = True
             return self._dictionary
 
     @property
