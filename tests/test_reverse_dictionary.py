@@ -319,16 +319,18 @@ def model_dir(served_model) -> Path:
     return served_model
 
 
-def test_predict_input_prints_one_json_document(model_dir, tmp_path, capsys) -> None:
+def test_predict_input_prints_one_json_document(model_dir, tmp_path, capsys, caplog) -> None:
     queries = tmp_path / "queries.txt"
     queries.write_text("a domesticated animal that barks\n\na vehicle with four wheels and an engine\n")
-    assert main(["predict", "--model", str(model_dir), "--input", str(queries), "--top-k", "3", "--json"]) == 0
+    with caplog.at_level(logging.WARNING, logger="dictembed.cli.predict"):
+        assert main(["predict", "--model", str(model_dir), "--input", str(queries), "--top-k", "3", "--json"]) == 0
     captured = capsys.readouterr()
     data = json.loads(captured.out)
-    assert [d["query"] for d in data] == [
-        "a domesticated animal that barks",
-        "a vehicle with four wheels and an engine",
+    assert [(d["line"], d["query"]) for d in data] == [
+        (1, "a domesticated animal that barks"),
+        (3, "a vehicle with four wheels and an engine"),
     ]
+    assert f"{queries}: 1 blank line(s) skipped (line 2)" in caplog.text  # counted, with the file's line numbers
     assert all(len(d["results"]) == 3 for d in data)
     assert set(data[0]["results"][0]) == {"word", "words", "score", "definitions", "pos"}
     assert any(r["words"] == ["car", "automobile", "motor car"] for r in data[1]["results"])
@@ -381,6 +383,13 @@ def test_predict_modes_and_length_filters(model_dir, tmp_path, capsys) -> None:
     assert all(len(w.replace(" ", "")) >= 4 for d in data for r in d["results"] for w in r["words"])
     assert main([*model, "zebra", "--mode", "similar"]) == 1
     assert "not an entry" in capsys.readouterr().err
+    queries.write_text("cat\nzzqx\ndog\n")
+    assert main([*model, "--input", str(queries), "--mode", "similar"]) == 1
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"{queries}:2: 'zzqx' is not an entry of this model; mode similar needs one")
+    )
 
 
 def test_predict_input_without_queries_is_a_runtime_error(model_dir, tmp_path, capsys) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dictembed.cli.encode import read_sentences
 from dictembed.cli.options import (
@@ -25,6 +26,8 @@ from dictembed.cli.options import (
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
 from dictembed.search_options import DEFAULT_MODE, FILTER_OPTIONS, SCRIPTS, SEARCH_MODES, Filters
+
+log = logging.getLogger(__name__)
 
 COMMANDS = {
     "predict": "reverse dictionary: the words for a definition (or a file of them)",
@@ -173,10 +176,17 @@ def check_predict(args: argparse.Namespace) -> None:
         args.filters = Filters.of(**{name: getattr(args, name) for name in FILTER_OPTIONS})
     except DictEmbedError as err:
         raise UsageError(f"{'/'.join('--' + name.replace('_', '-') for name in FILTER_OPTIONS)}: {err}") from None
-    queries = [args.definition] if args.input is None else [q for q in read_sentences(Path(args.input)) if q.strip()]
-    if not queries:
-        raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
-    args.queries = queries
+    if args.input is None:
+        args.queries, args.lines = [args.definition], [0]
+    else:
+        lines = list(enumerate(read_sentences(Path(args.input)), 1))
+        kept = [(number, q) for number, q in lines if q.strip()]
+        if not kept:
+            raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
+        if blank := [number for number, q in lines if not q.strip()]:
+            shown = ", ".join(map(str, blank[:5])) + (", ..." if len(blank) > 5 else "")
+            log.warning("%s: %d blank line(s) skipped (line %s)", args.input, len(blank), shown)
+        args.lines, args.queries = [number for number, _ in kept], [q for _, q in kept]
     check_served(args)
 
 
@@ -185,15 +195,26 @@ def run_predict(args: argparse.Namespace) -> Report:
 
     queries, filters = args.queries, args.filters  # read and checked by check_predict
     rd = ReverseDictionary.load(args.model, args.device, args.precision, ranking_of(args), dictionary=args.dictionary)
-    entries = [rd.similar_entry(q, args.mode) for q in queries]
+    entries = [similar_entry(rd, q, args.mode, args.input, line) for q, line in zip(queries, args.lines, strict=True)]
     descriptions = [q for q, e in zip(queries, entries, strict=True) if e is None]
     described = iter(rd.search_many(descriptions, args.top_k, filters) if descriptions else [])
     found = [next(described) if e is None else rd.neighbours(e, args.top_k, filters) for e in entries]
     if args.input is None:
         return Report(result_rows(found[0]), results_table(found[0], entries[0]))
     rows = list(zip(queries, entries, found, strict=True))
-    data = [{"query": q, "entry": e, "results": result_rows(results)} for q, e, results in rows]
+    data = [
+        {"line": line, "query": q, "entry": e, "results": result_rows(results)}
+        for line, (q, e, results) in zip(args.lines, rows, strict=True)
+    ]
     return Report(data, "\n\n".join(f"{q}\n{results_table(results, e)}" for q, e, results in rows))
+
+
+def similar_entry(rd: Any, query: str, mode: str, input_file: str | None, line: int) -> str | None:
+    """`ReverseDictionary.similar_entry`, its error naming the --input file and line of the query."""
+    try:
+        return cast(str | None, rd.similar_entry(query, mode))
+    except DictEmbedError as err:
+        raise DictEmbedError(err if input_file is None else f"{input_file}:{line}: {err}") from None
 
 
 def run_serve(args: argparse.Namespace) -> Report:
