@@ -311,6 +311,13 @@ def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, caps
     (tmp_path / "theirs" / "notes.txt").write_text("keep me")
     cli_refuses(capsys, ["models", "prepare", name, "--output", str(tmp_path / "theirs")], "no prepared model")
     assert (tmp_path / "theirs" / "notes.txt").read_text() == "keep me"
+    other = tmp_path / "other"  # a folder prepared for another model: replaced only with --force
+    other.mkdir()
+    (other / offline_models.MARKER).write_text(json.dumps({"model": "multilingual-e5-small"}))
+    (other / "notes.txt").write_text("keep me")
+    cli_refuses(capsys, ["models", "prepare", name, "--output", str(other)], "holds 'multilingual-e5-small'")
+    assert (other / "notes.txt").read_text() == "keep me"
+    assert not offline_models.prepare(name, other, force=True)["reused"] and (other / "modules.json").is_file()
 
 
 def test_a_prepared_name_resolves_to_its_folder_and_an_unprepared_one_says_how(fake_mpnet) -> None:

@@ -214,6 +214,11 @@ def prepare(name: str, output: str | Path | None = None, force: bool = False) ->
         raise DictEmbedError(f"{target} is a file, not a folder to prepare {name} in")
     if target.is_dir() and info is None and any(target.iterdir()):
         raise DictEmbedError(f"{target} holds files that are no prepared model; remove them or choose another --output")
+    if info is not None and info.get("model") != name and not force:
+        raise DictEmbedError(
+            f"{target} holds {info.get('model')!r}, prepared there before; pass --force to replace it with {name}, or "
+            "choose another --output"
+        )
     versions = require_packages(model)
     with staged_dir(target) as staging:
         figures = BUILDERS[name](model, staging, versions)
