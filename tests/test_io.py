@@ -26,7 +26,11 @@ def test_read_lines_names_line_and_byte_with_the_encoding_hint(tmp_path: Path) -
     path.write_bytes(b"word\tdefinition\ncat\ta feline\ncaf\xe9\ta shop\n")
     message = r"x\.tsv:3: not valid utf-8 \(invalid continuation byte: 0xe9 0x09 at byte 4 of the line, "
     message += r"file offset 32\); "
-    with pytest.raises(DataFormatError, match=message + "pass --encoding latin-1 if the file is Latin-1$"):
+    with pytest.raises(
+        DataFormatError,
+        match=message + r"convert the file to UTF-8, or pass --encoding latin-1 if it is Latin-1 \(train, encode, "
+        r"evaluate, data stats\)$",
+    ):
         read_lines(path)
     assert read_lines(path, "latin-1")[2] == "café\ta shop"
 
@@ -71,7 +75,9 @@ def test_a_bad_byte_is_named_by_value_line_and_offsets(
     path.write_bytes(raw)
     where = f"{bytes_named} at byte {column} of the line, file offset {offset}"
     assert raw[offset] == int(bytes_named.split("0x")[1][:2], 16)
-    with pytest.raises(DataFormatError, match=rf"in\.txt:{line}: not valid utf-8 \({where}\); pass --encoding"):
+    with pytest.raises(
+        DataFormatError, match=rf"in\.txt:{line}: not valid utf-8 \({where}\); convert the file to UTF-8"
+    ):
         read_lines(path)
     argv = ["encode", "--model", str(tmp_path / "unused"), "--input", str(path), "--output", str(tmp_path / "o.npz")]
     cli_refuses(capsys, argv, f"{path}:{line}: not valid utf-8 ({where})")
