@@ -110,6 +110,11 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
         2,
         ("--tfidf-analyzer needs --baseline tfidf",),
     ),
+    (
+        ["evaluate", "reverse-dictionary", "--model", "run", "--tfidf-analyzer", "char"],  # alone too, never ignored
+        2,
+        ("--tfidf-analyzer needs --baseline tfidf",),
+    ),
     (["evaluate", "reverse-dictionary", "--model", "run", "--queries", "missing.tsv"], 1, ("missing.tsv",)),
     (["evaluate", "reverse-dictionary", "--model", "run", "--dictionary", "wordnett"], 1, ("wordnett", "unknown")),
     (["evaluate", "lexsub", "--validation-model", "/no/such/model"], 1, ("/no/such/model",)),

@@ -179,11 +179,11 @@ def check_reverse_dictionary(args: argparse.Namespace) -> None:
     (their names, and their files readable)."""
     from dictembed.dictionary.load import check_sources
 
+    if args.tfidf_analyzer is not None and args.baseline != "tfidf":
+        raise UsageError("--tfidf-analyzer needs --baseline tfidf")
     if args.queries or args.leave_one_out or args.baseline:
         if bool(args.queries) == bool(args.leave_one_out):
             raise UsageError("give either --queries oxford|chang|FILE or --leave-one-out")
-        if args.tfidf_analyzer is not None and args.baseline != "tfidf":
-            raise UsageError("--tfidf-analyzer needs --baseline tfidf")
     check_model(args.model)
     for spec in (args.queries, args.dictionary):
         if spec:
