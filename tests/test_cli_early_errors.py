@@ -56,12 +56,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "model.txt").write_text("not a model")
     for folder, name, text in [
         ("model", "config.json", "{}"),
+        ("model", "model.safetensors", ""),  # config.json beside weights: a transformers model
         ("run", "dictembed.json", '{"version": 2}'),
         ("mine", "thesis.txt", "years of work"),
         ("finetuned/seed0", "modules.json", "[]"),
         ("models/tiny", "config.json", "{}"),
     ]:
-        (root / folder).mkdir(parents=True)
+        (root / folder).mkdir(parents=True, exist_ok=True)
         (root / folder / name).write_text(text)
     return root
 
