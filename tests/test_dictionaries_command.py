@@ -95,3 +95,10 @@ def test_language_of_a_named_dictionary_else_auto() -> None:
     assert [language_of(name) for name in LANGUAGES] == list(LANGUAGES.values())
     assert language_of("wordnet") == "en" and language_of("cwn") == "zh"
     assert language_of("my.tsv") == "auto" and language_of("wordnet,cwn") == "auto"
+
+
+def test_a_wordnet_dir_that_is_no_folder_is_refused(capsys, tmp_path) -> None:
+    from dictembed.cli import main
+
+    assert main(["dictionaries", "--wordnet-dir", str(tmp_path / "nope")]) == 1
+    assert capsys.readouterr().err.strip() == f"dictembed: error: --wordnet-dir {tmp_path / 'nope'}: no such folder"
