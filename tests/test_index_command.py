@@ -70,6 +70,19 @@ def test_the_cli_replaces_a_folder_only_with_overwrite(language_folders, bert_pa
     assert json.loads((out / SPACE_DIR / "space.json").read_text())["words"] == ["bread"]
 
 
+def test_a_latin1_table_is_read_with_encoding(bert_path, tmp_path, capsys) -> None:
+    """A Latin-1 table is refused in UTF-8 (naming its line and the way out), and read with --encoding latin-1; the
+    folder keeps its definitions in UTF-8."""
+    tsv = tmp_path / "latin.tsv"
+    tsv.write_bytes("word\tdefinition\ncafé\ta small restaurant\ndog\ta domesticated animal\n".encode("latin-1"))
+    out = tmp_path / "latin"
+    argv = ["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)]
+    cli_refuses(capsys, argv, f"{tsv}:2: not valid utf-8", "--encoding latin-1")
+    cli_succeeds(capsys, [*argv, "--encoding", "latin-1"])
+    assert "café" in (out / DEFINITIONS_FILE).read_text(encoding="utf-8")
+    assert json.loads((out / SPACE_DIR / "space.json").read_text())["words"] == ["café", "dog"]
+
+
 @pytest.mark.parametrize(
     ("dictionary", "named"),
     [("missing.tsv", "missing.tsv"), ("no-such-dictionary", "no-such-dictionary")],

@@ -237,8 +237,9 @@ def preallocate(path: str | Path) -> None:
 # One reader for every text file (dictionaries, evaluation data, `encode` input): lines split on "\n"
 # only, so U+2028, \x0c or \x85 inside a line never make extra lines; bad bytes are named by line and byte.
 
-ENCODING_HINT = (  # every reader shows it: only train, encode, evaluate and data stats take --encoding
-    "convert the file to UTF-8, or pass --encoding latin-1 if it is Latin-1 (train, encode, evaluate, data stats)"
+ENCODING_HINT = (  # every reader shows it: only these commands take --encoding
+    "convert the file to UTF-8, or pass --encoding latin-1 if it is Latin-1 "
+    "(train, index, encode, evaluate, data stats)"
 )
 
 
