@@ -161,13 +161,18 @@ def replace_dir(staging: Path, target: Path) -> None:
 
 
 @contextmanager
-def staged_dir(target: str | Path) -> Iterator[Path]:
+def staged_dir(target: str | Path, owned: bool = False) -> Iterator[Path]:
     """A fresh staging folder beside `target`; on success it replaces `target`, on failure it is removed (and
-    `target` left as it was). A full disk or read-only filesystem is an OSError naming `target` (`writing`)."""
+    `target` left as it was). A full disk or read-only filesystem is an OSError naming `target` (`writing`).
+    `owned`: `target`'s folder is dictembed's own (a run's checkpoint), so what an interrupted write of any version
+    left beside it is removed, marked or not."""
     target = Path(target)
     staging = target.with_name(target.name + STAGING_SUFFIX)
     with writing(target):
-        clear_staging(target.with_name(target.name + ".old"))  # before the work: a user's folder there stays
+        for leftover in (target.with_name(target.name + ".old"), staging):
+            if owned and leftover.is_dir() and not leftover.is_symlink():
+                (leftover / STAGING_MARK).touch()
+            clear_staging(leftover)  # before the work: a user's folder there stays
         make_staging(staging)
         try:
             yield staging

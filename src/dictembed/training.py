@@ -247,7 +247,7 @@ class Trainer:
         wait_for_everyone()
         if self.accelerator.is_main_process:
             run = {"step": self.progress.step, "identity": self.identity}
-            with staged_dir(self.checkpoint_dir) as staging:
+            with staged_dir(self.checkpoint_dir, owned=True) as staging:
                 save_checkpoint(staging, self.unwrapped, self.optimizer, self.scheduler, run)
 
     def _checkpoint(self) -> Path | None:
