@@ -182,3 +182,19 @@ def test_a_killed_command_leaves_a_resumable_partial_file(bert_path, tmp_path, c
     reference = Encoder.load(str(bert_path), device="cpu").encode(sentences[: done + 40])
     np.testing.assert_allclose(np.load(out)[: done + 40], reference, rtol=0, atol=1e-6)  # both sides of the kill
     assert not partial_path(out).exists() and not progress_path(out).exists()
+
+
+def test_a_users_file_at_the_partial_name_is_never_overwritten(encoder, text, tmp_path, caplog) -> None:
+    """OUTPUT.partial without its progress file: an unfinished matrix an earlier run began (a .npy) is started over,
+    with a warning; anything else is a user's file, a one-line error, and stays."""
+    out = tmp_path / "v.npy"
+    partial = partial_path(out)
+    partial.write_text("my notes")
+    with pytest.raises(DictEmbedError, match=f"^{partial} is in the way"):
+        encode_to_npy(encoder, text, out, chunk_size=6, show_progress=False)
+    assert partial.read_text() == "my notes" and not out.exists()
+    with partial.open("wb") as f:  # a matrix a killed run began, before its first progress file
+        np.save(f, np.zeros((2, 32), np.float32))
+    with caplog.at_level(logging.WARNING):
+        assert encode_to_npy(encoder, text, out, chunk_size=6, show_progress=False)["resumed_from"] == 0
+    assert "no readable progress file" in caplog.text and not partial.exists()

@@ -133,10 +133,25 @@ def _read_progress(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _holds_array(path: Path) -> bool:
+    """Whether `path` is a file that starts as a .npy file does, or is empty (an unfinished matrix of an earlier run,
+    or one killed as it was created)."""
+    try:
+        with path.open("rb") as f:
+            return path.is_file() and f.read(6) in (b"\x93NUMPY", b"")
+    except OSError:
+        return False
+
+
 def _held_rows(output: Path, identity: dict[str, Any]) -> tuple[int, str | None]:
     """The rows an earlier run of the same job wrote, or 0 and why they cannot be used (None: no earlier run)."""
     partial, progress = partial_path(output), _read_progress(progress_path(output))
     if progress is None:
+        if partial.exists() and not _holds_array(partial):  # not a matrix an earlier run began: a user's file
+            raise DictEmbedError(
+                f"{partial} is in the way: encode keeps its unfinished matrix under that name, and it holds something "
+                "else; move it or choose another --output"
+            )
         return 0, "no readable progress file" if partial.exists() else None
     if {k: progress.get(k) for k in identity} != identity:
         return 0, "the input, the model or the options changed"
@@ -199,10 +214,11 @@ def _output_matrix(encoder: Any, partial: Path, rows: int, quantize: str, resume
 
 def _discard_unusable(output: Path) -> None:
     """After a failed run, remove a partial file that no progress file vouches for (nothing to resume)."""
-    if progress_path(output).exists():
+    partial = partial_path(output)
+    if progress_path(output).exists() or (partial.exists() and not _holds_array(partial)):  # vouched for, or a user's
         return
     with contextlib.suppress(OSError):  # a read-only folder holds none
-        partial_path(output).unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
 
 
 def encode_to_npy(
@@ -274,6 +290,8 @@ def _encode_to_npy(
         held = read_lines(input_path, encoding)
         rows, start, lines = len(held), 0, iter(held)
         if main:  # an earlier run's progress file must not vouch for rows written from this input
+            if partial.exists() and not _holds_array(partial):
+                raise DictEmbedError(f"{partial} is in the way: encode writes its matrix there first; move it")
             partial.unlink(missing_ok=True)
             sidecar.unlink(missing_ok=True)
     matrix = _output_matrix(encoder, partial, rows, quantize, resume=bool(start)) if main else None
