@@ -123,12 +123,19 @@ def clear_staging(path: Path) -> None:
     )
 
 
-def make_staging(path: Path) -> Path:
-    """A fresh, marked staging folder at `path` (`clear_staging` first)."""
-    clear_staging(path)
-    path.mkdir(parents=True)
-    (path / STAGING_MARK).touch()
-    return path
+def set_aside_path(target: Path) -> Path:
+    """Where `replace_dir` sets the old `target` aside until the new one is in place."""
+    return target.with_name(target.name + ".old")
+
+
+def clear_way(target: Path, staging: Path, owned: bool = False) -> None:
+    """Before the work of a staged write of `target`: remove what an interrupted one left at `staging` and at the
+    set-aside name (`clear_staging`; `owned`: `target`'s folder is dictembed's own, so any leftover goes, marked or
+    not, as an older version left them); a user's file or folder there is a one-line error and stays."""
+    for leftover in (set_aside_path(target), staging):
+        if owned and leftover.is_dir() and not leftover.is_symlink():
+            (leftover / STAGING_MARK).touch()
+        clear_staging(leftover)
 
 
 def replace_dir(staging: Path, target: Path) -> None:
@@ -137,7 +144,7 @@ def replace_dir(staging: Path, target: Path) -> None:
     if the new one cannot be moved in). Its files get the user's umask (`with_umask`). A file or folder of the
     user's at the set-aside name (`TARGET.old`) is never removed (`clear_staging`)."""
     with_umask(staging)
-    old = target.with_name(target.name + ".old")
+    old = set_aside_path(target)
     clear_staging(old)
     had_old = target.exists()
     if had_old:
@@ -169,11 +176,9 @@ def staged_dir(target: str | Path, owned: bool = False) -> Iterator[Path]:
     target = Path(target)
     staging = target.with_name(target.name + STAGING_SUFFIX)
     with writing(target):
-        for leftover in (target.with_name(target.name + ".old"), staging):
-            if owned and leftover.is_dir() and not leftover.is_symlink():
-                (leftover / STAGING_MARK).touch()
-            clear_staging(leftover)  # before the work: a user's folder there stays
-        make_staging(staging)
+        clear_way(target, staging, owned)
+        staging.mkdir(parents=True)
+        (staging / STAGING_MARK).touch()
         try:
             yield staging
             replace_dir(staging, target)

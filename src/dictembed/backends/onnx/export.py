@@ -37,7 +37,7 @@ from dictembed.backends.onnx.session import graph_feeds, graph_print, weights_sh
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.io import STAGING_MARK, STAGING_SUFFIX, clear_staging, replace_dir
+from dictembed.io import STAGING_MARK, STAGING_SUFFIX, clear_way, replace_dir
 from dictembed.model_folder import (
     DEFINITIONS_FILE,
     ONNX_DIR,
@@ -105,8 +105,7 @@ def export(
         raise DictEmbedError("first_last_avg pooling needs every hidden layer; the ONNX export has the last only")
     output = Path(output)
     staging = output.with_name(output.name + ".export")
-    clear_staging(staging)  # an interrupted export's is removed; a user's folder of that name is an error
-    clear_staging(output.with_name(output.name + ".old"))
+    clear_way(output, staging)  # an interrupted export's leftovers go; a user's folder of those names is an error
     try:
         encoder.save(staging, exported_record(encoder.record, SPACE_DIR in copied), name=output.name)
         (staging / STAGING_MARK).touch()
