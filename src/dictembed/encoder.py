@@ -12,14 +12,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import torch
-from sentence_transformers import quantize_embeddings
 from sentence_transformers.sentence_transformer import modules as st_modules
 from sentence_transformers.util import cos_sim
 from torch import nn
@@ -28,18 +26,17 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from dictembed.backends.onnx.runtime import OnnxBackbone, attach
 from dictembed.backends.openvino import OpenVinoBackbone
 from dictembed.backends.openvino import attach as attach_openvino
-from dictembed.devices import autocast, resolve_device, resolve_precision
-from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.devices import autocast, resolve_precision
+from dictembed.errors import DictEmbedError
 from dictembed.io import staged_dir
-from dictembed.loading import Parts, declared_pooling, load_parts, model_pooler, save_parts
+from dictembed.loading import Parts, declared_pooling, model_pooler, open_encoder_parts, save_parts
 from dictembed.model_card import write_model_card
-from dictembed.model_folder import WEIGHTS_FILE, ModelFolder, identifies_encoder, write_record
+from dictembed.model_folder import ModelFolder, identifies_encoder, write_record
 from dictembed.output_folder import check_output_folder
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
-from dictembed.quantization import QUANTIZATIONS
 from dictembed.record import RunRecord
-from dictembed.search_options import check_count
+from dictembed.st_encode import encode_input, encode_keywords, encode_output
 from dictembed.texts import check_texts
 from dictembed.tokenization import tokenize_counting_cuts
 
@@ -214,25 +211,8 @@ class Encoder(nn.Module):
         export`) is a one-line error: `OnnxQueryEncoder` runs it."""
         if backend is not None and backend not in BACKENDS:
             raise DictEmbedError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
-        if not isinstance(name_or_path, str | Path | ModelFolder):
-            raise DictEmbedError(f"Encoder.load: a model folder or a Hub name, not {type(name_or_path).__name__}")
-        if pooler not in (None, "none", "model"):
-            raise DictEmbedError(f"unknown pooler {pooler!r}; choose from model, none")
-        check_count("max_length", max_length, none=True)
-        target = resolve_device(device)  # a one-line error for a device this machine has not, before the weights
-        model_folder = ModelFolder.open(name_or_path)
-        folder, record = model_folder.path, copy.deepcopy(model_folder.record)
-        if model_folder.is_exported and not any(folder.glob("*.safetensors")):
-            raise ModelLoadError(
-                f"model folder {folder} is an ONNX export without its fp32 weights ({WEIGHTS_FILE}), which "
-                "Encoder.load needs: open it with dictembed.backends.onnx.query.OnnxQueryEncoder (as predict and "
-                "serve do), or export it again with --keep-weights"
-            )
-        saved = record.encoder
-        parts = load_parts(folder, saved.get("max_length"))
-        positions = getattr(parts.backbone.config, "max_position_embeddings", None)
-        if max_length is not None and isinstance(positions, int) and max_length > positions:
-            raise DictEmbedError(f"max_length {max_length} is more than the {positions} positions of model {folder}")
+        model_folder, record, parts, target = open_encoder_parts(name_or_path, pooler, max_length, device)
+        folder, saved = model_folder.path, record.encoder
         modules = [model_pooler(parts.backbone, str(folder))] if pooler == "model" else []
         encoder = cls(
             parts.backbone,
@@ -357,35 +337,15 @@ class Encoder(nn.Module):
         sentence-transformers' name for `quantize` (deprecated here: "precision" is the compute dtype);
         `normalize=` and `show_progress=` are older names of `normalize_embeddings` and `show_progress_bar`.
         """
-        if precision is not None:
-            warnings.warn("encode(precision=...) is deprecated; use quantize=...", DeprecationWarning, stacklevel=2)
-            quantize = precision
-        if kwargs.get("output_value", "sentence_embedding") != "sentence_embedding":
-            raise DictEmbedError("only output_value='sentence_embedding' is supported")
-        if unknown := sorted(set(kwargs) - {"output_value", "truncate_dim", "pool", "chunk_size"}):
-            raise DictEmbedError(f"encode: unknown keyword argument(s) {', '.join(map(repr, unknown))}")
-        if given := [name for name in ("truncate_dim", "pool", "chunk_size") if kwargs.get(name) is not None]:
-            raise DictEmbedError(f"encode: {', '.join(given)} (sentence-transformers' options) not supported here")
-        if quantize not in QUANTIZATIONS:
-            raise DictEmbedError(f"unknown quantize {quantize!r}; choose from {', '.join(QUANTIZATIONS)}")
-        single = isinstance(sentences, str)
-        if not single and not isinstance(sentences, Iterable):
-            raise DictEmbedError(f"sentences must be a str or a list of str, got {type(sentences).__name__}")
-        texts = [sentences] if isinstance(sentences, str) else list(sentences)
+        quantize = encode_keywords(quantize, precision, kwargs)
+        texts, single = encode_input(sentences)
         normalize_embeddings = normalize if normalize is not None else normalize_embeddings
         show = show_progress if show_progress is not None else show_progress_bar
         if device is not None:
             self.to(device)
         prefix = self._prompt(prompt, prompt_name)
         vectors = torch.cat([torch.zeros(0, self.dim), *self.embed(texts, batch_size, prefix, show)])
-        if normalize_embeddings:
-            vectors = torch.nn.functional.normalize(vectors, dim=-1)
-        result: np.ndarray | torch.Tensor = vectors.numpy()
-        if quantize != "float32":  # an array in, an array out (not the list form of multi-vector input)
-            result = cast(np.ndarray, quantize_embeddings(result, precision=quantize))
-        if convert_to_tensor or not convert_to_numpy:
-            result = torch.from_numpy(np.asarray(result))
-        return result[0] if single else result
+        return encode_output(vectors, normalize_embeddings, quantize, convert_to_tensor or not convert_to_numpy, single)
 
     @torch.no_grad()
     def embed(

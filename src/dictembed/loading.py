@@ -23,10 +23,13 @@ from tokenizers import Tokenizer
 from torch import nn
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from dictembed.errors import ModelLoadError
-from dictembed.model_folder import record_path
+from dictembed.devices import resolve_device
+from dictembed.errors import DictEmbedError, ModelLoadError
+from dictembed.model_folder import WEIGHTS_FILE, ModelFolder, record_path
 from dictembed.offline_models import local_folder
 from dictembed.pooling import ACTIVATIONS
+from dictembed.record import RunRecord
+from dictembed.search_options import check_count
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +233,43 @@ def declared_pooling(module: nn.Module | None) -> str | None:
     (kept in the module, not nameable)."""
     mode = getattr(module, "pooling_mode", None)
     return mode if isinstance(mode, str) else None
+
+
+class Opened(NamedTuple):
+    """What `Encoder.load` builds an encoder from (`open_encoder_parts`)."""
+
+    folder: ModelFolder
+    record: RunRecord  # a copy, which the encoder owns
+    parts: Parts
+    device: torch.device  # where a torch backbone runs
+
+
+def open_encoder_parts(
+    name_or_path: str | Path | ModelFolder, pooler: str | None, max_length: int | None, device: Any
+) -> Opened:
+    """The folder of a hub name or local path, its record and its parts (`load_parts`), and the device, for
+    `Encoder.load`: its arguments checked in one line each before the weights load (the path's type, the `pooler`,
+    `max_length`, a `device` this machine has not), an export without its fp32 weights refused, and a `max_length`
+    beyond the model's positions refused once its config is read."""
+    if not isinstance(name_or_path, str | Path | ModelFolder):
+        raise DictEmbedError(f"Encoder.load: a model folder or a Hub name, not {type(name_or_path).__name__}")
+    if pooler not in (None, "none", "model"):
+        raise DictEmbedError(f"unknown pooler {pooler!r}; choose from model, none")
+    check_count("max_length", max_length, none=True)
+    target = resolve_device(device)
+    folder = ModelFolder.open(name_or_path)
+    if folder.is_exported and not any(folder.path.glob("*.safetensors")):
+        raise ModelLoadError(
+            f"model folder {folder.path} is an ONNX export without its fp32 weights ({WEIGHTS_FILE}), which "
+            "Encoder.load needs: open it with dictembed.backends.onnx.query.OnnxQueryEncoder (as predict and "
+            "serve do), or export it again with --keep-weights"
+        )
+    record = copy.deepcopy(folder.record)
+    parts = load_parts(folder.path, record.encoder.get("max_length"))
+    positions = getattr(parts.backbone.config, "max_position_embeddings", None)
+    if max_length is not None and isinstance(positions, int) and max_length > positions:
+        raise DictEmbedError(f"max_length {max_length} is more than the {positions} positions of model {folder.path}")
+    return Opened(folder, record, parts, target)
 
 
 def load_parts(folder: Path, saved_length: object = None) -> Parts:
