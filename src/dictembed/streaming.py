@@ -143,15 +143,21 @@ def _holds_array(path: Path) -> bool:
         return False
 
 
+def refuse_foreign_partial(partial: Path) -> None:
+    """Refuse, in one line, a `partial` that is no matrix an earlier run began (`_holds_array`): a user's file, which
+    stays."""
+    if partial.exists() and not _holds_array(partial):
+        raise DictEmbedError(
+            f"{partial} is in the way: encode keeps its unfinished matrix under that name, and it holds something "
+            "else; move it or choose another --output"
+        )
+
+
 def _held_rows(output: Path, identity: dict[str, Any]) -> tuple[int, str | None]:
     """The rows an earlier run of the same job wrote, or 0 and why they cannot be used (None: no earlier run)."""
     partial, progress = partial_path(output), _read_progress(progress_path(output))
     if progress is None:
-        if partial.exists() and not _holds_array(partial):  # not a matrix an earlier run began: a user's file
-            raise DictEmbedError(
-                f"{partial} is in the way: encode keeps its unfinished matrix under that name, and it holds something "
-                "else; move it or choose another --output"
-            )
+        refuse_foreign_partial(partial)
         return 0, "no readable progress file" if partial.exists() else None
     if {k: progress.get(k) for k in identity} != identity:
         return 0, "the input, the model or the options changed"
@@ -290,8 +296,7 @@ def _encode_to_npy(
         held = read_lines(input_path, encoding)
         rows, start, lines = len(held), 0, iter(held)
         if main:  # an earlier run's progress file must not vouch for rows written from this input
-            if partial.exists() and not _holds_array(partial):
-                raise DictEmbedError(f"{partial} is in the way: encode writes its matrix there first; move it")
+            refuse_foreign_partial(partial)
             partial.unlink(missing_ok=True)
             sidecar.unlink(missing_ok=True)
     matrix = _output_matrix(encoder, partial, rows, quantize, resume=bool(start)) if main else None
