@@ -7,8 +7,9 @@ from torch fp32.
 
 The main job's entry space (`DefinitionSpace.build(encoder, wordnet, "amp")`, no cache) over a seeded sample of
 `--limit` WordNet definitions, built once per precision after a small warm-up build:
-- fp32: `Encoder` in torch fp32; onnx: the same fp32 network exported and run by ONNX Runtime
-  (`dictembed.backends.onnx.runtime.attach`, `--threads` threads); bf16: `Encoder.set_precision("bf16")` (torch
+- fp32: `Encoder` in torch fp32 (`DICTEMBED_BUILD_BACKEND=torch`); onnx: the same fp32 network's graph on ONNX
+  Runtime as the product's builds run it (`DICTEMBED_BUILD_BACKEND=onnx`: `runtime.graph_twin`, exported at the
+  start of the build and timed with it, batches of `GRAPH_BUILD_BATCH`); bf16: `Encoder.set_precision("bf16")` (torch
   autocast; native on a CPU with AMX or AVX512_BF16, emulated and slow without: the script says which); int8: the
   model's ONNX dynamic int8 export (`dictembed.backends.onnx.export.export`) on ONNX Runtime with `--threads`
   threads.
@@ -23,6 +24,7 @@ against the other space, so only the space differs. Prints the CPU (flags, load 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -33,7 +35,7 @@ import numpy as np
 import torch
 from machine import finish, has_fast_bf16, machine
 
-from dictembed.backends.onnx.runtime import attach, physical_cores
+from dictembed.backends.onnx.runtime import BUILD_BACKEND_VARIABLE, attach, physical_cores
 from dictembed.dictionary import Dictionary, load_dictionary, seeded_sample
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
@@ -53,11 +55,12 @@ def sample(n: int, queries: int, seed: int = 0) -> tuple[Dictionary, list[str]]:
 
 
 def encoder_at(precision: str, model: str, scratch: Path, threads: int) -> Encoder:
-    """The model's encoder computing at `precision` (onnx: its fp32 graph on ONNX Runtime; int8: its ONNX int8
-    export, written into `scratch`)."""
+    """The model's encoder computing at `precision` (onnx: torch fp32, its builds on the fp32 graph as
+    `DICTEMBED_BUILD_BACKEND=onnx` makes them; int8: its ONNX int8 export, written into `scratch`)."""
     encoder = Encoder.load(model, device="cpu", backend="torch")
+    os.environ[BUILD_BACKEND_VARIABLE] = "onnx" if precision == "onnx" else "torch"
     if precision == "onnx":
-        return attach(encoder, model, threads=threads)
+        return encoder
     if precision != "int8":
         return encoder.set_precision(precision)
     from dictembed.backends.onnx.export import export

@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import errno
 import io
+import json
 import logging
 import os
 from pathlib import Path
@@ -16,10 +17,12 @@ import pytest
 import torch
 
 from dictembed import cache, entry_vectors
+from dictembed.backends.onnx import runtime
 from dictembed.cache import cache_key
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, encode_in_parts, part_sizes
 from dictembed.entry_vectors import headword_vectors
+from dictembed.errors import DictEmbedError
 
 BATCH = 2
 
@@ -287,3 +290,82 @@ def test_a_cache_that_cannot_be_written_keeps_the_built_matrix(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and str(tmp_path) in warnings[0] and "No space left" in warnings[0], warnings
     assert torch.equal(space.matrix, _reference_matrix(encoder, toy_dictionary))
+
+
+# Builds on ONNX Runtime: the weights' fp32 graph encodes large builds on the CPU (`build_backend`).
+
+
+def test_a_build_on_the_graph_gives_the_weights_space(encoder, toy_dictionary, tmp_path, monkeypatch, caplog) -> None:
+    """The fp32 graph gives torch's vectors to float rounding, says so, and records it beside the cache entry; the
+    encoder the caller holds still runs torch afterwards."""
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    with caplog.at_level(logging.INFO, logger="dictembed"):
+        on_graph = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    assert "encoding on ONNX Runtime" in caplog.text
+    assert "Fused" not in caplog.text  # onnxruntime's optimizer says nothing of its fusions below a warning
+    assert encoder.onnx is None
+    np.testing.assert_allclose(on_graph.vectors(), on_torch.vectors(), atol=1e-5)
+    (sidecar,) = tmp_path.glob("definitions-*.json")
+    assert json.loads(sidecar.read_text())["backend"] == "onnx"
+
+
+def test_parts_of_a_build_on_the_other_backend_are_not_reused(encoder, toy_dictionary, small_parts, tmp_path) -> None:
+    """Parts a torch build left are not mixed with the graph's rows: they are of another layout, and go."""
+    texts = [d for _, d in toy_dictionary.pairs()]
+    parts = tmp_path / "parts"
+    torch_rows = encode_in_parts(encoder, texts, BATCH, parts, "toy")
+    assert len(list(parts.glob("part-*.npy"))) == small_parts
+    assert "backend" not in json.loads((parts / "manifest.json").read_text())
+    with runtime.graph_twin(encoder) as twin:
+        assert twin.onnx is not None
+        graph_rows = encode_in_parts(twin, texts, BATCH, parts, "toy")
+    assert json.loads((parts / "manifest.json").read_text())["backend"] == "onnx"
+    np.testing.assert_allclose(graph_rows, torch_rows, atol=1e-5)
+
+
+def test_headword_vectors_on_the_graph_are_the_weights_vectors(encoder, tmp_path, monkeypatch) -> None:
+    words = [f"word {i}" for i in range(40)]
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = headword_vectors(encoder, words, cache_dir=tmp_path)
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    on_graph = headword_vectors(encoder, words, cache_dir=tmp_path)
+    assert on_graph.dtype == torch.float16 and on_graph.shape == on_torch.shape
+    np.testing.assert_allclose(on_graph.float().numpy(), on_torch.float().numpy(), atol=2e-3)
+    assert not list(tmp_path.glob("*.parts"))  # no parts left behind
+
+
+def test_auto_builds_large_fp32_cpu_builds_on_the_graph(encoder, monkeypatch) -> None:
+    monkeypatch.delenv(runtime.BUILD_BACKEND_VARIABLE, raising=False)
+    assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN - 1) == "torch"  # the export would cost more
+    assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN) == "onnx"
+    bf16 = Encoder.load(str(encoder.backbone.name_or_path), pooling="mean", device="cpu").set_precision("bf16")
+    assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN) == "torch"
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    assert runtime.build_backend(encoder, 10**7) == "torch"
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    assert runtime.build_backend(encoder, 1) == "onnx"
+    assert runtime.build_backend(bf16, 1) == "torch"  # asked, but bf16 is no fp32 graph's: torch, with a warning
+
+
+def test_an_unknown_build_backend_is_a_one_line_error(encoder, toy_dictionary, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "gpu")
+    with pytest.raises(DictEmbedError, match=r"DICTEMBED_BUILD_BACKEND='gpu': use auto, torch or onnx"):
+        DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+
+
+def test_a_graph_that_cannot_be_exported_leaves_the_build_to_torch(
+    encoder, toy_dictionary, tmp_path, monkeypatch, caplog
+) -> None:
+    def refuse(*args, **kwargs):
+        raise RuntimeError("unsupported operator")
+
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=None)
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    monkeypatch.setattr(runtime, "export_backbone", refuse)
+    with caplog.at_level(logging.WARNING, logger="dictembed"):
+        space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=None)
+    assert "the build runs on torch: no ONNX graph (RuntimeError: unsupported operator)" in caplog.text
+    assert np.array_equal(space.vectors(), on_torch.vectors())

@@ -5,15 +5,18 @@ vector as a query's (`headword_vectors`), which the reverse dictionary mixes int
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from dictembed.backends.onnx.runtime import BUILD_BACKEND_VARIABLE, GRAPH_BUILD_BATCH, build_backend, graph_twin
 from dictembed.cache import PartialBuild, cache_key, cached_tensors, headword_parts, space_path
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes, process_count
@@ -42,7 +45,10 @@ def space_tensors(
 
     With `cache_dir` they are cached there, keyed by `cache.cache_key`; concurrent builds of one space are
     serialised by a file lock, and the definitions are encoded in parts kept beside the cache entry until it is
-    written, so that an interrupted build resumes from its last part (`encode_in_parts`)."""
+    written, so that an interrupted build resumes from its last part (`encode_in_parts`). The backend that encodes
+    them (`build_backend`: torch, or the weights' fp32 graph on ONNX Runtime) is recorded beside the entry, not
+    keyed: both give the weights' fp32 vectors, as torch does on any CPU, to float rounding."""
+    backend = build_backend(encoder, int(counts.sum()))
 
     def computed(parts: Path | None) -> dict[str, torch.Tensor]:
         """The tensors computed (no cache lookup of their own); `parts`: where to keep the encoded definitions
@@ -51,7 +57,7 @@ def space_tensors(
             plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size)["matrix"]
             matrix = ica_transform(plain.double().numpy())
             return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
-        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts)
+        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts, backend)
 
     if cache_dir is None:
         return computed(None)
@@ -64,6 +70,7 @@ def space_tensors(
         "entry_count": len(dictionary),
         "definitions": int(counts.sum()),
         "precision": encoder.compute_precision,
+        "backend": backend,
     }
     path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
     return cached_tensors(path, computed, source, needs=() if ica else ("definitions",))
@@ -76,19 +83,24 @@ def definition_tensors(
     entries: Literal["ac", "amp"],
     batch_size: int,
     parts: Path | None,
+    backend: str = "torch",
 ) -> dict[str, torch.Tensor]:
     """The float32 entry `matrix` of a plain (non-ICA) space, each entry the mean of its definitions' vectors
     ([CLS] for `ac`, mean pooling for `amp`), and the float16 vector of every definition (`definitions`);
     `counts`: the definitions of each entry; `parts`: where to keep the encoded definitions until the space is
-    cached (`encode_in_parts`)."""
-    pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
-    with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
-        definitions = [d for _, d in dictionary.pairs()]
-        if process_count() > 1:  # each process encodes a share; all end with every vector, in order
+    cached (`encode_in_parts`); `backend`: "onnx" encodes them with the fp32 graph on ONNX Runtime
+    (`build_backend`), in batches of `GRAPH_BUILD_BATCH`."""
+    definitions = [d for _, d in dictionary.pairs()]
+    if process_count() > 1:  # each process encodes a share; all end with every vector, in order
+        pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
+        with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
             vectors = encode_across_processes(pooled, definitions, batch_size, show_progress_bar=True)
-        else:
-            what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
-            vectors = encode_in_parts(pooled, definitions, batch_size, parts, what)
+    else:
+        what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
+        with builder(encoder.with_pooling("cls" if entries == "ac" else "mean"), backend) as pooled:
+            size = GRAPH_BUILD_BATCH if pooled.onnx is not None else batch_size
+            with pooled.autocast():
+                vectors = encode_in_parts(pooled, definitions, size, parts, what)
     return {
         "matrix": torch.from_numpy(entry_means(vectors, counts)),
         "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
@@ -113,10 +125,27 @@ def headword_vectors(
     (`search_options.Ranking.headword_weight`). Encoded in this process alone (a model folder is saved by the main
     one) and not cached, a trained encoder's being its own; while they are encoded their parts are kept in the
     cache (`cache.headword_parts`), so that a save cut short resumes from its last part, and removed after."""
-    parts = headword_parts(encoder, words, batch_size, cache_dir)
-    vectors = encode_in_parts(encoder, words, batch_size, parts, f"headword vectors of {len(words):,} entries")
+    backend = build_backend(encoder, len(words))
+    with builder(encoder, backend) as runner:
+        size = GRAPH_BUILD_BATCH if runner.onnx is not None else batch_size
+        parts = headword_parts(encoder, words, size, cache_dir)
+        with runner.autocast():
+            vectors = encode_in_parts(runner, words, size, parts, f"headword vectors of {len(words):,} entries")
     shutil.rmtree(parts, ignore_errors=True)
     return torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(torch.float16)
+
+
+@contextlib.contextmanager
+def builder(encoder: Encoder, backend: str) -> Iterator[Encoder]:
+    """`encoder`, or for `backend` "onnx" its twin running the fp32 graph on ONNX Runtime (`graph_twin`; the
+    encoder itself where the export fails), logged."""
+    if backend != "onnx":
+        yield encoder
+        return
+    with graph_twin(encoder) as twin:
+        if twin.onnx is not None:
+            log.info("encoding on ONNX Runtime, the weights' fp32 graph (%s=torch: on torch)", BUILD_BACKEND_VARIABLE)
+        yield twin
 
 
 def part_sizes(count: int, batch_size: int) -> list[int]:
@@ -147,7 +176,10 @@ def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: 
     sizes = part_sizes(count, batch_size)
     store = None
     if parts is not None and len(sizes) > 1:  # one part: nothing to resume from before it is done
-        store = PartialBuild(parts, {"definitions": count, "batch_size": batch_size, "part_sizes": sizes})
+        layout: dict[str, Any] = {"definitions": count, "batch_size": batch_size, "part_sizes": sizes}
+        if encoder.onnx is not None:  # rows of one backend only (a torch build's layout as it always was)
+            layout["backend"] = encoder.backend
+        store = PartialBuild(parts, layout)
     done = store.load(sizes) if store is not None else []
     start = sum(sizes[: len(done)])
     if done:

@@ -84,6 +84,7 @@ def export_backbone(encoder: Any, path: Path, opset: int = 17) -> list[str]:
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message=r"Exporting aten::index operator", category=UserWarning)
         warnings.filterwarnings("ignore", message=r"You are using the legacy TorchScript", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=r"The feature will be removed", category=DeprecationWarning)
         torch.onnx.export(
             _Forward(backbone, names),
             inputs,
@@ -107,15 +108,27 @@ def optimize_graph(source: Path, target: Path, config: Any) -> dict[str, int]:
         return {}
     from onnxruntime.transformers.optimizer import optimize_model
 
-    optimized = optimize_model(
-        str(source),
-        model_type=kind,
-        num_heads=int(config.num_attention_heads),
-        hidden_size=int(config.hidden_size),
-        opt_level=1,  # fusions only: the saved graph stays portable across CPUs
-    )
-    optimized.save_model_to_file(str(target))
+    with quiet_info():  # a line per fusion, from loggers of its own, in the middle of a command's output
+        optimized = optimize_model(
+            str(source),
+            model_type=kind,
+            num_heads=int(config.num_attention_heads),
+            hidden_size=int(config.hidden_size),
+            opt_level=1,  # fusions only: the saved graph stays portable across CPUs
+        )
+        optimized.save_model_to_file(str(target))
     return {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
+
+
+@contextlib.contextmanager
+def quiet_info() -> Iterator[None]:
+    """While inside, no logger of the process emits INFO or below (warnings and errors still do)."""
+    before = logging.root.manager.disable
+    logging.disable(max(before, logging.INFO))
+    try:
+        yield
+    finally:
+        logging.disable(before)
 
 
 def quantize_int8(

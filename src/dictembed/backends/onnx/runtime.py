@@ -6,9 +6,12 @@ with gradients enabled is refused.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
+import importlib.util
 import json
 import logging
+import os
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -90,6 +93,14 @@ def backbone_graph(encoder: Any, folder: str | Path, backend: str) -> Iterator[t
     if (graph := query_graph(folder)) is not None:
         yield graph
         return
+    with temporary_graph(encoder) as graph:
+        yield graph
+
+
+@contextlib.contextmanager
+def temporary_graph(encoder: Any) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The fp32 graph of `encoder`'s backbone (on the CPU) and its manifest, exported now into a temporary folder
+    that is removed on exit."""
     require("onnx")
     with tempfile.TemporaryDirectory() as scratch:
         raw, path = Path(scratch) / "raw.onnx", Path(scratch) / FP32_FILE
@@ -106,3 +117,65 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
     with backbone_graph(encoder, folder, "ONNX") as (path, manifest):
         encoder.onnx = OnnxBackbone(path, threads, manifest)  # the session holds the graph in memory
     return encoder.eval()
+
+
+BUILD_BACKEND_VARIABLE = "DICTEMBED_BUILD_BACKEND"  # auto (the default), torch or onnx
+# Texts a build must hold before "auto" runs it on ONNX Runtime: exporting the graph takes about 4 s for MiniLM,
+# which about 3,000 texts win back on 2 cores (docs/results.md, "Entry-space build").
+GRAPH_BUILD_MIN = 10_000
+# Texts a batch of a build on ONNX Runtime: on 2 AVX2 cores its fp32 graph encodes WordNet definitions at 294 a
+# second in batches of 32 (two one-thread runs at once), torch at 206 in batches of 128 and 230 in batches of 32.
+GRAPH_BUILD_BATCH = 32
+
+
+def build_backend(encoder: Any, count: int) -> str:
+    """What encodes a build (an entry space, headword vectors) of `count` texts by `encoder`: "onnx", the encoder's
+    fp32 graph on ONNX Runtime, which gives the weights' vectors (cosine 0.9999999) faster on the CPU, or "torch".
+    `$DICTEMBED_BUILD_BACKEND`: auto (the default: onnx for `GRAPH_BUILD_MIN` texts or more), torch, or onnx (any
+    count). Either way torch where the graph cannot stand in: an encoder on another device, in another compute
+    precision (bf16 on AMX is faster still), running a graph already, pooling `first_last_avg`, or without the
+    onnx extra."""
+    choice = os.environ.get(BUILD_BACKEND_VARIABLE, "").strip().lower() or "auto"
+    if choice not in ("auto", "torch", "onnx"):
+        raise DictEmbedError(f"{BUILD_BACKEND_VARIABLE}={choice!r}: use auto, torch or onnx")
+    if choice == "torch" or (choice == "auto" and count < GRAPH_BUILD_MIN):
+        return "torch"
+    reason = _torch_only(encoder)
+    if reason is not None:
+        (log.warning if choice == "onnx" else log.debug)("builds run on torch: %s", reason)
+        return "torch"
+    return "onnx"
+
+
+def _torch_only(encoder: Any) -> str | None:
+    """Why a build by `encoder` cannot run its fp32 graph on ONNX Runtime, or None."""
+    if encoder.device.type != "cpu":
+        return f"the encoder is on {encoder.device}"
+    if encoder.compute_precision != "fp32":
+        return f"it computes in {encoder.compute_precision}"
+    if encoder.onnx is not None:
+        return "it runs a graph already"
+    if encoder.pooling == "first_last_avg":
+        return "first_last_avg pooling needs every hidden layer"
+    if not all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime")):
+        return 'the onnx extra is not installed (pip install "dictembed[onnx]")'
+    return None
+
+
+@contextlib.contextmanager
+def graph_twin(encoder: Any) -> Iterator[Any]:
+    """A twin of `encoder` (its weights and modules shared, not copied) whose backbone forward runs its fp32 graph,
+    exported now into a temporary folder, on ONNX Runtime; `encoder` itself is left as it was. Where the export
+    fails, `encoder` itself, logged."""
+    with contextlib.ExitStack() as stack:
+        try:
+            path, manifest = stack.enter_context(temporary_graph(encoder))
+            backbone = OnnxBackbone(path, None, manifest)  # the session holds the graph in memory
+        except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; torch still encodes
+            log.warning("the build runs on torch: no ONNX graph (%s: %s)", type(err).__name__, err)
+            stack.close()
+            yield encoder
+            return
+        twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
+        twin.onnx = backbone
+        yield twin
