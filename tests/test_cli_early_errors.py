@@ -96,6 +96,13 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     ),
     (["export", "--model", "model", "--output", "model"], 1, ("--output model", "--overwrite")),
     (["export", "--model", "model", "--output", "mine", "--overwrite"], 1, ("mine", "holds no model")),
+    (["export", "--model", "model", "--output", "in.txt/x"], 1, ("in.txt", "is a file, not a folder")),
+    (["index", "--dictionary", "wordnet", "--output", "in.txt/x"], 1, ("in.txt", "is a file, not a folder")),
+    (
+        ["encode", "--model", "model", "--input", "in.txt", "--output", "in.txt/v.npy"],
+        1,
+        ("in.txt", "is a file, not a folder"),
+    ),
     # evaluate
     (["evaluate", "sts", "--model", "/no/such/model"], 1, ("/no/such/model",)),
     (["evaluate", "senteval", "--model", "/no/such/model"], 1, ("/no/such/model",)),
@@ -133,6 +140,7 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     (["train", "--output", "run"], 1, ("--output run", "--overwrite")),
     (["train", "--output", "mine", "--overwrite"], 1, ("mine", "holds no dictembed model")),
     (["train", "--output", "in.txt"], 1, ("in.txt", "is a file")),
+    (["train", "--output", "in.txt/x"], 1, ("in.txt", "is a file, not a folder")),
     (["train", "--model", "/no/such/model", "--output", "new"], 1, ("/no/such/model", "not found")),
     (["train", "--dictionary", "wordnet,missing.tsv", "--output", "new"], 1, ("missing.tsv", "not found")),
     (["train", "--dictionary", "words.txt", "--output", "new"], 1, ("words.txt", "unknown dictionary")),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from dictembed import output_folder
 from dictembed.errors import DictEmbedError
 from dictembed.output_folder import check_output_file, check_output_folder, is_model_folder
 
@@ -80,3 +81,48 @@ def test_an_output_file_is_replaced_only_with_overwrite(tmp_path: Path) -> None:
     check_output_file(existing, overwrite=True)
     with pytest.raises(DictEmbedError, match=f"^--output {re.escape(str(tmp_path))} is a folder; name a file$"):
         check_output_file(tmp_path, overwrite=True)
+
+
+def test_an_output_whose_folder_cannot_be_written_is_refused_before_any_work(tmp_path: Path, monkeypatch) -> None:
+    """The place a staged write will make its files is tried first: a missing output under folders that do not exist
+    yet is tried at the nearest one that does, which is left as it was (no probe, no folder made)."""
+    deep = tmp_path / "not" / "yet" / "model"
+    check_output_folder(deep, overwrite=False)
+    check_output_file(tmp_path / "not" / "vectors.npy", overwrite=False)
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(output_folder.tempfile, "mkstemp", refuse)
+    with pytest.raises(
+        DictEmbedError,
+        match=rf"^--output {re.escape(str(deep))}: cannot write in {re.escape(str(tmp_path))} \(Permission denied\)$",
+    ):
+        check_output_folder(deep, overwrite=False)
+    with pytest.raises(DictEmbedError, match=r"cannot write in .* \(Permission denied\)$"):
+        check_output_file(tmp_path / "vectors.npy", overwrite=True)
+
+
+def test_an_output_under_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(DictEmbedError, match=r"notes\.txt is a file, not a folder$"):
+        check_output_folder(tmp_path / "notes.txt" / "model", overwrite=True)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be made")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "--output", "/proc/dictembed-x"],
+        ["index", "--dictionary", "wordnet", "--output", "/proc/dictembed-x"],
+        ["train", "--limit", "10", "--output", "/proc/dictembed-x"],
+        ["encode", "--input", "README.md", "--output", "/proc/dictembed-x.npy"],
+    ],
+)
+def test_commands_refuse_an_unwritable_output(argv: list[str], capsys) -> None:
+    """Before anything loads (test_cli_early_errors.py: an output under a file, in a fresh process)."""
+    from conftest import cli_refuses
+
+    cli_refuses(capsys, argv, "cannot write in /proc")

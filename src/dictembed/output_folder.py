@@ -1,13 +1,15 @@
-"""The `--output` of a command, checked before any work: what the command may write over.
+"""The `--output` of a command, checked before any work: what the command may write over, and whether it can write.
 
 A folder command (`train`, `head learn`, `export`, `finetune stsb`) never deletes a non-empty folder that does not
 hold what it writes, even with `--overwrite`, and replaces one that does only with `--overwrite`. A file command
-(`encode`) replaces an existing file only with `--overwrite`. Torch-free: the command line checks its `--output`
-before it loads anything.
+(`encode`) replaces an existing file only with `--overwrite`. Either must be somewhere a file can be made.
+Torch-free: the command line checks its `--output` before it loads anything.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -39,6 +41,24 @@ def check_not_a_file(output: str | Path, label: str = "--output") -> None:
         raise DictEmbedError(f"{label} {path} is a file; name a folder")
 
 
+def check_writable_place(output: str | Path, label: str = "--output") -> None:
+    """Refuse an `output` whose folder cannot be written: its nearest existing ancestor must be a folder in which a
+    file can be made (tried: a probe file, removed at once), as the command's staged write will make one beside
+    `output`; the missing folders between are made by the write itself."""
+    path = Path(output).absolute()
+    place = path.parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise DictEmbedError(f"{label} {output}: {place} is a file, not a folder")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".dictembed-probe-", dir=place)
+    except OSError as err:
+        raise DictEmbedError(f"{label} {output}: cannot write in {place} ({err.strerror or err})") from None
+    os.close(handle)
+    os.unlink(probe)
+
+
 def check_output_folder(
     output: str | Path,
     overwrite: bool,
@@ -53,6 +73,7 @@ def check_output_folder(
     command line's by default; `Encoder.save` names its own)."""
     path = Path(output)
     check_not_a_file(path, label)
+    check_writable_place(path, label)
     if not path.is_dir() or not any(p.name != STAGING_MARK for p in path.iterdir()):  # a fresh staging folder too
         return
     if not holds_ours(path):
@@ -70,6 +91,7 @@ def check_output_folders(output: str | Path, names: Iterable[str], overwrite: bo
     """`check_output_folder` for a command that writes a model folder per name inside `output` (`finetune stsb`:
     one a seed): `output` is a folder or missing, and each of its folders `names` passes the check."""
     check_not_a_file(output)
+    check_writable_place(output)
     for name in names:
         check_output_folder(Path(output) / name, overwrite)
 
@@ -81,3 +103,4 @@ def check_output_file(output: str | Path, overwrite: bool) -> None:
         raise DictEmbedError(f"--output {output} is a folder; name a file")
     if output.exists() and not overwrite:
         raise DictEmbedError(f"--output {output} already exists; pass --overwrite to replace it")
+    check_writable_place(output)
