@@ -128,6 +128,12 @@ def set_aside_path(target: Path) -> Path:
     return target.with_name(target.name + ".old")
 
 
+def swap_paths(target: Path) -> tuple[Path, Path, Path]:
+    """The folders a staged swap of `target` (`staged_dir`, `replace_dir`) may leave after a kill, newest first:
+    `target` itself, its finished staging folder, the previous `target` set aside."""
+    return target, target.with_name(target.name + STAGING_SUFFIX), set_aside_path(target)
+
+
 def clear_way(target: Path, staging: Path, owned: bool = False) -> None:
     """Before the work of a staged write of `target`: remove what an interrupted one left at `staging` and at the
     set-aside name (`clear_staging`; `owned`: `target`'s folder is dictembed's own, so any leftover goes, marked or
@@ -173,8 +179,7 @@ def staged_dir(target: str | Path, owned: bool = False) -> Iterator[Path]:
     `target` left as it was). A full disk or read-only filesystem is an OSError naming `target` (`writing`).
     `owned`: `target`'s folder is dictembed's own (a run's checkpoint), so what an interrupted write of any version
     left beside it is removed, marked or not."""
-    target = Path(target)
-    staging = target.with_name(target.name + STAGING_SUFFIX)
+    target, staging, _ = swap_paths(Path(target))
     with writing(target):
         clear_way(target, staging, owned)
         staging.mkdir(parents=True)

@@ -33,7 +33,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
 from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision, wait_for_everyone
-from dictembed.io import STAGING_SUFFIX, staged_dir
+from dictembed.io import staged_dir, swap_paths
 from dictembed.progress import Progress as ProgressReport
 
 log = logging.getLogger(__name__)
@@ -152,9 +152,8 @@ def checkpoint_dir(run_dir: Path) -> Path:
 def discard_checkpoints(run_dir: Path) -> None:
     """Remove a run's checkpoint, with a swap's staging folder or set-aside copy: once what the run trained is
     saved (after `Trainer.fit(keep_final=True)`), by the one process that saves it."""
-    folder = checkpoint_dir(run_dir)
-    for name in ("", STAGING_SUFFIX, ".old"):
-        shutil.rmtree(folder.with_name(folder.name + name), ignore_errors=True)
+    for folder in swap_paths(checkpoint_dir(run_dir)):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class Trainer:
@@ -253,8 +252,7 @@ class Trainer:
     def _checkpoint(self) -> Path | None:
         """The newest complete checkpoint: the folder itself, or, after a kill between the two renames of a
         swap, the finished staging folder or the previous checkpoint set aside."""
-        for name in ("", STAGING_SUFFIX, ".old"):
-            folder = self.checkpoint_dir.with_name(self.checkpoint_dir.name + name)
+        for folder in swap_paths(self.checkpoint_dir):
             if checkpoint_run(folder) is not None:
                 return folder
         return None
