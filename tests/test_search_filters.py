@@ -195,3 +195,24 @@ def test_load_refuses_a_missing_path_or_a_ranking_of_another_type(tmp_path) -> N
         ReverseDictionary.load(None)  # type: ignore[arg-type]
     with pytest.raises(DictEmbedError, match="ranking: a search_options.Ranking, not dict"):
         ReverseDictionary.load(tmp_path, ranking={"headword_weight": 0.5})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        dict.fromkeys(FILTER_OPTIONS),
+        {"words": "any", "script": "any", "pos": None},
+        {"words": "single"},
+        {"script": "latin"},
+        {"length": 5},
+        {"pos": "n"},
+        {"initial": "g", "words": "any"},
+        {"pattern": "gir*"},
+        {"max_length": 7},
+    ],
+)
+def test_none_asked_is_whether_the_filters_let_every_entry_through(options: dict) -> None:
+    """The server's fast path for unfiltered searches asks `Filters.none_asked`: it must agree with `Filters.of`."""
+    assert Filters.none_asked(options) == (Filters.of(**options) == Filters())
+    assert Filters.none_asked(options) == all(value in (None, "any") for value in options.values())

@@ -9,7 +9,7 @@ import fnmatch
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 import re2
@@ -202,6 +202,13 @@ class Filters:
             raise DictEmbedError(f"initial too long: at most {MAX_INITIAL_CHARS} characters")
         pinyin = (self.pinyin or "").strip()
         object.__setattr__(self, "pinyin", check_pinyin(pinyin) if pinyin else None)
+
+    @staticmethod
+    def none_asked(options: dict[str, Any]) -> bool:
+        """Whether `options` (named as `FILTER_OPTIONS`) ask for no filter: each None or its field's default, so
+        that `Filters.of(**options)` lets every entry through."""
+        defaults = {field.name: field.default for field in fields(Filters)}
+        return all(value is None or (name in defaults and value == defaults[name]) for name, value in options.items())
 
     @classmethod
     def of(cls, **options: Any) -> Filters:

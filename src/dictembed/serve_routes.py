@@ -371,7 +371,7 @@ def api(served: Served) -> FastAPI:
         target = served.dictionaries.reader(target, query)
         options = {"pos": pos, "pattern": pattern, "words": words, "length": length, "min_length": min_length}
         options |= {"max_length": max_length, "initial": initial, "pinyin": pinyin, "script": script}
-        if len(served.dictionaries.served) == 1 and all(value in (None, "any") for value in options.values()):
+        if len(served.dictionaries.served) == 1 and Filters.none_asked(options):
             entry, found, search = served.start_search(query, k, mode, target)  # a look-up and a put: no thread hop
         else:  # filters' masks and a centred space's first use may take a while: off the event loop
             entry, found, search = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
