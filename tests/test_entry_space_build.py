@@ -369,3 +369,19 @@ def test_a_graph_that_cannot_be_exported_leaves_the_build_to_torch(
         space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=None)
     assert "the build runs on torch: no ONNX graph (RuntimeError: unsupported operator)" in caplog.text
     assert np.array_equal(space.vectors(), on_torch.vectors())
+
+
+def test_a_twin_that_disagrees_with_the_weights_leaves_the_build_to_torch(
+    encoder, toy_dictionary, monkeypatch, caplog
+) -> None:
+    """The twin encodes the build's first texts beside the weights before it builds anything; below the agreement
+    asked (here more than any graph can give) torch builds, with a warning that says why."""
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    monkeypatch.setattr(runtime, "TWIN_AGREEMENT", 1.01)
+    with caplog.at_level(logging.INFO, logger="dictembed"):
+        space = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+    assert "the build runs on torch: its ONNX graph gives other vectors than its weights (cosine" in caplog.text
+    assert "encoding on ONNX Runtime" not in caplog.text
+    assert np.array_equal(space.vectors(), on_torch.vectors())

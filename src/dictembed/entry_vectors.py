@@ -29,6 +29,7 @@ ICA_SUFFIX = "-ica"  # ends the kind of an ICA-transformed definition space ("de
 # Definitions a part of a resumable build holds (rounded down to whole batches): a part is kept on disk as soon
 # as it is encoded, so an interrupted build loses at most one part (about 40 s of WordNet on 2 CPU cores).
 PART_SIZE = 10_000
+PROBE_TEXTS = 8  # texts of a build its ONNX Runtime twin must encode as the weights do (`builder`)
 
 
 def space_tensors(
@@ -97,7 +98,7 @@ def definition_tensors(
             vectors = encode_across_processes(pooled, definitions, batch_size, show_progress_bar=True)
     else:
         what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
-        with builder(encoder.with_pooling("cls" if entries == "ac" else "mean"), backend) as pooled:
+        with builder(encoder.with_pooling("cls" if entries == "ac" else "mean"), backend, definitions) as pooled:
             size = GRAPH_BUILD_BATCH if pooled.onnx is not None else batch_size
             with pooled.autocast():
                 vectors = encode_in_parts(pooled, definitions, size, parts, what)
@@ -126,7 +127,7 @@ def headword_vectors(
     one) and not cached, a trained encoder's being its own; while they are encoded their parts are kept in the
     cache (`cache.headword_parts`), so that a save cut short resumes from its last part, and removed after."""
     backend = build_backend(encoder, len(words))
-    with builder(encoder, backend) as runner:
+    with builder(encoder, backend, words) as runner:
         size = GRAPH_BUILD_BATCH if runner.onnx is not None else batch_size
         parts = headword_parts(encoder, words, size, cache_dir)
         with runner.autocast():
@@ -136,13 +137,13 @@ def headword_vectors(
 
 
 @contextlib.contextmanager
-def builder(encoder: Encoder, backend: str) -> Iterator[Encoder]:
-    """`encoder`, or for `backend` "onnx" its twin running the fp32 graph on ONNX Runtime (`graph_twin`; the
-    encoder itself where the export fails), logged."""
+def builder(encoder: Encoder, backend: str, texts: list[str]) -> Iterator[Encoder]:
+    """`encoder`, or for `backend` "onnx" its twin running the fp32 graph on ONNX Runtime (`graph_twin`, checked on
+    the first `PROBE_TEXTS` of `texts`; the encoder itself where the export fails or the twin disagrees), logged."""
     if backend != "onnx":
         yield encoder
         return
-    with graph_twin(encoder) as twin:
+    with graph_twin(encoder, texts[:PROBE_TEXTS]) as twin:
         if twin.onnx is not None:
             log.info("encoding on ONNX Runtime, the weights' fp32 graph (%s=torch: on torch)", BUILD_BACKEND_VARIABLE)
         yield twin

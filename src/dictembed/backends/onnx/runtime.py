@@ -14,7 +14,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -162,20 +162,39 @@ def _torch_only(encoder: Any) -> str | None:
     return None
 
 
+TWIN_AGREEMENT = 0.9999  # the least cosine of a twin's probe vectors to the weights' own
+
+
 @contextlib.contextmanager
-def graph_twin(encoder: Any) -> Iterator[Any]:
+def graph_twin(encoder: Any, probe: Sequence[str] = ()) -> Iterator[Any]:
     """A twin of `encoder` (its weights and modules shared, not copied) whose backbone forward runs its fp32 graph,
-    exported now into a temporary folder, on ONNX Runtime; `encoder` itself is left as it was. Where the export
-    fails, `encoder` itself, logged."""
+    exported now into a temporary folder, on ONNX Runtime; `encoder` itself is left as it was. The twin must give
+    the weights' vectors of the `probe` texts (cosine at least `TWIN_AGREEMENT`). Where the export fails, or the
+    twin disagrees, `encoder` itself, logged."""
     with contextlib.ExitStack() as stack:
         try:
             path, manifest = stack.enter_context(temporary_graph(encoder))
-            backbone = OnnxBackbone(path, None, manifest)  # the session holds the graph in memory
+            twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
+            twin.onnx = OnnxBackbone(path, None, manifest)  # the session holds the graph in memory
+            problem = twin_disagrees(encoder, twin, list(probe))
         except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; torch still encodes
-            log.warning("the build runs on torch: no ONNX graph (%s: %s)", type(err).__name__, err)
+            problem = f"no ONNX graph ({type(err).__name__}: {err})"
+        if problem is not None:
+            log.warning("the build runs on torch: %s", problem)
             stack.close()
             yield encoder
             return
-        twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
-        twin.onnx = backbone
         yield twin
+
+
+def twin_disagrees(encoder: Any, twin: Any, probe: list[str]) -> str | None:
+    """How `twin`'s vectors of `probe` differ from `encoder`'s (each text alone and in one batch), or None."""
+    if not probe:
+        return None
+    with torch.no_grad():
+        mine, theirs = encoder.encode(probe, show_progress_bar=False), twin.encode(probe, show_progress_bar=False)
+    mine, theirs = torch.as_tensor(mine, dtype=torch.float32), torch.as_tensor(theirs, dtype=torch.float32)
+    agreement = float(torch.nn.functional.cosine_similarity(mine, theirs, dim=1).min())
+    if agreement >= TWIN_AGREEMENT:
+        return None
+    return f"its ONNX graph gives other vectors than its weights (cosine {agreement:.4f} on {len(probe)} texts)"
