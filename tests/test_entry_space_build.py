@@ -338,8 +338,12 @@ def test_headword_vectors_on_the_graph_are_the_weights_vectors(encoder, tmp_path
 
 def test_auto_builds_large_fp32_cpu_builds_on_the_graph(encoder, monkeypatch) -> None:
     monkeypatch.delenv(runtime.BUILD_BACKEND_VARIABLE, raising=False)
+    assert runtime.graph_build_min(encoder) == runtime.GRAPH_BUILD_MIN  # a tiny model: the least
     assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN - 1) == "torch"  # the export would cost more
     assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN) == "onnx"
+    monkeypatch.setattr(runtime, "GRAPH_TEXTS_PER_MILLION", 1e9)  # as if the backbone were very large
+    assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN) == "torch"
+    monkeypatch.undo()
     bf16 = Encoder.load(str(encoder.backbone.name_or_path), pooling="mean", device="cpu").set_precision("bf16")
     assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN) == "torch"
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")

@@ -120,9 +120,12 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
 
 
 BUILD_BACKEND_VARIABLE = "DICTEMBED_BUILD_BACKEND"  # auto (the default), torch or onnx
-# Texts a build must hold before "auto" runs it on ONNX Runtime: exporting the graph takes about 4 s for MiniLM,
-# which about 3,000 texts win back on 2 cores (docs/results.md, "Entry-space build").
+# Texts a build must hold before "auto" runs it on ONNX Runtime: exporting the graph takes about 4 s for MiniLM
+# (22.7M parameters), which about 3,000 texts win back on 2 cores, and about 30 s for multilingual-e5-small (118M,
+# most of them its vocabulary's), whose texts also encode at half MiniLM's rate: GRAPH_BUILD_MIN texts at least,
+# and GRAPH_TEXTS_PER_MILLION a million of the backbone's parameters.
 GRAPH_BUILD_MIN = 10_000
+GRAPH_TEXTS_PER_MILLION = 440
 # Texts a batch of a build on ONNX Runtime: on 2 AVX2 cores its fp32 graph encodes WordNet definitions at 294 a
 # second in batches of 32 (two one-thread runs at once), torch at 206 in batches of 128 and 230 in batches of 32.
 GRAPH_BUILD_BATCH = 32
@@ -131,20 +134,26 @@ GRAPH_BUILD_BATCH = 32
 def build_backend(encoder: Any, count: int) -> str:
     """What encodes a build (an entry space, headword vectors) of `count` texts by `encoder`: "onnx", the encoder's
     fp32 graph on ONNX Runtime, which gives the weights' vectors (cosine 0.9999999) faster on the CPU, or "torch".
-    `$DICTEMBED_BUILD_BACKEND`: auto (the default: onnx for `GRAPH_BUILD_MIN` texts or more), torch, or onnx (any
-    count). Either way torch where the graph cannot stand in: an encoder on another device, in another compute
-    precision (bf16 on AMX is faster still), running a graph already, pooling `first_last_avg`, or without the
-    onnx extra."""
+    `$DICTEMBED_BUILD_BACKEND`: auto (the default: onnx from `graph_build_min` texts), torch, or onnx (any count).
+    Either way torch where the graph cannot stand in: an encoder on another device, in another compute precision
+    (bf16 on AMX is faster still), running a graph already, pooling `first_last_avg`, or without the onnx extra."""
     choice = os.environ.get(BUILD_BACKEND_VARIABLE, "").strip().lower() or "auto"
     if choice not in ("auto", "torch", "onnx"):
         raise DictEmbedError(f"{BUILD_BACKEND_VARIABLE}={choice!r}: use auto, torch or onnx")
-    if choice == "torch" or (choice == "auto" and count < GRAPH_BUILD_MIN):
+    if choice == "torch" or (choice == "auto" and count < graph_build_min(encoder)):
         return "torch"
     reason = _torch_only(encoder)
     if reason is not None:
         (log.warning if choice == "onnx" else log.debug)("builds run on torch: %s", reason)
         return "torch"
     return "onnx"
+
+
+def graph_build_min(encoder: Any) -> int:
+    """The texts a build by `encoder` must hold before "auto" runs it on its graph: `GRAPH_BUILD_MIN`, or more for a
+    larger backbone, whose export takes longer (`GRAPH_TEXTS_PER_MILLION`)."""
+    millions = sum(parameter.numel() for parameter in encoder.backbone.parameters()) / 1e6
+    return max(GRAPH_BUILD_MIN, round(GRAPH_TEXTS_PER_MILLION * millions))
 
 
 def _torch_only(encoder: Any) -> str | None:
