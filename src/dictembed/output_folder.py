@@ -54,7 +54,7 @@ def check_writable_place(output: str | Path, label: str = "--output") -> None:
     try:
         handle, probe = tempfile.mkstemp(prefix=".dictembed-probe-", dir=place)
     except OSError as err:
-        raise DictEmbedError(f"{label} {output}: cannot write in {place} ({err.strerror or err})") from None
+        raise DictEmbedError(f"{label} {output}: cannot write in {place}: {err.strerror or err}") from None
     os.close(handle)
     os.unlink(probe)
 
