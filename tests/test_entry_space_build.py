@@ -301,7 +301,7 @@ def test_a_build_on_the_graph_gives_the_weights_space(encoder, toy_dictionary, t
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
     on_torch = DefinitionSpace.build(encoder, toy_dictionary, "amp")
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
-    with caplog.at_level(logging.INFO, logger="dictembed"):
+    with caplog.at_level(logging.INFO):  # every logger, onnxruntime's optimizer's too
         on_graph = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
     assert "encoding on ONNX Runtime" in caplog.text
     assert "Fused" not in caplog.text  # onnxruntime's optimizer says nothing of its fusions below a warning
@@ -389,3 +389,22 @@ def test_a_twin_that_disagrees_with_the_weights_leaves_the_build_to_torch(
     assert "the build runs on torch: its ONNX graph gives other vectors than its weights (cosine" in caplog.text
     assert "encoding on ONNX Runtime" not in caplog.text
     assert np.array_equal(space.vectors(), on_torch.vectors())
+
+
+def test_quiet_info_drops_only_the_optimizers_records_below_a_warning(caplog) -> None:
+    from dictembed.backends.onnx import graph
+
+    def record(level: int, message: str) -> logging.LogRecord:
+        path = str(Path("site-packages", "onnxruntime", "transformers", "fusion_base.py"))
+        return logging.makeLogRecord(
+            {"name": "fusion_base", "levelno": level, "levelname": "X", "msg": message, "pathname": path}
+        )
+
+    with caplog.at_level(logging.INFO), graph.quiet_info():
+        logging.getLogger("fusion_base").handle(record(logging.INFO, "Fused Gelu: 6"))
+        logging.getLogger("fusion_base").handle(record(logging.WARNING, "a fusion failed"))
+        logging.getLogger("dictembed.anything").info("another thread's news")
+    logging.getLogger("fusion_base").handle(record(logging.INFO, "after: Fused Attention"))
+    assert "Fused Gelu" not in caplog.text
+    assert "a fusion failed" in caplog.text and "another thread's news" in caplog.text
+    assert "after: Fused Attention" in caplog.text

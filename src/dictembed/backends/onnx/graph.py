@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_qint8.onnx"
 # model types onnxruntime's transformer optimizer knows how to fuse (attention, LayerNorm, GELU)
+ORT_TOOLS = str(Path("onnxruntime", "transformers"))  # the optimizer's modules, which log at INFO (`quiet_info`)
 OPTIMIZABLE = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "mpnet": "bert", "distilbert": "bert"}
 
 
@@ -122,13 +123,21 @@ def optimize_graph(source: Path, target: Path, config: Any) -> dict[str, int]:
 
 @contextlib.contextmanager
 def quiet_info() -> Iterator[None]:
-    """While inside, no logger of the process emits INFO or below (warnings and errors still do)."""
-    before = logging.root.manager.disable
-    logging.disable(max(before, logging.INFO))
+    """While inside, the root logger's handlers drop the records below a warning that onnxruntime's transformer
+    tools log (a line per fusion, from loggers named after their modules); every other record passes, from any
+    thread."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or ORT_TOOLS not in record.pathname
+
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(keep)
     try:
         yield
     finally:
-        logging.disable(before)
+        for handler in handlers:
+            handler.removeFilter(keep)
 
 
 def quantize_int8(
