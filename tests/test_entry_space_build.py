@@ -376,19 +376,41 @@ def test_a_graph_that_cannot_be_exported_leaves_the_build_to_torch(
 
 
 def test_a_twin_that_disagrees_with_the_weights_leaves_the_build_to_torch(
-    encoder, toy_dictionary, monkeypatch, caplog
+    encoder, toy_dictionary, tmp_path, monkeypatch, caplog
 ) -> None:
     """The twin encodes the build's first texts beside the weights before it builds anything; below the agreement
-    asked (here more than any graph can give) torch builds, with a warning that says why."""
+    asked (here more than any graph can give) torch builds, with a warning that says why, and the cache entry's
+    sidecar says torch built it."""
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
     on_torch = DefinitionSpace.build(encoder, toy_dictionary, "amp")
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
     monkeypatch.setattr(runtime, "TWIN_AGREEMENT", 1.01)
     with caplog.at_level(logging.INFO, logger="dictembed"):
-        space = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+        space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
     assert "the build runs on torch: its ONNX graph gives other vectors than its weights (cosine" in caplog.text
     assert "encoding on ONNX Runtime" not in caplog.text
     assert np.array_equal(space.vectors(), on_torch.vectors())
+    (sidecar,) = tmp_path.glob("definitions-*.json")
+    assert json.loads(sidecar.read_text())["backend"] == "torch"
+
+
+def test_a_twin_holds_its_graph_in_memory_on_torchs_threads(encoder, monkeypatch) -> None:
+    with runtime.graph_twin(encoder) as twin:
+        assert twin is not encoder and twin.onnx is not None
+        assert not twin.onnx.path.exists()  # the temporary folder is gone: the sessions hold the graph
+        assert twin.onnx.threads == min(runtime.physical_cores(), torch.get_num_threads())
+        assert np.allclose(twin.encode(["a dog"]), encoder.encode(["a dog"]), atol=1e-5)
+
+
+def test_an_encoder_that_runs_a_graph_builds_on_it_in_its_own_batches(encoder, monkeypatch, caplog) -> None:
+    """An export, or an encoder loaded with backend="onnx", is no torch weights to stand in for: it builds as it is,
+    in the batches asked for."""
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    with runtime.graph_twin(encoder) as on_graph:
+        with caplog.at_level(logging.WARNING, logger="dictembed"):
+            with entry_vectors.builder(on_graph, ["a", "b"], 5) as (runner, size):
+                assert runner is on_graph and size == 5
+    assert "DICTEMBED_BUILD_BACKEND=onnx: the build runs as the encoder does (it runs a graph already)" in caplog.text
 
 
 def test_quiet_info_drops_only_the_optimizers_records_below_a_warning(caplog) -> None:

@@ -126,3 +126,22 @@ def test_commands_refuse_an_unwritable_output(argv: list[str], capsys) -> None:
     from conftest import cli_refuses
 
     cli_refuses(capsys, argv, "cannot write in /proc")
+
+
+def test_seed_folders_are_tried_where_they_are_written(tmp_path: Path, monkeypatch) -> None:
+    """`finetune stsb` stages its seedN folders inside --output: a writable --output passes under a folder that
+    cannot be written."""
+    from dictembed.output_folder import check_output_folders
+
+    output = _folder(tmp_path / "runs")
+    made = output_folder.tempfile.mkstemp
+
+    def only_inside(*args, dir=None, **kwargs):
+        if Path(dir) != output:
+            raise PermissionError(13, "Permission denied")
+        return made(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(output_folder.tempfile, "mkstemp", only_inside)
+    check_output_folders(output, ["seed0", "seed1"], overwrite=False)
+    with pytest.raises(DictEmbedError, match="cannot write in"):
+        check_output_folder(tmp_path / "elsewhere", overwrite=False)

@@ -46,23 +46,10 @@ def space_tensors(
 
     With `cache_dir` they are cached there, keyed by `cache.cache_key`; concurrent builds of one space are
     serialised by a file lock, and the definitions are encoded in parts kept beside the cache entry until it is
-    written, so that an interrupted build resumes from its last part (`encode_in_parts`). The backend that encodes
-    them (`build_backend`: torch, or the weights' fp32 graph on ONNX Runtime) is recorded beside the entry, not
-    keyed: both give the weights' fp32 vectors, as torch does on any CPU, to float rounding."""
-    backend = build_backend(encoder, int(counts.sum()))
-
-    def computed(parts: Path | None) -> dict[str, torch.Tensor]:
-        """The tensors computed (no cache lookup of their own); `parts`: where to keep the encoded definitions
-        until the space is cached."""
-        if ica:  # the ICA space transforms the plain one, which is itself cached
-            plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size)["matrix"]
-            matrix = ica_transform(plain.double().numpy())
-            return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
-        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts, backend)
-
-    if cache_dir is None:
-        return computed(None)
-    source = {
+    written, so that an interrupted build resumes from its last part (`encode_in_parts`). The backend that encoded
+    them (`builder`: torch, or the weights' fp32 graph on ONNX Runtime) is recorded beside the entry, not keyed:
+    both give the weights' fp32 vectors, as torch does on any CPU, to float rounding."""
+    source: dict[str, Any] = {
         "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
         "base_model": encoder.base_model,
         "dictionary": dictionary.name,
@@ -71,8 +58,19 @@ def space_tensors(
         "entry_count": len(dictionary),
         "definitions": int(counts.sum()),
         "precision": encoder.compute_precision,
-        "backend": backend,
     }
+
+    def computed(parts: Path | None) -> dict[str, torch.Tensor]:
+        """The tensors computed (no cache lookup of their own); `parts`: where to keep the encoded definitions
+        until the space is cached."""
+        if ica:  # the ICA space transforms the plain one, which is itself cached
+            plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size)["matrix"]
+            matrix = ica_transform(plain.double().numpy())
+            return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
+        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts, source)
+
+    if cache_dir is None:
+        return computed(None)
     path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
     return cached_tensors(path, computed, source, needs=() if ica else ("definitions",))
 
@@ -84,24 +82,26 @@ def definition_tensors(
     entries: Literal["ac", "amp"],
     batch_size: int,
     parts: Path | None,
-    backend: str = "torch",
+    source: dict[str, Any] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The float32 entry `matrix` of a plain (non-ICA) space, each entry the mean of its definitions' vectors
     ([CLS] for `ac`, mean pooling for `amp`), and the float16 vector of every definition (`definitions`);
     `counts`: the definitions of each entry; `parts`: where to keep the encoded definitions until the space is
-    cached (`encode_in_parts`); `backend`: "onnx" encodes them with the fp32 graph on ONNX Runtime
-    (`build_backend`), in batches of `GRAPH_BUILD_BATCH`."""
+    cached (`encode_in_parts`). `batch_size` for torch; a build on the graph (`builder`) takes its own. The
+    backend that encoded them goes into `source["backend"]`."""
     definitions = [d for _, d in dictionary.pairs()]
+    pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
     if process_count() > 1:  # each process encodes a share; all end with every vector, in order
-        pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
         with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
             vectors = encode_across_processes(pooled, definitions, batch_size, show_progress_bar=True)
+        backend = pooled.backend
     else:
         what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
-        with builder(encoder.with_pooling("cls" if entries == "ac" else "mean"), backend, definitions) as pooled:
-            size = GRAPH_BUILD_BATCH if pooled.onnx is not None else batch_size
-            with pooled.autocast():
-                vectors = encode_in_parts(pooled, definitions, size, parts, what)
+        with builder(pooled, definitions, batch_size) as (runner, size), runner.autocast():
+            vectors = encode_in_parts(runner, definitions, size, parts, what)
+            backend = runner.backend
+    if source is not None:
+        source["backend"] = backend
     return {
         "matrix": torch.from_numpy(entry_means(vectors, counts)),
         "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
@@ -125,28 +125,30 @@ def headword_vectors(
     prompt): the reverse dictionary compares a description with the word itself as well as with its definitions
     (`search_options.Ranking.headword_weight`). Encoded in this process alone (a model folder is saved by the main
     one) and not cached, a trained encoder's being its own; while they are encoded their parts are kept in the
-    cache (`cache.headword_parts`), so that a save cut short resumes from its last part, and removed after."""
-    backend = build_backend(encoder, len(words))
-    with builder(encoder, backend, words) as runner:
-        size = GRAPH_BUILD_BATCH if runner.onnx is not None else batch_size
+    cache (`cache.headword_parts`), so that a save cut short resumes from its last part, and removed after.
+    `batch_size` for torch; a build on the graph (`builder`) takes its own."""
+    with builder(encoder, words, batch_size) as (runner, size), runner.autocast():
         parts = headword_parts(encoder, words, size, cache_dir)
-        with runner.autocast():
-            vectors = encode_in_parts(runner, words, size, parts, f"headword vectors of {len(words):,} entries")
+        vectors = encode_in_parts(runner, words, size, parts, f"headword vectors of {len(words):,} entries")
     shutil.rmtree(parts, ignore_errors=True)
     return torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(torch.float16)
 
 
 @contextlib.contextmanager
-def builder(encoder: Encoder, backend: str, texts: list[str]) -> Iterator[Encoder]:
-    """`encoder`, or for `backend` "onnx" its twin running the fp32 graph on ONNX Runtime (`graph_twin`, checked on
-    the first `PROBE_TEXTS` of `texts`; the encoder itself where the export fails or the twin disagrees), logged."""
-    if backend != "onnx":
-        yield encoder
+def builder(encoder: Encoder, texts: list[str], batch_size: int) -> Iterator[tuple[Encoder, int]]:
+    """What encodes a build of `texts` by `encoder`, and in batches of how many: `encoder` in batches of
+    `batch_size`, or where `build_backend` says "onnx" its twin running the weights' fp32 graph on ONNX Runtime
+    (`graph_twin`, checked on the first `PROBE_TEXTS` texts; the encoder itself where the export fails or the twin
+    disagrees) in batches of `GRAPH_BUILD_BATCH`, logged."""
+    if build_backend(encoder, len(texts)) != "onnx":
+        yield encoder, batch_size
         return
     with graph_twin(encoder, texts[:PROBE_TEXTS]) as twin:
-        if twin.onnx is not None:
-            log.info("encoding on ONNX Runtime, the weights' fp32 graph (%s=torch: on torch)", BUILD_BACKEND_VARIABLE)
-        yield twin
+        if twin is encoder:
+            yield encoder, batch_size
+            return
+        log.info("encoding on ONNX Runtime, the weights' fp32 graph (%s=torch: on torch)", BUILD_BACKEND_VARIABLE)
+        yield twin, GRAPH_BUILD_BATCH
 
 
 def part_sizes(count: int, batch_size: int) -> list[int]:

@@ -91,8 +91,7 @@ def check_output_folders(output: str | Path, names: Iterable[str], overwrite: bo
     """`check_output_folder` for a command that writes a model folder per name inside `output` (`finetune stsb`:
     one a seed): `output` is a folder or missing, and each of its folders `names` passes the check."""
     check_not_a_file(output)
-    check_writable_place(output)
-    for name in names:
+    for name in names:  # each folder is staged inside `output` (made first where missing)
         check_output_folder(Path(output) / name, overwrite)
 
 

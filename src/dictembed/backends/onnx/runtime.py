@@ -133,10 +133,11 @@ GRAPH_BUILD_BATCH = 32
 
 def build_backend(encoder: Any, count: int) -> str:
     """What encodes a build (an entry space, headword vectors) of `count` texts by `encoder`: "onnx", the encoder's
-    fp32 graph on ONNX Runtime, which gives the weights' vectors (cosine 0.9999999) faster on the CPU, or "torch".
-    `$DICTEMBED_BUILD_BACKEND`: auto (the default: onnx from `graph_build_min` texts), torch, or onnx (any count).
-    Either way torch where the graph cannot stand in: an encoder on another device, in another compute precision
-    (bf16 on AMX is faster still), running a graph already, pooling `first_last_avg`, or without the onnx extra."""
+    fp32 graph on ONNX Runtime, which gives the weights' vectors (cosine 0.9999999) faster on the CPU, or "torch":
+    the encoder as it is. `$DICTEMBED_BUILD_BACKEND`: auto (the default: onnx from `graph_build_min` texts), torch,
+    or onnx (any count). Either way the encoder as it is where the graph cannot stand in: on another device, in
+    another compute precision (bf16 on AMX is faster still), running a graph already (an export: its own), pooling
+    `first_last_avg`, or without the onnx extra."""
     choice = os.environ.get(BUILD_BACKEND_VARIABLE, "").strip().lower() or "auto"
     if choice not in ("auto", "torch", "onnx"):
         raise DictEmbedError(f"{BUILD_BACKEND_VARIABLE}={choice!r}: use auto, torch or onnx")
@@ -144,7 +145,8 @@ def build_backend(encoder: Any, count: int) -> str:
         return "torch"
     reason = _torch_only(encoder)
     if reason is not None:
-        (log.warning if choice == "onnx" else log.debug)("builds run on torch: %s", reason)
+        says = log.warning if choice == "onnx" else log.debug
+        says("%s=%s: the build runs as the encoder does (%s)", BUILD_BACKEND_VARIABLE, choice, reason)
         return "torch"
     return "onnx"
 
@@ -177,27 +179,27 @@ TWIN_AGREEMENT = 0.9999  # the least cosine of a twin's probe vectors to the wei
 @contextlib.contextmanager
 def graph_twin(encoder: Any, probe: Sequence[str] = ()) -> Iterator[Any]:
     """A twin of `encoder` (its weights and modules shared, not copied) whose backbone forward runs its fp32 graph,
-    exported now into a temporary folder, on ONNX Runtime; `encoder` itself is left as it was. The twin must give
-    the weights' vectors of the `probe` texts (cosine at least `TWIN_AGREEMENT`). Where the export fails, or the
-    twin disagrees, `encoder` itself, logged."""
-    with contextlib.ExitStack() as stack:
-        try:
-            path, manifest = stack.enter_context(temporary_graph(encoder))
-            twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
-            twin.onnx = OnnxBackbone(path, None, manifest)  # the session holds the graph in memory
-            problem = twin_disagrees(encoder, twin, list(probe))
-        except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; torch still encodes
-            problem = f"no ONNX graph ({type(err).__name__}: {err})"
-        if problem is not None:
-            log.warning("the build runs on torch: %s", problem)
-            stack.close()
-            yield encoder
-            return
-        yield twin
+    exported now into a temporary folder (removed once the sessions hold the graph), on ONNX Runtime, on as many
+    threads as torch's; `encoder` itself is left as it was. The twin must give the weights' vectors of the `probe`
+    texts (cosine at least `TWIN_AGREEMENT`). Where the export fails, or the twin disagrees, `encoder` itself,
+    logged."""
+    twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
+    try:
+        with temporary_graph(encoder) as (path, manifest):
+            twin.onnx = OnnxBackbone(path, min(physical_cores(), torch.get_num_threads()), manifest)
+        problem = twin_disagrees(encoder, twin, list(probe))
+    except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; torch still encodes
+        problem = f"no ONNX graph ({type(err).__name__}: {err})"
+    if problem is not None:
+        twin.onnx = None  # its sessions go now, not after the build torch runs instead
+        log.warning("the build runs on torch: %s", problem)
+        yield encoder
+        return
+    yield twin
 
 
 def twin_disagrees(encoder: Any, twin: Any, probe: list[str]) -> str | None:
-    """How `twin`'s vectors of `probe` differ from `encoder`'s (each text alone and in one batch), or None."""
+    """How `twin`'s vectors of `probe` (encoded in one batch) differ from `encoder`'s, or None."""
     if not probe:
         return None
     with torch.no_grad():
