@@ -17,7 +17,7 @@ from conftest import predict_in_a_process, torch_reverse_dictionary
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from dictembed import query_encoder  # noqa: E402
+from dictembed import extras, query_encoder  # noqa: E402
 from dictembed.backends.onnx import export as export_module  # noqa: E402
 from dictembed.backends.onnx.export import export, write_query_graph  # noqa: E402
 from dictembed.backends.onnx.query import OnnxQueryEncoder  # noqa: E402
@@ -140,8 +140,8 @@ def test_no_graph_without_a_matrix_space_without_onnx_or_for_an_export(
     assert write_query_graph(exported) is None and not (exported / ONNX_DIR / QUERY_MANIFEST).exists()
     folder = _copy(served_model, tmp_path)
     shutil.rmtree(folder / ONNX_DIR)
-    real = export_module.importlib.util.find_spec
-    monkeypatch.setattr(export_module.importlib.util, "find_spec", lambda n, *a: None if n == "onnx" else real(n, *a))
+    real = extras.importlib.util.find_spec  # what `extras.installed` asks
+    monkeypatch.setattr(extras.importlib.util, "find_spec", lambda n, *a: None if n == "onnx" else real(n, *a))
     assert write_query_graph(folder) is None and not (folder / ONNX_DIR).exists()
     monkeypatch.undo()
     assert write_query_graph(folder) == folder / ONNX_DIR / QUERY_MANIFEST

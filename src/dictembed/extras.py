@@ -40,6 +40,11 @@ def require(extra: str, module: str | None = None) -> ModuleType:
         ) from err
 
 
+def installed(extra: str) -> bool:
+    """Whether every module of `extra` can be imported (found, not imported)."""
+    return all(importlib.util.find_spec(name) is not None for name in EXTRAS[extra][0])
+
+
 def package_file(package: str, patterns: tuple[str, ...], extra: str, feature: str, distribution: str) -> Path:
     """The first file matching one of `patterns` (globs in the folder of the installed module `package`), found
     without importing it; else MissingExtraError naming `distribution` and `pip install "dictembed[extra]"`."""

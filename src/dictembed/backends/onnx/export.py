@@ -12,7 +12,6 @@ loads it with either backend.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import logging
 import shutil
@@ -36,7 +35,7 @@ from dictembed.backends.onnx.query import NoGraph, OnnxQueryEncoder, QueryLayout
 from dictembed.backends.onnx.session import graph_feeds, graph_print, weights_sha256
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
-from dictembed.extras import require
+from dictembed.extras import installed, require
 from dictembed.io import STAGING_MARK, STAGING_SUFFIX, clear_way, replace_dir
 from dictembed.model_folder import (
     DEFINITIONS_FILE,
@@ -184,7 +183,7 @@ def write_query_graph(folder: str | Path, encoder: Encoder | None = None) -> Pat
     folder = Path(folder)
     if SearchSpace.saved_type(folder) not in MATRIX_SPACES or is_exported(folder):
         return None
-    if not all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime")):
+    if not installed("onnx"):
         log.debug("%s: no query graph (the onnx extra is not installed)", folder)
         return None
     try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ from dictembed.backends.onnx.session import (
     query_graph,
 )
 from dictembed.errors import DictEmbedError
-from dictembed.extras import require
+from dictembed.extras import installed, require
 from dictembed.model_folder import is_exported
 
 log = logging.getLogger(__name__)
@@ -168,7 +167,7 @@ def _torch_only(encoder: Any) -> str | None:
         return "it runs a graph already"
     if encoder.pooling == "first_last_avg":
         return "first_last_avg pooling needs every hidden layer"
-    if not all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime")):
+    if not installed("onnx"):
         return 'the onnx extra is not installed (pip install "dictembed[onnx]")'
     return None
 
