@@ -30,6 +30,7 @@ from dictembed.backends.onnx.graph import (
     export_backbone,
     optimize_graph,
     quantize_int8,
+    unexportable,
 )
 from dictembed.backends.onnx.query import NoGraph, OnnxQueryEncoder, QueryLayout
 from dictembed.backends.onnx.session import graph_feeds, graph_print, weights_sha256
@@ -100,8 +101,8 @@ def export(
         raise DictEmbedError(
             "the model is already an ONNX export; export its source model (or load it with backend='torch')"
         )
-    if encoder.pooling == "first_last_avg":
-        raise DictEmbedError("first_last_avg pooling needs every hidden layer; the ONNX export has the last only")
+    if (problem := unexportable(encoder)) is not None:
+        raise DictEmbedError(problem)
     output = Path(output)
     staging = output.with_name(output.name + ".export")
     clear_way(output, staging)  # an interrupted export's leftovers go; a user's folder of those names is an error

@@ -64,6 +64,13 @@ class _Forward(nn.Module):
         return self.backbone(**dict(zip(self.names, inputs, strict=True)), return_dict=True).last_hidden_state
 
 
+def unexportable(encoder: Any) -> str | None:
+    """Why the ONNX graph of `encoder`'s backbone cannot give its vectors, or None."""
+    if encoder.pooling == "first_last_avg":
+        return "first_last_avg pooling needs every hidden layer; the ONNX export has the last only"
+    return None
+
+
 def export_backbone(encoder: Any, path: Path, opset: int = 17) -> list[str]:
     """Export `encoder.backbone` (eager attention, on the CPU) to the ONNX file `path`; returns its input names."""
     backbone = copy.deepcopy(encoder.backbone).cpu().eval()

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph
+from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph, unexportable
 from dictembed.backends.onnx.session import (
     BatchWorkers,
     exported_file,
@@ -80,8 +80,8 @@ def backbone_graph(encoder: Any, folder: str | Path, backend: str) -> Iterator[t
     the graph exported in `folder`, else its query graph where it was made from the folder's weights as they are,
     else a fp32 graph exported now into a temporary folder that is removed on exit. Moves the encoder to the CPU,
     where the graph runs."""
-    if encoder.pooling == "first_last_avg":
-        raise DictEmbedError("first_last_avg pooling needs every hidden layer; the ONNX export has the last only")
+    if (problem := unexportable(encoder)) is not None:
+        raise DictEmbedError(problem)
     if encoder.device.type != "cpu":
         log.info("the %s backend runs on the CPU", backend)
         encoder.to("cpu")
@@ -165,8 +165,8 @@ def _torch_only(encoder: Any) -> str | None:
         return f"it computes in {encoder.compute_precision}"
     if encoder.onnx is not None:
         return "it runs a graph already"
-    if encoder.pooling == "first_last_avg":
-        return "first_last_avg pooling needs every hidden layer"
+    if (problem := unexportable(encoder)) is not None:
+        return problem
     if not installed("onnx"):
         return 'the onnx extra is not installed (pip install "dictembed[onnx]")'
     return None
