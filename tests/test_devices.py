@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -74,6 +76,49 @@ def test_an_amx_cpu_computes_in_bf16_and_says_so_once(monkeypatch, caplog) -> No
     with caplog.at_level("INFO", logger="dictembed.devices"):
         assert resolve_precision("auto", "cpu") == "fp32"
     assert not caplog.records
+
+
+def test_an_avx512_bf16_cpu_takes_bf16_only_where_it_measures_faster(monkeypatch, caplog) -> None:
+    """Without AMX but with AVX512_BF16, `auto` times a linear layer in both precisions once per process and takes
+    bf16 from `BF16_MIN_GAIN`; a CPU without either never times it."""
+    monkeypatch.delenv("DICTEMBED_CPU_PRECISION")
+    monkeypatch.setattr(devices, "cpu_has_amx", lambda: False)
+    monkeypatch.setattr(devices, "cpu_has_avx512_bf16", lambda: True)
+    timed: list[int] = []
+    for gain, expected in ((2.4, "bf16"), (devices.BF16_MIN_GAIN, "bf16"), (1.2, "fp32"), (0.1, "fp32")):
+        devices._avx512_bf16_choice.cache_clear()
+        monkeypatch.setattr(devices, "bf16_gain", lambda gain=gain: timed.append(1) or gain)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="dictembed.devices"):
+            assert resolve_precision("auto", "cpu") == resolve_precision(None, "cpu") == expected
+            assert resolve_precision("fp32", "cpu") == "fp32"  # an explicit choice wins
+        assert len(timed) == 1 and len(caplog.records) == 1  # timed and said once, not per call
+        assert f"{gain:.1f}x" in caplog.records[0].getMessage() or f"{gain:.2f}x" in caplog.records[0].getMessage()
+        timed.clear()
+    devices._avx512_bf16_choice.cache_clear()
+    monkeypatch.setattr(devices, "cpu_has_avx512_bf16", lambda: False)
+    monkeypatch.setattr(devices, "bf16_gain", lambda: pytest.fail("timed on a CPU without AVX512_BF16"))
+    assert resolve_precision("auto", "cpu") == "fp32"
+    devices._avx512_bf16_choice.cache_clear()
+
+
+def test_bf16_gain_times_a_real_layer(monkeypatch) -> None:
+    """The gain is fp32's best time over bf16's: a layer made slower in bf16 reads below 1, one made slower in fp32
+    above it."""
+    real = torch.nn.Linear.forward
+
+    def slower_in(dtype_slow: str):
+        def forward(self, rows):
+            if (torch.is_autocast_enabled("cpu")) == (dtype_slow == "bf16"):
+                time.sleep(0.02)
+            return real(self, rows)
+
+        return forward
+
+    monkeypatch.setattr(torch.nn.Linear, "forward", slower_in("bf16"))
+    assert 0 < devices.bf16_gain(tokens=8, width=16, repeats=2) < 0.5
+    monkeypatch.setattr(torch.nn.Linear, "forward", slower_in("fp32"))
+    assert devices.bf16_gain(tokens=8, width=16, repeats=2) > 2
 
 
 def test_the_cpu_precision_variable_sets_what_auto_means(monkeypatch) -> None:

@@ -166,8 +166,9 @@ class Encoder(nn.Module):
 
     def set_precision(self, precision: str | None = "auto") -> Encoder:
         """Set the compute precision of inference (`autocast`): fp32, bf16, fp16, or "auto" (bf16 on a CUDA
-        GPU that supports it and on a CPU with AMX, else fp32), resolved for the device the encoder is on now;
-        "auto" is fp32 on an ONNX Runtime backbone, which computes its graph's precision. Returns self."""
+        GPU that supports it and on a CPU where `devices.cpu_auto_precision` says so, else fp32), resolved for the
+        device the encoder is on now; "auto" is fp32 on an ONNX Runtime backbone, which computes its graph's
+        precision. Returns self."""
         if self.backend == "onnx" and (precision or "auto") == "auto":
             precision = "fp32"
         self.compute_precision = resolve_precision(precision, self.device)
@@ -205,7 +206,7 @@ class Encoder(nn.Module):
         model's own dense pooler (`model_pooler`); `normalize` True/False adds or removes a Normalize module.
         `device` defaults to CUDA, else MPS, else the CPU. `backend` "onnx" runs the backbone with ONNX Runtime
         on the CPU (an export's graph, else one exported now; inference only), "openvino" the same graph with
-        OpenVINO (fp32 graphs only; compute precision bf16 on a CPU with AMX, else fp32:
+        OpenVINO (fp32 graphs only; compute precision "auto"'s, bf16 on a CPU with AMX:
         `dictembed.backends.openvino`), "torch" with torch; default: "onnx" for a folder written by `dictembed
         export --format onnx`, else "torch". An export written without its fp32 weights (the default of `dictembed
         export`) is a one-line error: `OnnxQueryEncoder` runs it."""

@@ -46,7 +46,8 @@ def openvino_core() -> Any:
 
 def precision_hint(precision: str | None) -> str:
     """OpenVINO's INFERENCE_PRECISION_HINT for a compute precision: "bf16" where `precision` resolves to bf16 on
-    the CPU ("auto": a CPU with AMX, or DICTEMBED_CPU_PRECISION=bf16), else "f32"."""
+    the CPU ("auto": a CPU with AMX, one with AVX512_BF16 that `devices.bf16_gain` finds fast, or
+    DICTEMBED_CPU_PRECISION=bf16), else "f32"."""
     return "bf16" if resolve_precision(precision, "cpu") == "bf16" else "f32"
 
 
