@@ -196,8 +196,8 @@ def finetune_stsb(
 ) -> dict[str, Any]:
     """Fine-tune on a seeded `ratio` of STS-B train and score dev and test (cosine Spearman x 100).
 
-    `device` ("auto"/None: CUDA, else MPS, else CPU) and `precision` (auto: bf16 on a CUDA GPU that supports
-    it and on a CPU with AMX, else fp32) are where and how it trains and evaluates.
+    `device` ("auto"/None: CUDA, else MPS, else CPU) and `precision` (auto: `devices.resolve_precision`'s
+    bf16 or fp32) are where and how it trains and evaluates.
 
     `limit` keeps only the first `limit` pairs of each split (quick checks). Without `output_dir`
     nothing is written (a temporary folder is used and removed); with it, the fine-tuned model and
