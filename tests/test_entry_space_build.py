@@ -355,7 +355,7 @@ def test_auto_builds_large_fp32_cpu_builds_on_the_graph(encoder, monkeypatch) ->
 
 def test_an_unknown_build_backend_is_a_one_line_error(encoder, toy_dictionary, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "gpu")
-    with pytest.raises(DictEmbedError, match=r"DICTEMBED_BUILD_BACKEND='gpu': use auto, torch or onnx"):
+    with pytest.raises(DictEmbedError, match=r"DICTEMBED_BUILD_BACKEND='gpu': use auto, torch, onnx, int8"):
         DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
 
 
@@ -430,3 +430,34 @@ def test_quiet_info_drops_only_the_optimizers_records_below_a_warning(caplog) ->
     assert "Fused Gelu" not in caplog.text
     assert "a fusion failed" in caplog.text and "another thread's news" in caplog.text
     assert "after: Fused Attention" in caplog.text
+
+
+def test_an_int8_build_is_keyed_apart_and_says_what_built_it(encoder, toy_dictionary, tmp_path, monkeypatch) -> None:
+    """DICTEMBED_BUILD_BACKEND=int8 builds on the weights' graph quantised: vectors near the weights' (not theirs),
+    cached under a key of their own, so that neither an int8 space nor an fp32 one answers for the other."""
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "int8")
+    assert runtime.build_backend(encoder, 1) == "int8" and runtime.builds_int8(encoder)
+    on_int8 = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    backends = sorted(json.loads(p.read_text())["backend"] for p in tmp_path.glob("definitions-*.json"))
+    assert backends == ["onnx-int8", "torch"]  # two entries: the int8 build did not take the fp32 one
+    mine, theirs = on_torch.vectors(), on_int8.vectors()
+    cosines = (mine * theirs).sum(1) / np.linalg.norm(mine, axis=1) / np.linalg.norm(theirs, axis=1)
+    assert cosines.min() >= runtime.TWIN_AGREEMENT_INT8 and not np.allclose(mine, theirs, atol=1e-5)
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    assert np.array_equal(DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path).vectors(), mine)
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "int8")
+    assert np.array_equal(DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path).vectors(), theirs)
+    assert len(list(tmp_path.glob("definitions-*.json"))) == 2
+
+
+def test_an_int8_build_that_cannot_run_says_so(encoder, monkeypatch, caplog) -> None:
+    """int8 asked of an encoder whose graph cannot stand in (bf16 here) builds on torch, with a warning, and keys
+    its space as the weights' own."""
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "int8")
+    bf16 = Encoder.load(str(encoder.backbone.name_or_path), pooling="mean", device="cpu").set_precision("bf16")
+    with caplog.at_level(logging.WARNING, logger="dictembed"):
+        assert runtime.build_backend(bf16, 10**6) == "torch"
+    assert "DICTEMBED_BUILD_BACKEND=int8: the build runs as the encoder does (it computes in bf16)" in caplog.text
+    assert not runtime.builds_int8(bf16)

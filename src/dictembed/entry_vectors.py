@@ -16,7 +16,13 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dictembed.backends.onnx.runtime import BUILD_BACKEND_VARIABLE, GRAPH_BUILD_BATCH, build_backend, graph_twin
+from dictembed.backends.onnx.runtime import (
+    BUILD_BACKEND_VARIABLE,
+    GRAPH_BUILD_BATCH,
+    build_backend,
+    builds_int8,
+    graph_twin,
+)
 from dictembed.cache import PartialBuild, cache_key, cached_tensors, headword_parts, space_path
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes, process_count
@@ -48,7 +54,8 @@ def space_tensors(
     serialised by a file lock, and the definitions are encoded in parts kept beside the cache entry until it is
     written, so that an interrupted build resumes from its last part (`encode_in_parts`). The backend that encoded
     them (`builder`: torch, or the weights' fp32 graph on ONNX Runtime) is recorded beside the entry, not keyed:
-    both give the weights' fp32 vectors, as torch does on any CPU, to float rounding."""
+    both give the weights' fp32 vectors, as torch does on any CPU, to float rounding; a build asked in int8
+    (`$DICTEMBED_BUILD_BACKEND=int8`, `builds_int8`), whose vectors are not the weights', is keyed apart."""
     source: dict[str, Any] = {
         "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
         "base_model": encoder.base_model,
@@ -71,7 +78,7 @@ def space_tensors(
 
     if cache_dir is None:
         return computed(None)
-    path = space_path(cache_key(encoder, dictionary, entries, ica), cache_dir)
+    path = space_path(cache_key(encoder, dictionary, entries, ica, "int8" if builds_int8(encoder) else ""), cache_dir)
     return cached_tensors(path, computed, source, needs=() if ica else ("definitions",))
 
 
@@ -99,7 +106,7 @@ def definition_tensors(
         what = f"{entries} entry space: {len(definitions):,} definitions of {len(counts):,} entries"
         with builder(pooled, definitions, batch_size) as (runner, size), runner.autocast():
             vectors = encode_in_parts(runner, definitions, size, parts, what)
-            backend = runner.backend
+            backend = build_name(runner)
     if source is not None:
         source["backend"] = backend
     return {
@@ -137,18 +144,28 @@ def headword_vectors(
 @contextlib.contextmanager
 def builder(encoder: Encoder, texts: list[str], batch_size: int) -> Iterator[tuple[Encoder, int]]:
     """What encodes a build of `texts` by `encoder`, and in batches of how many: `encoder` in batches of
-    `batch_size`, or where `build_backend` says "onnx" its twin running the weights' fp32 graph on ONNX Runtime
-    (`graph_twin`, checked on the first `PROBE_TEXTS` texts; the encoder itself where the export fails or the twin
-    disagrees) in batches of `GRAPH_BUILD_BATCH`, logged."""
-    if build_backend(encoder, len(texts)) != "onnx":
+    `batch_size`, or where `build_backend` says "onnx" (or "int8") its twin running the weights' fp32 graph (or
+    that graph quantised) on ONNX Runtime (`graph_twin`, checked on the first `PROBE_TEXTS` texts; the encoder
+    itself where the export fails or the twin disagrees) in batches of `GRAPH_BUILD_BATCH`, logged."""
+    backend = build_backend(encoder, len(texts))
+    if backend == "torch":
         yield encoder, batch_size
         return
-    with graph_twin(encoder, texts[:PROBE_TEXTS]) as twin:
+    with graph_twin(encoder, texts[:PROBE_TEXTS], int8=backend == "int8") as twin:
         if twin is encoder:
             yield encoder, batch_size
             return
-        log.info("encoding on ONNX Runtime, the weights' fp32 graph (%s=torch: on torch)", BUILD_BACKEND_VARIABLE)
+        graph = "the weights' graph quantised to int8" if backend == "int8" else "the weights' fp32 graph"
+        log.info("encoding on ONNX Runtime, %s (%s=torch: on torch)", graph, BUILD_BACKEND_VARIABLE)
         yield twin, GRAPH_BUILD_BATCH
+
+
+def build_name(encoder: Encoder) -> str:
+    """What a build by `encoder` ran, as the cache's sidecar and a kept build's parts record it: torch, onnx (an
+    fp32 graph), onnx-int8 (a quantised graph) or openvino."""
+    if encoder.onnx is not None and encoder.onnx.manifest.get("quantize") == "int8":
+        return f"{encoder.backend}-int8"
+    return encoder.backend
 
 
 def part_sizes(count: int, batch_size: int) -> list[int]:
@@ -181,7 +198,7 @@ def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: 
     if parts is not None and len(sizes) > 1:  # one part: nothing to resume from before it is done
         layout: dict[str, Any] = {"definitions": count, "batch_size": batch_size, "part_sizes": sizes}
         if encoder.onnx is not None:  # rows of one backend only (a torch build's layout as it always was)
-            layout["backend"] = encoder.backend
+            layout["backend"] = build_name(encoder)
         store = PartialBuild(parts, layout)
     done = store.load(sizes) if store is not None else []
     start = sum(sizes[: len(done)])

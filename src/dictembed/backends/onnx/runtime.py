@@ -14,13 +14,22 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
-from dictembed.backends.onnx.graph import FP32_FILE, export_backbone, optimize_graph, unexportable
+from dictembed.backends.onnx.graph import (
+    FP32_FILE,
+    INT8_FILE,
+    QuantizeSettings,
+    export_backbone,
+    optimize_graph,
+    quantize_int8,
+    unexportable,
+)
 from dictembed.backends.onnx.session import (
     BatchWorkers,
     exported_file,
@@ -118,7 +127,10 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
     return encoder.eval()
 
 
-BUILD_BACKEND_VARIABLE = "DICTEMBED_BUILD_BACKEND"  # auto (the default), torch or onnx
+BUILD_BACKEND_VARIABLE = "DICTEMBED_BUILD_BACKEND"  # one of BUILD_BACKENDS
+# auto (the default): the fp32 graph from `graph_build_min` texts, else torch; onnx: the fp32 graph; int8: the graph
+# quantised as `export --quantize int8` does (other vectors: keyed apart in the cache, `builds_int8`)
+BUILD_BACKENDS = ("auto", "torch", "onnx", "int8")
 # Texts a build must hold before "auto" runs it on ONNX Runtime: exporting the graph takes about 4 s for MiniLM
 # (22.7M parameters), which about 3,000 texts win back on 2 cores, and about 30 s for multilingual-e5-small (118M,
 # most of them its vocabulary's), whose texts also encode at half MiniLM's rate: GRAPH_BUILD_MIN texts at least,
@@ -130,24 +142,37 @@ GRAPH_TEXTS_PER_MILLION = 440
 GRAPH_BUILD_BATCH = 32
 
 
+def build_choice() -> str:
+    """`$DICTEMBED_BUILD_BACKEND`, one of `BUILD_BACKENDS` (unset: auto)."""
+    choice = os.environ.get(BUILD_BACKEND_VARIABLE, "").strip().lower() or "auto"
+    if choice not in BUILD_BACKENDS:
+        raise DictEmbedError(f"{BUILD_BACKEND_VARIABLE}={choice!r}: use {', '.join(BUILD_BACKENDS)}")
+    return choice
+
+
 def build_backend(encoder: Any, count: int) -> str:
     """What encodes a build (an entry space, headword vectors) of `count` texts by `encoder`: "onnx", the encoder's
-    fp32 graph on ONNX Runtime, which gives the weights' vectors (cosine 0.9999999) faster on the CPU, or "torch":
-    the encoder as it is. `$DICTEMBED_BUILD_BACKEND`: auto (the default: onnx from `graph_build_min` texts), torch,
-    or onnx (any count). Either way the encoder as it is where the graph cannot stand in: on another device, in
-    another compute precision (bf16 on AMX is faster still), running a graph already (an export: its own), pooling
-    `first_last_avg`, or without the onnx extra."""
-    choice = os.environ.get(BUILD_BACKEND_VARIABLE, "").strip().lower() or "auto"
-    if choice not in ("auto", "torch", "onnx"):
-        raise DictEmbedError(f"{BUILD_BACKEND_VARIABLE}={choice!r}: use auto, torch or onnx")
+    fp32 graph on ONNX Runtime, which gives the weights' vectors (cosine 0.9999999) faster on the CPU; "int8", that
+    graph quantised (faster still, other vectors); or "torch": the encoder as it is. `$DICTEMBED_BUILD_BACKEND`:
+    auto (the default: onnx from `graph_build_min` texts), torch, onnx or int8 (any count). Either way the encoder
+    as it is where the graph cannot stand in: on another device, in another compute precision (bf16 on AMX is
+    faster still), running a graph already (an export: its own), pooling `first_last_avg`, or without the onnx
+    extra."""
+    choice = build_choice()
     if choice == "torch" or (choice == "auto" and count < graph_build_min(encoder)):
         return "torch"
     reason = _torch_only(encoder)
     if reason is not None:
-        says = log.warning if choice == "onnx" else log.debug
+        says = log.debug if choice == "auto" else log.warning
         says("%s=%s: the build runs as the encoder does (%s)", BUILD_BACKEND_VARIABLE, choice, reason)
         return "torch"
-    return "onnx"
+    return "int8" if choice == "int8" else "onnx"
+
+
+def builds_int8(encoder: Any) -> bool:
+    """Whether builds by `encoder` run its int8 graph (`$DICTEMBED_BUILD_BACKEND=int8` where a graph can stand in):
+    what the entry-space cache keys apart, as those vectors are not the weights'."""
+    return build_choice() == "int8" and _torch_only(encoder) is None
 
 
 def graph_build_min(encoder: Any) -> int:
@@ -173,20 +198,30 @@ def _torch_only(encoder: Any) -> str | None:
 
 
 TWIN_AGREEMENT = 0.9999  # the least cosine of a twin's probe vectors to the weights' own
+# the same for an int8 twin: dynamic int8 keeps MiniLM's vectors at 0.965 at worst over the STS-B test sentences;
+# all-mpnet-base-v2's fall to 0.59 (its feed-forward outliers), which this keeps on torch
+TWIN_AGREEMENT_INT8 = 0.95
 
 
 @contextlib.contextmanager
-def graph_twin(encoder: Any, probe: Sequence[str] = ()) -> Iterator[Any]:
-    """A twin of `encoder` (its weights and modules shared, not copied) whose backbone forward runs its fp32 graph,
-    exported now into a temporary folder (removed once the sessions hold the graph), on ONNX Runtime, on as many
-    threads as torch's; `encoder` itself is left as it was. The twin must give the weights' vectors of the `probe`
-    texts (cosine at least `TWIN_AGREEMENT`). Where the export fails, or the twin disagrees, `encoder` itself,
-    logged."""
+def graph_twin(encoder: Any, probe: Sequence[str] = (), int8: bool = False) -> Iterator[Any]:
+    """A twin of `encoder` (its weights and modules shared, not copied) whose backbone forward runs its fp32 graph
+    (`int8`: that graph quantised with the export's `QuantizeSettings`), exported now into a temporary folder
+    (removed once the sessions hold the graph), on ONNX Runtime, on as many threads as torch's; `encoder` itself
+    is left as it was. The twin must give the weights' vectors of the `probe` texts (cosine at least
+    `TWIN_AGREEMENT`, `TWIN_AGREEMENT_INT8` for int8). Where the export fails, or the twin disagrees, `encoder`
+    itself, logged."""
     twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
     try:
         with temporary_graph(encoder) as (path, manifest):
+            if int8:
+                settings = QuantizeSettings()
+                quantize_int8(path, path.with_name(INT8_FILE), settings)
+                path = path.with_name(INT8_FILE)
+                manifest = {**manifest, "quantize": "int8", "settings": asdict(settings)}
             twin.onnx = OnnxBackbone(path, min(physical_cores(), torch.get_num_threads()), manifest)
-        problem = twin_disagrees(encoder, twin, list(probe))
+        least = TWIN_AGREEMENT_INT8 if int8 else TWIN_AGREEMENT
+        problem = twin_disagrees(encoder, twin, list(probe), least)
     except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; torch still encodes
         problem = f"no ONNX graph ({type(err).__name__}: {err})"
     if problem is not None:
@@ -197,14 +232,15 @@ def graph_twin(encoder: Any, probe: Sequence[str] = ()) -> Iterator[Any]:
     yield twin
 
 
-def twin_disagrees(encoder: Any, twin: Any, probe: list[str]) -> str | None:
-    """How `twin`'s vectors of `probe` (encoded in one batch) differ from `encoder`'s, or None."""
+def twin_disagrees(encoder: Any, twin: Any, probe: list[str], least: float = TWIN_AGREEMENT) -> str | None:
+    """How `twin`'s vectors of `probe` (encoded in one batch) differ from `encoder`'s (a cosine under `least`), or
+    None."""
     if not probe:
         return None
     with torch.no_grad():
         mine, theirs = encoder.encode(probe, show_progress_bar=False), twin.encode(probe, show_progress_bar=False)
     mine, theirs = torch.as_tensor(mine, dtype=torch.float32), torch.as_tensor(theirs, dtype=torch.float32)
     agreement = float(torch.nn.functional.cosine_similarity(mine, theirs, dim=1).min())
-    if agreement >= TWIN_AGREEMENT:
+    if agreement >= least:
         return None
     return f"its ONNX graph gives other vectors than its weights (cosine {agreement:.4f} on {len(probe)} texts)"
