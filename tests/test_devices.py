@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -78,28 +79,68 @@ def test_an_amx_cpu_computes_in_bf16_and_says_so_once(monkeypatch, caplog) -> No
     assert not caplog.records
 
 
-def test_an_avx512_bf16_cpu_takes_bf16_only_where_it_measures_faster(monkeypatch, caplog) -> None:
-    """Without AMX but with AVX512_BF16, `auto` times a linear layer in both precisions once per process and takes
-    bf16 from `BF16_MIN_GAIN`; a CPU without either never times it."""
+@pytest.fixture
+def avx512_bf16_cpu(monkeypatch, tmp_path):
+    """A CPU with AVX512_BF16 and no AMX, its kept timing in an empty cache; the process's choice forgotten before
+    and after."""
     monkeypatch.delenv("DICTEMBED_CPU_PRECISION")
+    monkeypatch.setenv("DICTEMBED_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(devices, "cpu_has_amx", lambda: False)
     monkeypatch.setattr(devices, "cpu_has_avx512_bf16", lambda: True)
+    devices._avx512_bf16_decided.cache_clear()
+    yield tmp_path
+    devices._avx512_bf16_decided.cache_clear()
+
+
+def test_an_avx512_bf16_cpu_takes_bf16_only_where_it_measures_faster(avx512_bf16_cpu, monkeypatch, caplog) -> None:
+    """Without AMX but with AVX512_BF16, `auto` times a linear layer in both precisions and takes bf16 from
+    `BF16_MIN_GAIN`, timed and said once; an explicit choice wins."""
     timed: list[int] = []
-    for gain, expected in ((2.4, "bf16"), (devices.BF16_MIN_GAIN, "bf16"), (1.2, "fp32"), (0.1, "fp32")):
-        devices._avx512_bf16_choice.cache_clear()
+    for number, (gain, expected) in enumerate(((2.4, "bf16"), (devices.BF16_MIN_GAIN, "bf16"), (1.2, "fp32"))):
+        devices._avx512_bf16_decided.cache_clear()
+        monkeypatch.setenv("DICTEMBED_CACHE", str(avx512_bf16_cpu / f"cache{number}"))  # nothing kept yet
         monkeypatch.setattr(devices, "bf16_gain", lambda gain=gain: timed.append(1) or gain)
         caplog.clear()
         with caplog.at_level("INFO", logger="dictembed.devices"):
             assert resolve_precision("auto", "cpu") == resolve_precision(None, "cpu") == expected
-            assert resolve_precision("fp32", "cpu") == "fp32"  # an explicit choice wins
+            assert resolve_precision("fp32", "cpu") == "fp32"
         assert len(timed) == 1 and len(caplog.records) == 1  # timed and said once, not per call
-        assert f"{gain:.1f}x" in caplog.records[0].getMessage() or f"{gain:.2f}x" in caplog.records[0].getMessage()
+        message = caplog.records[0].getMessage()
+        assert f"{gain:.1f}x" in message if expected == "bf16" else f"{gain:.2f}x fp32's speed" in message
         timed.clear()
-    devices._avx512_bf16_choice.cache_clear()
+
+
+def test_the_bf16_timing_is_kept_per_machine(avx512_bf16_cpu, monkeypatch, caplog) -> None:
+    """A second process (a resumed run, another rank) takes the kept gain rather than timing again, so that it
+    chooses alike; a damaged file is timed again; a cache that cannot be written times in process."""
+    monkeypatch.setattr(devices, "bf16_gain", lambda: 2.0)
+    assert resolve_precision("auto", "cpu") == "bf16"
+    kept = devices.bf16_gain_file()
+    assert kept.parent == avx512_bf16_cpu / "cache" and json.loads(kept.read_text())["gain"] == 2.0
+    devices._avx512_bf16_decided.cache_clear()  # as a new process
+    monkeypatch.setattr(devices, "bf16_gain", lambda: pytest.fail("timed again"))
+    with caplog.at_level("INFO", logger="dictembed.devices"):
+        assert resolve_precision("auto", "cpu") == "bf16"
+    assert "timed before on this machine" in caplog.text
+    kept.write_text("{not json")
+    devices._avx512_bf16_decided.cache_clear()
+    monkeypatch.setattr(devices, "bf16_gain", lambda: 1.1)
+    assert resolve_precision("auto", "cpu") == "fp32" and json.loads(kept.read_text())["gain"] == 1.1
+    blocker = avx512_bf16_cpu / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("DICTEMBED_CACHE", str(blocker / "cache"))  # under a file: cannot be made
+    devices._avx512_bf16_decided.cache_clear()
+    monkeypatch.setattr(devices, "bf16_gain", lambda: 3.0)
+    with caplog.at_level("INFO", logger="dictembed.devices"):
+        assert resolve_precision("auto", "cpu") == "bf16"
+    assert "the bf16 timing is not kept" in caplog.text
+
+
+def test_a_cpu_without_avx512_bf16_is_never_timed(avx512_bf16_cpu, monkeypatch) -> None:
     monkeypatch.setattr(devices, "cpu_has_avx512_bf16", lambda: False)
     monkeypatch.setattr(devices, "bf16_gain", lambda: pytest.fail("timed on a CPU without AVX512_BF16"))
     assert resolve_precision("auto", "cpu") == "fp32"
-    devices._avx512_bf16_choice.cache_clear()
+    assert not (avx512_bf16_cpu / "cache").exists()
 
 
 def test_bf16_gain_times_a_real_layer(monkeypatch) -> None:

@@ -461,3 +461,50 @@ def test_an_int8_build_that_cannot_run_says_so(encoder, monkeypatch, caplog) -> 
         assert runtime.build_backend(bf16, 10**6) == "torch"
     assert "DICTEMBED_BUILD_BACKEND=int8: the build runs as the encoder does (it computes in bf16)" in caplog.text
     assert not runtime.builds_int8(bf16)
+
+
+def test_an_int8_build_is_keyed_by_the_encoder_as_it_pools_definitions(
+    bert_path, toy_dictionary, tmp_path, monkeypatch
+):
+    """A first_last_avg encoder has no graph of its own, but an AMP space pools its definitions by the mean, which
+    the int8 graph builds: the key says int8 too, so no fp32 request is served those vectors."""
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "int8")
+    layered = Encoder.load(str(bert_path), pooling="first_last_avg", device="cpu").eval()
+    assert not runtime.builds_int8(layered) and entry_vectors.int8_build(layered, "amp")
+    DefinitionSpace.build(layered, toy_dictionary, "amp", cache_dir=tmp_path)
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
+    DefinitionSpace.build(layered, toy_dictionary, "amp", cache_dir=tmp_path)
+    backends = sorted(json.loads(p.read_text())["backend"] for p in tmp_path.glob("definitions-*.json"))
+    assert backends == ["onnx", "onnx-int8"]
+
+
+def test_an_int8_build_whose_graph_disagrees_is_a_one_line_error(encoder, toy_dictionary, tmp_path, monkeypatch):
+    """int8 was asked for and is cached apart: a twin below the agreement asked is refused with the reason, not
+    replaced by torch's fp32 vectors under the int8 key; nothing is cached."""
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "int8")
+    monkeypatch.setattr(runtime, "TWIN_AGREEMENT_INT8", 1.01)
+    message = r"DICTEMBED_BUILD_BACKEND=int8: its ONNX graph gives other vectors than its weights \(cosine .*unset it"
+    with pytest.raises(DictEmbedError, match=message):
+        DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=tmp_path)
+    assert not list(tmp_path.glob("definitions-*.json"))
+
+
+def test_an_int8_build_across_processes_is_keyed_as_torch_builds_it(encoder, monkeypatch) -> None:
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "int8")
+    assert entry_vectors.int8_build(encoder, "amp")
+    monkeypatch.setattr(entry_vectors, "process_count", lambda: 2)  # each process encodes a share, on torch
+    assert not entry_vectors.int8_build(encoder, "amp")
+
+
+def test_the_int8_key_follows_the_quantisation_and_onnxruntime(monkeypatch) -> None:
+    import importlib.metadata
+
+    from dictembed.backends.onnx.graph import QuantizeSettings
+
+    before = runtime.int8_build_key()
+    assert before.startswith("int8-") and runtime.int8_build_key() == before
+    monkeypatch.setattr(runtime, "QuantizeSettings", lambda: QuantizeSettings(per_channel=False))
+    assert runtime.int8_build_key() != before
+    monkeypatch.undo()
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0.1")
+    assert runtime.int8_build_key() != before

@@ -103,3 +103,20 @@ def test_a_folder_holding_something_else_is_never_replaced(tmp_path: Path, capsy
     argv = ["index", "--dictionary", str(tsv), "--output", str(tmp_path / "out"), "--overwrite"]
     cli_refuses(capsys, argv, "holds no model")
     assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
+
+
+def test_a_folder_built_in_int8_says_so_in_its_record(bert_path, tmp_path, monkeypatch) -> None:
+    """DICTEMBED_BUILD_BACKEND=int8: the entry space and headword vectors come from the int8 graph, and the record
+    says so (`entry_build`); a folder built as usual says nothing."""
+    from dictembed.cli import main
+
+    tsv = tmp_path / "en.tsv"
+    tsv.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, d in EN_WORDS.items()), encoding="utf-8")
+    monkeypatch.setenv("DICTEMBED_BUILD_BACKEND", "int8")
+    folder = tmp_path / "int8"
+    assert main(["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(folder), "-q"]) == 0
+    assert read_record(folder, required=True).details["entry_build"] == "onnx-int8"
+    monkeypatch.delenv("DICTEMBED_BUILD_BACKEND")
+    plain = tmp_path / "plain"
+    assert main(["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(plain), "-q"]) == 0
+    assert "entry_build" not in read_record(plain, required=True).details

@@ -4,7 +4,7 @@
 torch device name is accepted (cpu, cuda, cuda:1, mps). `--precision auto` is bf16 where the hardware computes
 it natively and fast (a CUDA GPU that supports it; a CPU with Intel AMX, where bf16 encodes about 2x faster at
 fp32's STS, docs/results.md; a CPU with AVX512_BF16 but no AMX where a linear layer of a transformer's size runs
-at least `BF16_MIN_GAIN` times faster in bf16 than in fp32, timed once per process: `bf16_gain`) and fp32
+at least `BF16_MIN_GAIN` times faster in bf16 than in fp32, timed once per machine: `bf16_gain`) and fp32
 elsewhere; fp32 means no autocast. Training turns the precision into accelerate's `mixed_precision`; inference
 runs the model under `torch.autocast` (`autocast`). `--precision fp32` reproduces fp32 figures anywhere.
 `DICTEMBED_CPU_PRECISION=fp32|bf16` sets what `auto` means on any CPU (the test suite pins fp32, so that it
@@ -15,15 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import logging
 import os
+import platform
+import threading
 import time
+from pathlib import Path
 
 import torch
 
 from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP
 from dictembed.device_choices import is_main_process as is_main_process  # re-exported
 from dictembed.errors import DictEmbedError
+from dictembed.paths import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -149,23 +155,68 @@ def _say_bf16_on_amx() -> None:
     log.info("this CPU has AMX: computing in bf16 (about 2x faster, the same STS); --precision fp32 for fp32")
 
 
-@functools.cache
+_CHOICE_LOCK = threading.Lock()  # one timing a process, whichever thread resolves "auto" first
+
+
 def _avx512_bf16_choice() -> str:
-    """`auto` on a CPU with AVX512_BF16 and no AMX: bf16 where `bf16_gain` reaches `BF16_MIN_GAIN`, said once with
-    the gain measured."""
-    gain = bf16_gain()
+    """`auto` on a CPU with AVX512_BF16 and no AMX: bf16 where `bf16_gain` reaches `BF16_MIN_GAIN`."""
+    with _CHOICE_LOCK:
+        return _avx512_bf16_decided()
+
+
+@functools.cache
+def _avx512_bf16_decided() -> str:
+    """The choice of `_avx512_bf16_choice`, said once a process with its gain. The gain is timed once per machine and
+    kept in dictembed's cache (`bf16_gain_file`), so that every process of a run, a resumed run and every rank of a
+    launch choose alike rather than each by its own timing; a cache that cannot be written is only logged."""
+    path = bf16_gain_file()
+    gain, when = _kept_gain(path), f"timed before on this machine ({path})"
+    if gain is None:
+        try:
+            from filelock import FileLock
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(f"{path}.lock", timeout=60):
+                gain = _kept_gain(path)  # another process timed it meanwhile
+                if gain is None:
+                    gain, when = bf16_gain(), "timed now"
+                    staged = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                    staged.write_text(json.dumps({"gain": gain, "torch": torch.__version__}))
+                    os.replace(staged, path)
+        except OSError as err:  # a cache that cannot be written or locked: this process's own timing
+            log.info("the bf16 timing is not kept (%s)", err)
+            gain, when = bf16_gain(), "timed now"
     chosen = "bf16" if gain >= BF16_MIN_GAIN else "fp32"
     if chosen == "bf16":
         log.info(
-            f"this CPU has AVX512_BF16 and ran a linear layer {gain:.1f}x faster in bf16: computing in bf16 "
-            "(the same STS as fp32 to the third decimal on AMX); --precision fp32 for fp32"
+            f"this CPU has AVX512_BF16 and runs a linear layer {gain:.1f}x faster in bf16 ({when}): computing in "
+            "bf16 (the same STS as fp32 to the third decimal on AMX); --precision fp32 for fp32"
         )
     else:
         log.info(
-            f"this CPU has AVX512_BF16 but ran a linear layer only {gain:.2f}x faster in bf16 (under "
-            f"{BF16_MIN_GAIN}x): computing in fp32"
+            f"this CPU has AVX512_BF16 but runs a linear layer at {gain:.2f}x fp32's speed in bf16 ({when}; "
+            f"bf16 from {BF16_MIN_GAIN}x): computing in fp32"
         )
     return chosen
+
+
+def bf16_gain_file() -> Path:
+    """Where dictembed's cache keeps this machine's `bf16_gain`: keyed by the CPU's model and torch's version."""
+    model = platform.processor()
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+        model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), model)
+    key = hashlib.sha1(f"{model}|{torch.__version__}".encode()).hexdigest()[:16]
+    return cache_root() / f"bf16-gain-{key}.json"
+
+
+def _kept_gain(path: Path) -> float | None:
+    """The gain kept in `path`, or None (none kept, or a damaged file, which is timed again)."""
+    try:
+        gain = float(json.loads(path.read_text(encoding="utf-8"))["gain"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return gain if gain > 0 else None
 
 
 def bf16_gain(tokens: int = 1024, width: int = 384, repeats: int = 5) -> float:

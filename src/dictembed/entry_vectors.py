@@ -20,8 +20,10 @@ from dictembed.backends.onnx.runtime import (
     BUILD_BACKEND_VARIABLE,
     GRAPH_BUILD_BATCH,
     build_backend,
+    build_choice,
     builds_int8,
     graph_twin,
+    int8_build_key,
 )
 from dictembed.cache import PartialBuild, cache_key, cached_tensors, headword_parts, space_path
 from dictembed.dictionary.core import Dictionary
@@ -78,7 +80,8 @@ def space_tensors(
 
     if cache_dir is None:
         return computed(None)
-    path = space_path(cache_key(encoder, dictionary, entries, ica, "int8" if builds_int8(encoder) else ""), cache_dir)
+    build = int8_build_key() if int8_build(encoder, entries) else ""
+    path = space_path(cache_key(encoder, dictionary, entries, ica, build), cache_dir)
     return cached_tensors(path, computed, source, needs=() if ica else ("definitions",))
 
 
@@ -97,8 +100,10 @@ def definition_tensors(
     cached (`encode_in_parts`). `batch_size` for torch; a build on the graph (`builder`) takes its own. The
     backend that encoded them goes into `source["backend"]`."""
     definitions = [d for _, d in dictionary.pairs()]
-    pooled = encoder.with_pooling("cls" if entries == "ac" else "mean")
+    pooled = entry_encoder(encoder, entries)
     if process_count() > 1:  # each process encodes a share; all end with every vector, in order
+        if build_choice() == "int8":
+            log.warning("%s=int8: a build across processes runs on torch", BUILD_BACKEND_VARIABLE)
         with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
             vectors = encode_across_processes(pooled, definitions, batch_size, show_progress_bar=True)
         backend = pooled.backend
@@ -113,6 +118,17 @@ def definition_tensors(
         "matrix": torch.from_numpy(entry_means(vectors, counts)),
         "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
     }
+
+
+def entry_encoder(encoder: Encoder, entries: Literal["ac", "amp"]) -> Encoder:
+    """`encoder` pooling as an `entries` space's definitions are pooled: [CLS] for AC, the mean for AMP."""
+    return encoder.with_pooling("cls" if entries == "ac" else "mean")
+
+
+def int8_build(encoder: Encoder, entries: Literal["ac", "amp"]) -> bool:
+    """Whether an `entries` space built by `encoder` encodes its definitions on the int8 graph (`builds_int8` of the
+    encoder as it pools them; a build across processes runs on torch): what its cache entry is keyed by."""
+    return process_count() == 1 and builds_int8(entry_encoder(encoder, entries))
 
 
 def entry_means(vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -161,11 +177,10 @@ def builder(encoder: Encoder, texts: list[str], batch_size: int) -> Iterator[tup
 
 
 def build_name(encoder: Encoder) -> str:
-    """What a build by `encoder` ran, as the cache's sidecar and a kept build's parts record it: torch, onnx (an
-    fp32 graph), onnx-int8 (a quantised graph) or openvino."""
-    if encoder.onnx is not None and encoder.onnx.manifest.get("quantize") == "int8":
-        return f"{encoder.backend}-int8"
-    return encoder.backend
+    """What a build by `encoder` ran, as the cache's sidecar and a kept build's parts record it: its backend (torch,
+    onnx, openvino) and a quantised graph's quantisation (onnx-int8; openvino-int8-nncf)."""
+    quantize = encoder.onnx.manifest.get("quantize") if encoder.onnx is not None else None
+    return f"{encoder.backend}-{quantize}" if quantize else encoder.backend
 
 
 def part_sizes(count: int, batch_size: int) -> list[int]:

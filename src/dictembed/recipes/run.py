@@ -27,7 +27,7 @@ from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
-from dictembed.entry_vectors import headword_vectors
+from dictembed.entry_vectors import headword_vectors, int8_build
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
 from dictembed.io import staged_dir, writing
@@ -144,7 +144,11 @@ def save_model_folder(
     its `dictionary` beside it (so the folder serves as a reverse dictionary from anywhere) and its search index.
     A plain definition space is saved with its headword vectors, encoded by `encoder` (the query encoder) as a
     description is (`entry_vectors.headword_vectors`, their parts kept in the entry-space cache `cache_dir`,
-    default: `cache.default_cache_dir()`, until saved)."""
+    default: `cache.default_cache_dir()`, until saved). A space whose vectors were built on the int8 graph
+    (`$DICTEMBED_BUILD_BACKEND=int8`) is said so in the record's details (`entry_build`)."""
+    if isinstance(space, DefinitionSpace):
+        if int8_build(encoder, "ac" if space.kind.startswith("definitions-ac") else "amp"):
+            record.details["entry_build"] = "onnx-int8"
     encoder.save(folder, record, overwrite=True)  # the run's own folder (`save_run`)
     if space is not None:
         if isinstance(space, DefinitionSpace) and space.headwords is None and not space.is_ica:

@@ -171,8 +171,17 @@ def build_backend(encoder: Any, count: int) -> str:
 
 def builds_int8(encoder: Any) -> bool:
     """Whether builds by `encoder` run its int8 graph (`$DICTEMBED_BUILD_BACKEND=int8` where a graph can stand in):
-    what the entry-space cache keys apart, as those vectors are not the weights'."""
+    what the entry-space cache keys apart (`int8_build_key`), as those vectors are not the weights'."""
     return build_choice() == "int8" and _torch_only(encoder) is None
+
+
+def int8_build_key() -> str:
+    """What an int8 build's cache entry is keyed by besides the encoder: the quantisation's settings and the
+    onnxruntime that quantises and runs it, so that a change of either builds anew."""
+    from importlib.metadata import version
+
+    settings = json.dumps(asdict(QuantizeSettings()), sort_keys=True)
+    return "int8-" + hashlib.sha1(f"{settings}|{version('onnxruntime')}".encode()).hexdigest()[:12]
 
 
 def graph_build_min(encoder: Any) -> int:
@@ -210,7 +219,7 @@ def graph_twin(encoder: Any, probe: Sequence[str] = (), int8: bool = False) -> I
     (removed once the sessions hold the graph), on ONNX Runtime, on as many threads as torch's; `encoder` itself
     is left as it was. The twin must give the weights' vectors of the `probe` texts (cosine at least
     `TWIN_AGREEMENT`, `TWIN_AGREEMENT_INT8` for int8). Where the export fails, or the twin disagrees, `encoder`
-    itself, logged."""
+    itself, logged; for int8, which a user asked for and whose vectors are cached apart, a one-line error."""
     twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
     try:
         with temporary_graph(encoder) as (path, manifest):
@@ -226,6 +235,8 @@ def graph_twin(encoder: Any, probe: Sequence[str] = (), int8: bool = False) -> I
         problem = f"no ONNX graph ({type(err).__name__}: {err})"
     if problem is not None:
         twin.onnx = None  # its sessions go now, not after the build torch runs instead
+        if int8:
+            raise DictEmbedError(f"{BUILD_BACKEND_VARIABLE}=int8: {problem}; build without it (unset it, or auto)")
         log.warning("the build runs on torch: %s", problem)
         yield encoder
         return
