@@ -73,6 +73,7 @@ def test_an_amx_cpu_computes_in_bf16_and_says_so_once(monkeypatch, caplog) -> No
     assert [r.getMessage().count("--precision fp32") for r in caplog.records] == [1]  # said once, not per call
     devices._say_bf16_on_amx.cache_clear()
     monkeypatch.setattr(devices, "cpu_has_amx", lambda: False)
+    monkeypatch.setattr(devices, "cpu_has_avx512_bf16", lambda: False)  # an AVX512_BF16 CPU would time bf16
     caplog.clear()
     with caplog.at_level("INFO", logger="dictembed.devices"):
         assert resolve_precision("auto", "cpu") == "fp32"
