@@ -213,14 +213,14 @@ def test_train_preset_paper_and_explicit_override(bert_path, toy_tsv, tmp_path, 
     assert main(_train(bert_path, toy_tsv, tmp_path / "paper", "--preset", "paper", "--json")) == 0
     config = _flat(_json_stdout(capsys)[0]["config"])
     assert {k: config[k] for k in PAPER_PLUS} == PAPER_PLUS and config["preset"] == "paper"
-    assert "preset paper: pooling=cls pooler=model descriptions= " in caplog.text
+    assert "preset paper: pooling=cls pooler=model descriptions=none " in caplog.text
     assert " entries=ac similarity=dot" in caplog.text
 
     assert main(_train(bert_path, toy_tsv, tmp_path / "cls", "--pooling", "cls", "--lr-grid", "1e-3")) == 0
     saved = _flat(json.loads((tmp_path / "cls" / "dictembed.json").read_text())["config"])
     assert {k: saved[k] for k in BEST_PLUS} == {**BEST_PLUS, "pooling": "cls", "lrs": [1e-3]}
     assert saved["preset"] == "best"
-    assert "preset best: pooling=cls pooler=none descriptions= " in caplog.text
+    assert "preset best: pooling=cls pooler=none descriptions=none " in caplog.text
     assert " entries=amp similarity=cosine" in caplog.text
     explicit = [line.split("set explicitly: ")[1] for line in caplog.text.splitlines() if "preset best:" in line]
     assert explicit and set(explicit[-1].rstrip(")").split(", ")) == {"pooling", "lrs", "dictionary"}
@@ -536,3 +536,40 @@ def test_version_json_is_one_document_of_versions(capsys) -> None:
     code = "import sys; from dictembed.cli import main; main(['--version', '--json']); print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "False", done.stdout + done.stderr
+
+
+def test_an_unknown_pooling_is_a_usage_error_naming_the_choices(capsys, tmp_path) -> None:
+    """--pooling of encode and evaluate takes the names an encoder takes, refused as the command is read."""
+    from dictembed.pooling_names import ENCODER_POOLINGS
+
+    text = tmp_path / "in.txt"
+    text.write_text("a dog\n", encoding="utf-8")
+    for argv in (
+        ["encode", "--input", str(text), "--output", str(tmp_path / "out.npy"), "--pooling", "bogus"],
+        ["evaluate", "sts", "--pooling", "bogus"],
+    ):
+        assert main([*argv, "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "--pooling" in err and "bogus" in err and "first_last_avg" in err and "Traceback" not in err
+    parser = build_parser()
+    for name in ENCODER_POOLINGS:
+        assert parser.parse_args(["evaluate", "sts", "--pooling", name]).pooling == name
+
+
+def test_the_environment_choices_are_checked_before_anything_loads(tmp_path) -> None:
+    """A DICTEMBED_BUILD_BACKEND or DICTEMBED_CPU_PRECISION no command takes: one line naming it, exit 1, before
+    torch is imported."""
+    code = (
+        "import sys; from dictembed.cli import main\n"
+        f"status = main(['index', '--dictionary', 'wordnet', '--output', {str(tmp_path / 'out')!r}, '-q'])\n"
+        "print(status, 'torch' in sys.modules)\n"
+    )
+    for variable, value in (("DICTEMBED_BUILD_BACKEND", "gpu"), ("DICTEMBED_CPU_PRECISION", "fp8")):
+        environment = {**os.environ, variable: value}
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120
+        )
+        assert done.stdout.split() == ["1", "False"], (done.stdout, done.stderr[-2000:])
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and f"{variable}='{value}'" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -120,3 +120,16 @@ def test_a_folder_built_in_int8_says_so_in_its_record(bert_path, tmp_path, monke
     plain = tmp_path / "plain"
     assert main(["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(plain), "-q"]) == 0
     assert "entry_build" not in read_record(plain, required=True).details
+
+
+def test_a_headerless_table_is_indexed_with_columns_and_refused_without(bert_path, tmp_path, capsys) -> None:
+    """A table without a header line: refused with the option that reads it named; with --columns, its entries."""
+    tsv = tmp_path / "bare.tsv"
+    tsv.write_text("".join(f"{w}\t{d}\n" for w, d in EN_WORDS.items()), encoding="utf-8")
+    argv = ["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(tmp_path / "out")]
+    line = cli_refuses(capsys, argv, str(tsv), "column 'word' not found", "--columns word,definition")
+    assert ":1:" in line or "line 1" in line, line
+    cli_succeeds(capsys, [*argv, "--columns", "word,definition"])
+    space = json.loads((tmp_path / "out" / SPACE_DIR / "space.json").read_text())
+    assert space["words"] == list(EN_WORDS)
+    cli_refuses(capsys, [*argv, "--columns", "word,colour"], "--columns", code=2)  # refused as the command is read

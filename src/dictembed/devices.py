@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP
+from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, cpu_precision_choice
 from dictembed.device_choices import is_main_process as is_main_process  # re-exported
 from dictembed.errors import DictEmbedError
 from dictembed.paths import cache_root
@@ -107,9 +107,6 @@ def resolve_precision(precision: str | None, device: str | torch.device | None) 
     return "fp32"
 
 
-CPU_PRECISION_VARIABLE = "DICTEMBED_CPU_PRECISION"
-
-
 BF16_MIN_GAIN = 1.5  # bf16 must run `bf16_gain`'s layer this many times faster than fp32 to be auto's choice
 # (the fp32 alternative builds on ONNX Runtime, 1.1-1.4x torch's fp32 on 2 AVX2 cores; bf16's autocast adds casts)
 
@@ -117,11 +114,9 @@ BF16_MIN_GAIN = 1.5  # bf16 must run `bf16_gain`'s layer this many times faster 
 def cpu_auto_precision() -> str:
     """What "auto" means on the CPU: `$DICTEMBED_CPU_PRECISION` (fp32 or bf16) when set, else bf16 with AMX, and
     with AVX512_BF16 where `bf16_gain` is at least `BF16_MIN_GAIN`; else fp32."""
-    chosen = os.environ.get(CPU_PRECISION_VARIABLE, "").strip().lower()
-    if chosen in ("fp32", "bf16"):
+    chosen = cpu_precision_choice()
+    if chosen != "auto":
         return chosen
-    if chosen not in ("", "auto"):
-        raise DictEmbedError(f"{CPU_PRECISION_VARIABLE}={chosen!r}: use fp32, bf16 or auto")
     if cpu_has_amx():
         _say_bf16_on_amx()
         return "bf16"

@@ -16,16 +16,9 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dictembed.backends.onnx.runtime import (
-    BUILD_BACKEND_VARIABLE,
-    GRAPH_BUILD_BATCH,
-    build_backend,
-    build_choice,
-    builds_int8,
-    graph_twin,
-    int8_build_key,
-)
+from dictembed.backends.onnx.runtime import GRAPH_BUILD_BATCH, build_backend, builds_int8, graph_twin, int8_build_key
 from dictembed.cache import PartialBuild, cache_key, cached_tensors, headword_parts, space_path
+from dictembed.device_choices import BUILD_BACKEND_VARIABLE, build_choice
 from dictembed.dictionary.core import Dictionary
 from dictembed.distributed import encode_across_processes, process_count
 from dictembed.encoder import Encoder

@@ -1,4 +1,4 @@
-"""Pooling names, and the two poolings sentence-transformers has no module for.
+"""The two poolings sentence-transformers has no module for (the names: `pooling_names`).
 
 cls, mean and max (and sentence-transformers' other modes) are computed by sentence-transformers' own
 `Pooling` module inside the Encoder; this module computes `prompt` (PromptBERT's template, the state at
@@ -13,11 +13,11 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-STANDARD_POOLINGS: tuple[str, ...] = ("cls", "mean", "max")  # what training and fine-tuning offer
-CUSTOM_POOLINGS: tuple[str, ...] = ("prompt", "first_last_avg")
-POOLINGS: tuple[str, ...] = (*STANDARD_POOLINGS, *CUSTOM_POOLINGS)
-# The modes of sentence-transformers' Pooling module (each is accepted by Encoder.pooling).
-ST_POOLINGS: tuple[str, ...] = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+from dictembed.pooling_names import CUSTOM_POOLINGS as CUSTOM_POOLINGS  # re-exported
+from dictembed.pooling_names import POOLINGS as POOLINGS
+from dictembed.pooling_names import ST_POOLINGS as ST_POOLINGS
+from dictembed.pooling_names import STANDARD_POOLINGS as STANDARD_POOLINGS
+
 PROMPT_TEMPLATE = 'This sentence : "{s}" means {mask} .'
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "gelu": nn.GELU, "identity": nn.Identity}
 

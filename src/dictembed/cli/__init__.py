@@ -48,6 +48,7 @@ from dictembed.cli.encode import read_sentences
 from dictembed.cli.options import HelpFormatter, add_output_options
 from dictembed.cli.report import UsageError, emit, run_command
 from dictembed.cli.train import train_options
+from dictembed.device_choices import check_environment
 from dictembed.errors import DictEmbedError
 from dictembed.io import as_os_error
 from dictembed.progress import bars_turned_off
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # argparse: --help, --version and usage errors
         return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
     try:
+        check_environment()
         if args.check is not None:  # before anything loads: the checks import no torch
             args.check(args)
         configure_logging(args.log_level)

@@ -23,6 +23,7 @@ from dictembed.cli.options import (
 from dictembed.cli.report import Report, table
 from dictembed.errors import DictEmbedError
 from dictembed.output_folder import check_output_folders
+from dictembed.pooling_names import STANDARD_POOLINGS
 
 COMMANDS = {"finetune": "supervised fine-tuning"}
 
@@ -37,7 +38,7 @@ def register(subparsers: Any) -> None:
         "--seeds", type=list_of(natural), default="0", metavar="SEED,...", help="comma list of seeds, each trained"
     )
     p.add_argument("--epochs", type=positive_int, default=4, help="training epochs")
-    p.add_argument("--pooling", choices=["cls", "mean", "max"], default="mean", help="pooling")
+    p.add_argument("--pooling", choices=STANDARD_POOLINGS, default="mean", help="pooling")
     add_model(shared)
     add_batch_size(shared, 16, "training batch size")
     add_limit(shared, "the first N training pairs")

@@ -12,6 +12,7 @@ from typing import Any
 
 from dictembed.cli.options import add_command, add_device, add_encoding, add_model, add_overwrite, check_model
 from dictembed.cli.report import Report
+from dictembed.dictionary.sources.table import COLUMNS_HELP, table_columns
 from dictembed.output_folder import check_output_folder
 
 COMMANDS = {"index": "a servable reverse-dictionary folder: an encoder, trained or not, over a dictionary"}
@@ -30,6 +31,7 @@ def register(subparsers: Any) -> None:
     add_model(shared)
     add_device(shared)
     add_encoding(shared, "utf-8", "encoding of a --dictionary table file (.tsv, .csv, .jsonl)")
+    shared.add_argument("--columns", type=table_columns, default=None, help=COLUMNS_HELP)
     output.add_argument(
         "--output",
         required=True,
@@ -56,10 +58,11 @@ def index_folder(
     device: str = "auto",
     precision: str = "auto",
     encoding: str = "utf-8",
+    columns: str | None = None,
 ) -> dict[str, Any]:
     """Write the folder `output` (staged: a failure leaves what was there) for `model` (None: the embedded model)
-    over `dictionary` (its table files read in `encoding`), with the settings of `train`'s `best` preset
-    (`recipes.resolve`; an e5 model's entry temperature, 0.01); what was written."""
+    over `dictionary` (its table files read in `encoding`; headerless ones by `columns`), with the settings of
+    `train`'s `best` preset (`recipes.resolve`; an e5 model's entry temperature, 0.01); what was written."""
     from dictembed.backends.onnx.export import write_query_graph
     from dictembed.io import staged_dir
     from dictembed.model_card import write_model_card
@@ -72,7 +75,7 @@ def index_folder(
     from dictembed.record import RunRecord
 
     given: dict[str, Any] = {"model": model, "dictionary": dictionary, "device": device, "precision": precision}
-    given["encoding"] = encoding
+    given |= {"encoding": encoding, "columns": columns}
     if model and E5_NAME.search(model):
         given["entry_temperature"] = E5_TEMPERATURE
     config = resolve_train_config(DefSentPlus.name, DEFAULT_PRESET, given, output=str(output)).config
@@ -98,6 +101,8 @@ def index_folder(
 
 
 def run_index(args: argparse.Namespace) -> Report:
-    data = index_folder(args.model, args.dictionary, args.output, args.device, args.precision, args.encoding)
+    data = index_folder(
+        args.model, args.dictionary, args.output, args.device, args.precision, args.encoding, args.columns
+    )
     text = f"wrote {data['output']}: {data['entries']:,} entries of {data['dictionary']} ({data['entry_space']})"
     return Report(data, text)

@@ -15,6 +15,7 @@ from dictembed.cli.report import Check, Handler, UsageError
 from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, PRECISION_HELP
 from dictembed.io import text_encoding
 from dictembed.model_folder import ModelFolder, may_be_hub_name
+from dictembed.pooling_names import ENCODER_POOLINGS
 from dictembed.search_options import (
     DEFAULT_K,
     DEFINITION_WEIGHT,
@@ -200,7 +201,13 @@ def add_device(group: Group) -> None:
 def add_encoder(group: Group) -> None:
     """--model, --pooling, --device and --precision: what `load_encoder` reads."""
     add_model(group)
-    group.add_argument("--pooling", default=None, help="override the pooling (default: the model's saved pooling)")
+    group.add_argument(
+        "--pooling",
+        choices=ENCODER_POOLINGS,
+        default=None,
+        metavar="POOLING",
+        help=f"override the pooling: {', '.join(ENCODER_POOLINGS)} (default: the model's saved pooling)",
+    )
     add_device(group)
 
 

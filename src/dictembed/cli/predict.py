@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--input",
         default=None,
-        help="UTF-8 text, one definition per line; --json gives a list of {query, results} (default: none)",
+        help="UTF-8 text, one definition per line; --json gives a list of {line, query, entry, results} "
+        "(default: none)",
     )
     add_top_k(p)
     add_pos(p)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from dictembed.devices import resolve_precision
-from dictembed.dictionary.sources.table import table_columns
+from dictembed.dictionary.sources.table import COLUMNS_HELP, table_columns
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.sts_multi import STS_MULTI_LANGUAGES
 from dictembed.io import text_encoding
@@ -42,12 +42,7 @@ class RunConfig:
     dictionary: str = option(None, "comma list: wordnet,gcide,oxford,chang,... or files")
     wordnet_dir: str | None = option(None, "WordNet database folder (default: the system's WordNet)")
     encoding: str = option("utf-8", "encoding of dictionary table files (.tsv, .csv, .jsonl)", parse=text_encoding)
-    columns: str | None = option(
-        None,
-        "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos or - "
-        "(skip), e.g. word,-,definition (default: the file's header line)",
-        parse=table_columns,
-    )
+    columns: str | None = option(None, COLUMNS_HELP, parse=table_columns)
     headwords: int | None = option(
         None, "keep the N headwords most frequent in the dictionary's language (wordfreq; default: all)"
     )

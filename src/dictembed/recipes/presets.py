@@ -76,4 +76,6 @@ def default_help(key: str) -> str:
 def _show(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) + "]"
+    if value == "":
+        return "none"
     return f"{value:g}" if isinstance(value, float) else str(value)

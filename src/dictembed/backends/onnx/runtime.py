@@ -10,7 +10,6 @@ import copy
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -38,6 +37,8 @@ from dictembed.backends.onnx.session import (
     physical_cores,
     query_graph,
 )
+from dictembed.device_choices import BUILD_BACKEND_VARIABLE as BUILD_BACKEND_VARIABLE  # re-exported
+from dictembed.device_choices import build_choice as build_choice
 from dictembed.errors import DictEmbedError
 from dictembed.extras import installed, require
 from dictembed.model_folder import is_exported
@@ -127,10 +128,6 @@ def attach(encoder: Any, folder: str | Path, threads: int | None = None) -> Any:
     return encoder.eval()
 
 
-BUILD_BACKEND_VARIABLE = "DICTEMBED_BUILD_BACKEND"  # one of BUILD_BACKENDS
-# auto (the default): the fp32 graph from `graph_build_min` texts, else torch; onnx: the fp32 graph; int8: the graph
-# quantised as `export --quantize int8` does (other vectors: keyed apart in the cache, `builds_int8`)
-BUILD_BACKENDS = ("auto", "torch", "onnx", "int8")
 # Texts a build must hold before "auto" runs it on ONNX Runtime: exporting the graph takes about 4 s for MiniLM
 # (22.7M parameters), which about 3,000 texts win back on 2 cores, and about 30 s for multilingual-e5-small (118M,
 # most of them its vocabulary's), whose texts also encode at half MiniLM's rate: GRAPH_BUILD_MIN texts at least,
@@ -140,14 +137,6 @@ GRAPH_TEXTS_PER_MILLION = 440
 # Texts a batch of a build on ONNX Runtime: on 2 AVX2 cores its fp32 graph encodes WordNet definitions at 294 a
 # second in batches of 32 (two one-thread runs at once), torch at 206 in batches of 128 and 230 in batches of 32.
 GRAPH_BUILD_BATCH = 32
-
-
-def build_choice() -> str:
-    """`$DICTEMBED_BUILD_BACKEND`, one of `BUILD_BACKENDS` (unset: auto)."""
-    choice = os.environ.get(BUILD_BACKEND_VARIABLE, "").strip().lower() or "auto"
-    if choice not in BUILD_BACKENDS:
-        raise DictEmbedError(f"{BUILD_BACKEND_VARIABLE}={choice!r}: use {', '.join(BUILD_BACKENDS)}")
-    return choice
 
 
 def build_backend(encoder: Any, count: int) -> str:

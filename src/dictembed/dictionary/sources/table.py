@@ -55,7 +55,11 @@ Table = tuple[list[str], int, Iterator[tuple[int, Row | None]]]
 def _check_columns(path: Path, header: list[str], wanted: list[str], line: int) -> None:
     missing = [c for c in wanted if c not in header]
     if missing:
-        raise DataFormatError(path, f"column {missing[0]!r} not found (columns: {', '.join(header)})", line=line)
+        hint = ""
+        if path.suffix.lower() != ".jsonl" and not set(header) & set(COLUMN_NAMES):  # no header line, it seems
+            hint = "; a file without a header line takes --columns, e.g. --columns word,definition"
+        problem = f"column {missing[0]!r} not found (columns: {', '.join(header)}){hint}"
+        raise DataFormatError(path, problem, line=line)
     repeated = [c for c, n in Counter(header).items() if n > 1 and c in wanted]
     if repeated:
         raise DataFormatError(path, f"column {repeated[0]!r} appears more than once", line=line)
@@ -135,6 +139,12 @@ def parse_columns(spec: str) -> list[str]:
     if "word" not in names or "definition" not in names:
         raise DictEmbedError(f"the columns {spec!r} must name word and definition")
     return [f"{SKIP}{i}" if n == SKIP else n for i, n in enumerate(names, start=1)]
+
+
+COLUMNS_HELP = (
+    "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos or - (skip), "
+    "e.g. word,-,definition (default: the file's header line)"
+)
 
 
 def table_columns(spec: str) -> str:
