@@ -18,7 +18,8 @@ from conftest import BACKEND_SENTENCES, cli_refuses
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from dictembed.backends.onnx.export import FP32_FILE, INT8_FILE, export  # noqa: E402
+from dictembed.backends.onnx.export import export  # noqa: E402
+from dictembed.backends.onnx.graph import FP32_FILE, INT8_FILE  # noqa: E402
 from dictembed.backends.onnx.runtime import attach, is_exported  # noqa: E402
 from dictembed.cli import main  # noqa: E402
 from dictembed.encoder import Encoder  # noqa: E402

@@ -573,3 +573,21 @@ def test_the_environment_choices_are_checked_before_anything_loads(tmp_path) -> 
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and f"{variable}='{value}'" in lines[0] and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_commands_that_run_no_model_ignore_the_environment_choices(capsys, monkeypatch) -> None:
+    """A stale DICTEMBED_BUILD_BACKEND in a shell profile does not block `cache list` or `dictionaries`."""
+    monkeypatch.setenv("DICTEMBED_BUILD_BACKEND", "gpu")
+    monkeypatch.setenv("DICTEMBED_CPU_PRECISION", "fp8")
+    for argv in (["cache", "list"], ["dictionaries"]):
+        assert main([*argv, "--json", "-q"]) == 0, capsys.readouterr().err
+        json.loads(capsys.readouterr().out)
+
+
+def test_descriptions_none_is_no_corpus() -> None:
+    """`train --help` shows the default as none, and `--descriptions none` means it."""
+    args = build_parser().parse_args(["train", "--descriptions", "None", "--output", "x"])
+    assert args.descriptions == ""
+    assert (
+        build_parser().parse_args(["train", "--descriptions", "everyday", "--output", "x"]).descriptions == "everyday"
+    )

@@ -499,11 +499,12 @@ def test_an_int8_build_across_processes_is_keyed_as_torch_builds_it(encoder, mon
 def test_the_int8_key_follows_the_quantisation_and_onnxruntime(monkeypatch) -> None:
     import importlib.metadata
 
-    from dictembed.backends.onnx.graph import QuantizeSettings
+    from dictembed.backends.onnx import graph
 
     before = runtime.int8_build_key()
     assert before.startswith("int8-") and runtime.int8_build_key() == before
-    monkeypatch.setattr(runtime, "QuantizeSettings", lambda: QuantizeSettings(per_channel=False))
+    settings = graph.QuantizeSettings
+    monkeypatch.setattr(graph, "QuantizeSettings", lambda: settings(per_channel=False))
     assert runtime.int8_build_key() != before
     monkeypatch.undo()
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0.1")

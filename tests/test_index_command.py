@@ -133,3 +133,9 @@ def test_a_headerless_table_is_indexed_with_columns_and_refused_without(bert_pat
     space = json.loads((tmp_path / "out" / SPACE_DIR / "space.json").read_text())
     assert space["words"] == list(EN_WORDS)
     cli_refuses(capsys, [*argv, "--columns", "word,colour"], "--columns", code=2)  # refused as the command is read
+    text = tmp_path / "bare.txt"  # a .txt table is one only with --columns
+    text.write_text(tsv.read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "from-txt"
+    txt_argv = ["index", "--model", str(bert_path), "--dictionary", str(text), "--output", str(out)]
+    cli_succeeds(capsys, [*txt_argv, "--columns", "word,definition"])
+    assert json.loads((out / SPACE_DIR / "space.json").read_text())["words"] == list(EN_WORDS)

@@ -33,6 +33,12 @@ class Description:
     style: str | None = None
 
 
+def corpus_choice(spec: str) -> str:
+    """A `--descriptions` value as a run keeps it: "" for none (`none`, any case, as the help shows the default),
+    else `spec` as given."""
+    return "" if spec.strip().lower() in ("", "none") else spec
+
+
 def corpus_path(spec: str | Path) -> Path:
     """The file `spec` names: `everyday` (the shipped corpus) or a path."""
     return CORPUS if str(spec) == EVERYDAY else Path(spec).expanduser()

@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # argparse: --help, --version and usage errors
         return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
     try:
-        check_environment()
+        if hasattr(args, "precision"):  # a command that runs a model: what the variables choose for it
+            check_environment()
         if args.check is not None:  # before anything loads: the checks import no torch
             args.check(args)
         configure_logging(args.log_level)

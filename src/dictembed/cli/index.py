@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
         "--dictionary",
         required=True,
         help="the dictionary whose entries the folder serves: a name (dictembed dictionaries lists them) or a "
-        ".tsv/.csv/.jsonl file",
+        ".tsv/.csv/.jsonl file (a headerless .tsv/.csv/.txt with --columns)",
     )
     add_model(shared)
     add_device(shared)
@@ -46,7 +46,7 @@ def check_index(args: argparse.Namespace) -> None:
     holds a model only with --overwrite), a --model path that is not there: refused before anything loads."""
     from dictembed.dictionary.load import check_sources
 
-    check_sources(args.dictionary)
+    check_sources(args.dictionary, args.columns)
     check_output_folder(args.output, args.overwrite)
     check_model(args.model)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from torch import nn
 
 from dictembed.cache import cache_folder
-from dictembed.description_corpus import load_descriptions
+from dictembed.description_corpus import corpus_choice, load_descriptions
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary, seeded_sample, single_token_filter, split_by_headword
 from dictembed.dictionary.catalog import language_of
@@ -48,7 +48,8 @@ class EntryOptions(MethodOptions):
     descriptions: str = option(
         "",
         "a description corpus whose descriptions of training headwords are further queries of their entries: "
-        "'everyday' (the corpus shipped with dictembed) or a TSV (description, word)",
+        "'everyday' (the corpus shipped with dictembed), a TSV (description, word), or none",
+        parse=corpus_choice,
     )
     # 0.25: the best description sets at the least STS cost over 0.25 / 1 / all on 5,000 definitions (docs/results.md)
     description_ratio: float = option(

@@ -16,7 +16,6 @@ import json
 import logging
 import shutil
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,10 @@ import torch
 
 from dictembed.backends.onnx.graph import (
     FP32_FILE,
-    INT8_FILE,
     QuantizeSettings,
     export_backbone,
     optimize_graph,
-    quantize_int8,
+    quantized_graph,
     unexportable,
 )
 from dictembed.backends.onnx.query import NoGraph, OnnxQueryEncoder, QueryLayout
@@ -122,9 +120,7 @@ def export(
         if quantize == "int8":
             smoothing = settings is not None and settings.smooth_ffn > 0
             calibration = calibration_batches(encoder, manifest["inputs"]) if smoothing else None
-            quantize_int8(folder / FP32_FILE, folder / INT8_FILE, settings, calibration)
-            (folder / FP32_FILE).unlink()
-            manifest.update(file=INT8_FILE, quantize=quantize, settings=asdict(settings or QuantizeSettings()))
+            manifest = quantized_graph(folder, manifest, settings, calibration)
         manifest["file_print"] = graph_print(folder / manifest["file"])
         (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if not keep_weights:

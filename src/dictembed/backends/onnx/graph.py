@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
+import json
 import logging
 import re
 import shutil
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +205,28 @@ def quantize_int8(
             # the fused graph's contrib ops (Attention, SkipLayerNormalization) defeat ONNX shape inference
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
+
+
+def quantized_graph(
+    folder: Path,
+    manifest: dict[str, Any],
+    settings: QuantizeSettings | None = None,
+    calibration: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Quantise the fp32 graph in `folder` (`FP32_FILE`) to int8 in `INT8_FILE` (`quantize_int8` with `settings`
+    and `calibration`), remove the fp32 file, and return `manifest` naming the int8 graph and its settings."""
+    quantize_int8(folder / FP32_FILE, folder / INT8_FILE, settings, calibration)
+    (folder / FP32_FILE).unlink()
+    return {**manifest, "file": INT8_FILE, "quantize": "int8", "settings": asdict(settings or QuantizeSettings())}
+
+
+def quantization_key(settings: QuantizeSettings | None = None) -> str:
+    """A short hash of what makes an int8 graph's vectors besides the fp32 graph: the quantisation's `settings`
+    (default: `QuantizeSettings()`) and the onnxruntime that quantises and runs it."""
+    from importlib.metadata import version
+
+    text = json.dumps(asdict(settings or QuantizeSettings()), sort_keys=True) + "|" + version("onnxruntime")
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def ffn_output_matmuls(nodes: Any) -> list[str]:

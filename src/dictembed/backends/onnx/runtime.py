@@ -13,7 +13,6 @@ import logging
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,11 +21,10 @@ import torch
 
 from dictembed.backends.onnx.graph import (
     FP32_FILE,
-    INT8_FILE,
-    QuantizeSettings,
     export_backbone,
     optimize_graph,
-    quantize_int8,
+    quantization_key,
+    quantized_graph,
     unexportable,
 )
 from dictembed.backends.onnx.session import (
@@ -167,10 +165,7 @@ def builds_int8(encoder: Any) -> bool:
 def int8_build_key() -> str:
     """What an int8 build's cache entry is keyed by besides the encoder: the quantisation's settings and the
     onnxruntime that quantises and runs it, so that a change of either builds anew."""
-    from importlib.metadata import version
-
-    settings = json.dumps(asdict(QuantizeSettings()), sort_keys=True)
-    return "int8-" + hashlib.sha1(f"{settings}|{version('onnxruntime')}".encode()).hexdigest()[:12]
+    return "int8-" + quantization_key()
 
 
 def graph_build_min(encoder: Any) -> int:
@@ -213,10 +208,8 @@ def graph_twin(encoder: Any, probe: Sequence[str] = (), int8: bool = False) -> I
     try:
         with temporary_graph(encoder) as (path, manifest):
             if int8:
-                settings = QuantizeSettings()
-                quantize_int8(path, path.with_name(INT8_FILE), settings)
-                path = path.with_name(INT8_FILE)
-                manifest = {**manifest, "quantize": "int8", "settings": asdict(settings)}
+                manifest = quantized_graph(path.parent, manifest)
+                path = path.parent / manifest["file"]
             twin.onnx = OnnxBackbone(path, min(physical_cores(), torch.get_num_threads()), manifest)
         least = TWIN_AGREEMENT_INT8 if int8 else TWIN_AGREEMENT
         problem = twin_disagrees(encoder, twin, list(probe), least)

@@ -57,7 +57,7 @@ def _check_columns(path: Path, header: list[str], wanted: list[str], line: int) 
     if missing:
         hint = ""
         if path.suffix.lower() != ".jsonl" and not set(header) & set(COLUMN_NAMES):  # no header line, it seems
-            hint = "; a file without a header line takes --columns, e.g. --columns word,definition"
+            hint = "; for a file without a header line, train and index take --columns, e.g. --columns word,definition"
         problem = f"column {missing[0]!r} not found (columns: {', '.join(header)}){hint}"
         raise DataFormatError(path, problem, line=line)
     repeated = [c for c, n in Counter(header).items() if n > 1 and c in wanted]
