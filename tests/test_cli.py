@@ -591,3 +591,12 @@ def test_descriptions_none_is_no_corpus() -> None:
     assert (
         build_parser().parse_args(["train", "--descriptions", "everyday", "--output", "x"]).descriptions == "everyday"
     )
+
+
+def test_the_pooling_names_are_those_sentence_transformers_has() -> None:
+    """`pooling_names.ST_POOLINGS` (torch-free, the command line's choices) follows sentence-transformers' Pooling."""
+    from sentence_transformers.sentence_transformer import modules
+
+    from dictembed.pooling_names import ST_POOLINGS
+
+    assert set(ST_POOLINGS) == set(modules.Pooling.POOLING_MODES)

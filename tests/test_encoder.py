@@ -128,6 +128,14 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     with pytest.raises(DictEmbedError, match="unknown pooling"):
         Encoder.load(str(bert_path), pooling="median")
     assert enc.encode([]).shape == (0, 32)
+    for size in ("query", 0, 2.5, True):  # a prompt name where sentence-transformers takes one, a zero, not whole
+        with pytest.raises(DictEmbedError, match="^batch_size must be a whole number of at least 1, got "):
+            enc.encode(["fine"], size)
+    assert enc.encode(["fine", "good"], np.int64(1)).shape == (2, 32)  # numpy's whole numbers are whole numbers
+    for quantize in ("int8", "uint8"):  # scaled to the sentences encoded together: one has no range
+        with pytest.raises(DictEmbedError, match=f"^quantize='{quantize}' scales each dimension .* at least two"):
+            enc.encode("fine", quantize=quantize)
+    assert enc.encode("fine", quantize="binary").shape == (4,)
 
 
 def test_encode_matches_sentence_transformers_signature(bert_path) -> None:

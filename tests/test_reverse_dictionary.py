@@ -196,6 +196,20 @@ def test_search_many_predict_and_top_indices(rd) -> None:
     assert top_indices(scores, np.zeros(5, dtype=bool), 3).tolist() == []
 
 
+def test_many_queries_are_a_list_and_counts_whole_numbers(rd) -> None:
+    """search_many and scores take a list of descriptions (one string, None or a number: one line); k and
+    batch_size take any whole number, numpy's too, and nothing else."""
+    for queries in ("a dog", None, 5):
+        with pytest.raises(DictEmbedError, match="^search_many takes a list of descriptions, not "):
+            rd.search_many(queries)  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="^scores takes a list of descriptions, not one string"):
+        rd.scores(SHORT)  # type: ignore[arg-type]
+    assert rd.scores((q for q in [SHORT, "a young woman"])).shape == (2, len(rd.space))  # any iterable
+    with pytest.raises(DictEmbedError, match="^batch_size must be a whole number"):
+        rd.search_many([SHORT], batch_size="8")  # type: ignore[arg-type]
+    assert [r.words for r in rd.search(SHORT, k=np.int64(2))] == [r.words for r in rd.search(SHORT, k=2)]
+
+
 def test_a_space_without_a_matrix_scores_by_probability(bert_path, encoder) -> None:
     space = MLMHeadSpace.from_pretrained(str(bert_path), ["dog", "cat", "car", "rain"], encoder.tokenizer)
     results = ReverseDictionary(encoder, space).search("a pet that barks", k=4)

@@ -37,7 +37,7 @@ from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prom
 from dictembed.progress import Progress
 from dictembed.record import RunRecord
 from dictembed.st_encode import encode_input, encode_keywords, encode_output
-from dictembed.texts import check_texts
+from dictembed.texts import check_batch_size, check_texts
 from dictembed.tokenization import tokenize_counting_cuts
 
 log = logging.getLogger(__name__)
@@ -361,8 +361,7 @@ class Encoder(nn.Module):
         in input order, each after `prompt` (default: the model's `default_prompt`; "" for none). Within a chunk the
         batches are length-sorted (less padding) and the order restored; the ONNX backend runs several batches at
         once. Truncated sentences are counted and reported once."""
-        if batch_size < 1:
-            raise DictEmbedError(f"batch_size must be at least 1, got {batch_size}")
+        batch_size = check_batch_size(batch_size)
         texts = list(texts)
         chunk = chunk or max(len(texts), 1)
         show = len(texts) > 10 * batch_size if show_progress is None else show_progress

@@ -53,7 +53,7 @@ from dictembed.query_encoder import (
 )
 from dictembed.ranking_terms import RankingTerms
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
-from dictembed.search_options import Filters, Ranking, check_queries, check_search, normalize_pos
+from dictembed.search_options import Filters, Ranking, check_queries, check_search, normalize_pos, query_list
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
 
 if TYPE_CHECKING:
@@ -411,9 +411,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         gets alone; searched `batch_size` at a time either way."""
         filters = Filters.resolve(filters, options)
         check_search(k, max_definitions)
-        if isinstance(queries, str):
-            raise DictEmbedError("search_many takes a list of descriptions, not one string (search takes one)")
-        queries = list(queries)
+        queries = query_list(queries, "search_many")
         check_queries(queries)
         encode_batch = batch_size if batch_invariant(self.encoder) else 1
         out: list[list[Result]] = []

@@ -6,9 +6,10 @@ options without loading a model."""
 from __future__ import annotations
 
 import fnmatch
+import numbers
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
@@ -104,9 +105,21 @@ def check_count(name: str, value: object, low: int = 1, none: bool = False) -> N
     (None passes where `none`: no limit)."""
     if value is None and none:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
         extra = " or None (no limit)" if none else ""
         raise DictEmbedError(f"{name}: a whole number of at least {low}{extra}, not {value!r}")
+
+
+def query_list(queries: object, method: str) -> list[str]:
+    """The descriptions `method` (search_many, scores) was given, as a list: refused in one line when one string
+    (`search` takes one) or not a list of strings."""
+    if isinstance(queries, str):
+        raise DictEmbedError(f"{method} takes a list of descriptions, not one string (search takes one)")
+    if not isinstance(queries, Iterable):
+        raise DictEmbedError(f"{method} takes a list of descriptions, not {type(queries).__name__}")
+    listed = list(queries)
+    check_texts(listed, "query", 1)
+    return listed
 
 
 def check_queries(queries: Sequence[Any]) -> None:

@@ -13,7 +13,7 @@ import torch
 from sentence_transformers import quantize_embeddings
 
 from dictembed.errors import DictEmbedError
-from dictembed.quantization import QUANTIZATIONS, Quantization
+from dictembed.quantization import CALIBRATED, QUANTIZATIONS, Quantization
 
 ST_ONLY_OPTIONS = ("truncate_dim", "pool", "chunk_size")  # sentence-transformers' encode options: taken when unset
 
@@ -52,6 +52,12 @@ def encode_output(
     if normalize:
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
     result: np.ndarray | torch.Tensor = vectors.numpy()
+    if quantize in CALIBRATED and len(result) < 2:
+        raise DictEmbedError(
+            f"quantize={quantize!r} scales each dimension to the range of the sentences encoded together "
+            "(sentence-transformers' quantize_embeddings): it needs at least two; encode them in one call, or use "
+            "binary or ubinary"
+        )
     if quantize != "float32":
         result = cast(np.ndarray, quantize_embeddings(result, precision=quantize))
     if as_tensor:

@@ -39,7 +39,7 @@ from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, ModelFolder, is_exported
 from dictembed.progress import Progress
 from dictembed.search_space import l2_normalize
-from dictembed.texts import check_texts
+from dictembed.texts import check_batch_size, check_texts
 
 log = logging.getLogger(__name__)
 
@@ -423,8 +423,7 @@ class OnnxQueryEncoder:
         `chunk` texts at a time (default: all at once), in input order, each after `prompt` (default: the model's
         default prompt; "" for none). Within a chunk the batches are length-sorted and the order restored.
         Truncated sentences are counted and reported once."""
-        if batch_size < 1:
-            raise DictEmbedError(f"batch_size must be at least 1, got {batch_size}")
+        batch_size = check_batch_size(batch_size)
         texts = list(texts)
         check_texts(texts)
         prompt = self.default_prompt if prompt is None else prompt
