@@ -7,7 +7,8 @@ are used as they come, without scaling, as SentEval does. The L2 strength C is c
 - SST2: C in 2^-2..2^3 chosen on the dev split, test accuracy reported;
 - TREC, MRPC: C in 2^-1..2^5 (SentEval's KFoldClassifier grid) chosen by stratified 10-fold CV on train,
   test accuracy reported (and F1 of the paraphrase class for MRPC).
-MRPC features are SentEval's [|u - v|, u * v]. Accuracies are percentages.
+MRPC features are [u, v, |u - v|, u * v] (SentEval's own mrpc.py uses [|u - v|, u * v]). Accuracies are
+percentages.
 """
 
 from __future__ import annotations
