@@ -204,7 +204,7 @@ def test_many_queries_are_a_list_and_counts_whole_numbers(rd) -> None:
             rd.search_many(queries)  # type: ignore[arg-type]
     with pytest.raises(DictEmbedError, match="^scores takes a list of descriptions, not one string"):
         rd.scores(SHORT)  # type: ignore[arg-type]
-    assert rd.scores((q for q in [SHORT, "a young woman"])).shape == (2, len(rd.space))  # any iterable
+    assert rd.scores(q for q in [SHORT, "a young woman"]).shape == (2, len(rd.space))  # any iterable
     with pytest.raises(DictEmbedError, match="^batch_size must be a whole number"):
         rd.search_many([SHORT], batch_size="8")  # type: ignore[arg-type]
     assert [r.words for r in rd.search(SHORT, k=np.int64(2))] == [r.words for r in rd.search(SHORT, k=2)]

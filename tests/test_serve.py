@@ -662,7 +662,9 @@ def test_patterns_run_in_linear_time(pattern: str) -> None:
 def test_a_pattern_re2_cannot_run_is_one_line(client) -> None:
     response = client.get("/api/reverse", params={"q": "a pet", "pattern": "/(a)\\1/"})
     assert response.status_code == 422 and "backreferences" in response.json()["error"]
-    assert "\n" not in response.json()["error"]
+    assert "\n" not in response.json()["error"] and "/(a)\\1/:" in response.json()["error"]  # as typed, one backslash
+    empty = client.get("/api/reverse", params={"q": "a pet", "pattern": "//"})  # not the prefix "//"
+    assert empty.status_code == 422 and empty.json()["error"].startswith("empty regular expression //")
 
 
 def test_a_catastrophic_pattern_does_not_stall_a_normal_query(app) -> None:
@@ -730,7 +732,9 @@ def test_head_is_answered_wherever_get_is(client, path: str) -> None:
 
 def test_no_answer_names_a_path_of_the_machine(client, model_dir) -> None:
     health = client.get("/health").json()
-    assert health["dictionary"] == "definitions.jsonl"  # the folder's own copy of what it serves
+    served = health["dictionaries"][0]["dictionary"]
+    assert health["dictionary"] == served  # the name `dictionary=` takes, no path
+    assert client.get("/api/reverse", params={"q": "a pet", "dictionary": served}).status_code == 200
     assert str(model_dir.parent) not in json.dumps(health)
 
 
@@ -779,3 +783,15 @@ def test_the_model_runs_on_one_thread_in_call_order() -> None:
     with pytest.raises(ZeroDivisionError):
         model.call(lambda: 1 / 0)
     assert model.call(sum, [1, 2, 3]) == 6
+
+
+def test_a_parameter_the_search_does_not_take_is_named(client) -> None:
+    """A misspelt filter (`lenght`) would filter nothing: a 422 naming it and the parameters taken, one line."""
+    response = client.get("/api/reverse", params={"q": "a pet", "lenght": "4"})
+    assert response.status_code == 422
+    message = response.json()["error"]
+    assert (
+        message.startswith("lenght: not a parameter of /api/reverse (") and "length" in message and "\n" not in message
+    )
+    taken = client.get("/api/reverse", params={"q": "a pet", "length": "3", "sort": "alphabet", "mode": "describe"})
+    assert taken.status_code == 200

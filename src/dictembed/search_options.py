@@ -155,6 +155,8 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
     backreferences or lookaround; such a pattern is refused with a one-line error."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise DictEmbedError(f"pattern too long: at most {MAX_PATTERN_CHARS} characters")
+    if pattern == "//":
+        raise DictEmbedError("empty regular expression //: write one between the slashes, e.g. /^gir/")
     if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
         options = re2.Options()
         options.case_sensitive, options.log_errors = False, False
@@ -163,7 +165,7 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
         except re2.error as err:
             detail = err.args[0].decode(errors="replace") if err.args and isinstance(err.args[0], bytes) else err
             raise DictEmbedError(
-                f"invalid regular expression {pattern!r}: {detail} (RE2 syntax: no backreferences or lookaround)"
+                f"invalid regular expression {pattern}: {detail} (RE2 syntax: no backreferences or lookaround)"
             ) from None
         return lambda word: regex.search(word) is not None
     if any(c in pattern for c in GLOB_CHARACTERS):

@@ -10,6 +10,7 @@ Imported only when a server is made: FastAPI comes with the `serve` extra."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 from collections import Counter
@@ -95,7 +96,9 @@ class ReverseAnswer(BaseModel):
     dictionary: str = Field(description="the name of the dictionary searched")
     score_kind: str = Field(
         description="cosine, with +definition ((cosine + w x the cosine to the entry's best single definition) / "
-        "(1 + w)) and +frequency (+ weight x the word's Zipf frequency) when they are in use; or probability for a "
+        "(1 + w)), +headword (the cosine to the word itself, encoded as a description), +words (the description's "
+        "own words: one of them as the result's word, shared with its definitions) and +frequency (+ weight x the "
+        "word's Zipf frequency) when they are in use; or probability for a "
         "space without a matrix; in mode similar cosine+senses (the entry vectors' cosine mixed with the best pair "
         "of senses', `near_synonyms`) or cosine"
     )
@@ -259,7 +262,7 @@ def api(served: Served) -> FastAPI:
             "candidates": len(rd.space) if rd.candidates is None else int(rd.candidates.sum()),
             "results": len(rd.groups),
             "score_kind": rd.score_kind,
-            "dictionary": rd.public_dictionary,
+            "dictionary": default.name,  # the name `dictionary=` takes
             "language": default.language,
             "definitions": rd.has_definitions,
             "chinese": served.chinese,
@@ -284,9 +287,9 @@ def api(served: Served) -> FastAPI:
             ReverseAnswer,
             {
                 400: "the query string is not valid UTF-8",
-                422: "a missing, empty, over-long or out-of-range parameter, a bad pattern, length with "
-                "min_length/max_length, min_length over max_length, mode similar for a query that is no entry, or "
-                "a lang or dictionary not served (the message lists the served ones)",
+                422: "a parameter it does not take, a missing, empty, over-long or out-of-range one, a bad pattern, "
+                "length with min_length/max_length, min_length over max_length, mode similar for a query that is no "
+                "entry, or a lang or dictionary not served (the message lists the served ones)",
             },
         ),
     )
@@ -364,6 +367,8 @@ def api(served: Served) -> FastAPI:
             str | None, Query(max_length=200, description="the served dictionary to search, by name (see /health)")
         ] = None,
     ) -> Any:
+        if unknown := sorted(set(request.query_params) - parameters):  # a misspelt filter filters nothing
+            return error(422, f"{unknown[0][:50]}: not a parameter of /api/reverse ({', '.join(sorted(parameters))})")
         query = q.strip()
         if not query:
             return error(422, "q: the query is empty")
@@ -390,6 +395,7 @@ def api(served: Served) -> FastAPI:
             }
         )
 
+    parameters = frozenset(inspect.signature(reverse).parameters) - {"request"}
     budget = served.budget
     body_schema = {"required": True, "content": {"application/json": {"schema": EncodeRequest.model_json_schema()}}}
 
