@@ -41,6 +41,9 @@ def default_model() -> str:
 CACHE_ENV = "DICTEMBED_CACHE"
 
 
+CACHE_HELP = "$DICTEMBED_CACHE, else $XDG_CACHE_HOME/dictembed, else ~/.cache/dictembed"
+
+
 def cache_root() -> Path:
     """dictembed's cache folder: $DICTEMBED_CACHE, else $XDG_CACHE_HOME/dictembed, else ~/.cache/dictembed."""
     if os.environ.get(CACHE_ENV):

@@ -8,8 +8,8 @@ from typing import Any
 
 from dictembed.cli.options import add_command, add_command_group
 from dictembed.cli.report import Report, UsageError
+from dictembed.paths import CACHE_HELP
 
-CACHE_HELP = "$DICTEMBED_CACHE, else ~/.cache/dictembed"
 COMMANDS = {"cache": f"the entry-space cache ({CACHE_HELP})"}
 
 

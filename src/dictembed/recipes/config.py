@@ -16,7 +16,7 @@ from dictembed.dictionary.sources.table import COLUMNS_HELP, table_columns
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.sts_multi import STS_MULTI_LANGUAGES
 from dictembed.io import text_encoding
-from dictembed.paths import default_model
+from dictembed.paths import CACHE_HELP, default_model
 from dictembed.recipes.options import MethodOptions, Options, option
 from dictembed.recipes.registry import get_recipe
 from dictembed.record import RunRecord, version_2
@@ -70,9 +70,7 @@ class RunConfig:
     output: str = option("outputs/model", "folder of the selected model", run=False, cli=False)
     checkpoint_every: int = option(500, "steps between checkpoints", run=False)
     resume: bool = option(False, "continue interrupted runs from their checkpoints", run=False, cli=False)
-    cache_dir: str | None = option(
-        None, "entry-space cache folder (default: $DICTEMBED_CACHE, else ~/.cache/dictembed)", run=False
-    )
+    cache_dir: str | None = option(None, f"entry-space cache folder (default: {CACHE_HELP})", run=False)
     preset: str | None = option(None, "the preset the settings were resolved from", run=False, cli=False)
     overwrite: bool = option(False, "replace a model already in the output folder", run=False, cli=False)
     device: str = option("auto", "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps", run=False)
