@@ -12,7 +12,6 @@ from typing import Any
 
 from dictembed.cli.options import add_command, add_device, add_encoding, add_model, add_overwrite, check_model
 from dictembed.cli.report import Report
-from dictembed.dictionary.sources.table import COLUMNS_HELP, table_columns
 from dictembed.output_folder import check_output_folder
 
 COMMANDS = {"index": "a servable reverse-dictionary folder: an encoder, trained or not, over a dictionary"}
@@ -21,6 +20,8 @@ log = logging.getLogger("dictembed")
 
 def register(subparsers: Any) -> None:
     """`index`."""
+    from dictembed.dictionary.sources.table import COLUMNS_HELP, table_columns  # numpy: only for this command
+
     p, (shared, output) = add_command(subparsers, "index", run_index, COMMANDS["index"], check=check_index)
     p.add_argument(
         "--dictionary",
