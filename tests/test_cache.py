@@ -252,6 +252,10 @@ def test_cli_cache_list_and_clear(encoder, toy_dictionary, cache_dir, capsys, mo
     monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
     assert main(["cache", "clear"]) == 0
     assert "nothing removed" in capsys.readouterr().out and len(cache.list_cache()) == 2
+    monkeypatch.setattr(sys, "stdin", Terminal(""))  # Ctrl-D at the question: no answer is no
+    assert main(["cache", "clear"]) == 0
+    captured = capsys.readouterr()
+    assert "nothing removed" in captured.out and "Traceback" not in captured.err and len(cache.list_cache()) == 2
 
     sizes = sum(p.stat().st_size for p in cache.own_files())
     assert main(["cache", "clear", "--yes", "--json"]) == 0

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -312,6 +313,15 @@ def test_predict_reverse_dictionary_and_plot(plus_model, tmp_path, capsys) -> No
     assert figures == ["entries_pca_whitened.png", "entries_svd.png", "isotropy.json", "isotropy.png"]
     assert {Path(p).name for p in written["written"]} >= {"entries_svd.png", "isotropy.png"}
     assert set(json.loads((tmp_path / "fig" / "isotropy.json").read_text())) == {"plus step 1", "plus step 2"}
+    figure_file = tmp_path / "figures.txt"
+    figure_file.write_text("")
+    assert main(["plot", "entries", "--model", str(out), "--output", str(figure_file)]) == 1  # before anything loads
+    assert f"--output {figure_file} is a file; name a folder" in capsys.readouterr().err
+    moved = tmp_path / "moved" / "plus"  # the folder without its runs folder beside it
+    shutil.copytree(out, moved)
+    assert main(["plot", "entries", "--model", str(moved), "--output", str(tmp_path / "fig2")]) == 1
+    assert "--final-only plots the folder's own entry space" in capsys.readouterr().err
+    assert main(["plot", "entries", "--model", str(moved), "--output", str(tmp_path / "fig2"), "--final-only"]) == 0
 
 
 def test_json_stdout_of_a_real_process(plus_model) -> None:

@@ -79,7 +79,8 @@ exit status: 0 success, 1 runtime error (one line `dictembed: error: ...` on std
 INTERRUPT_HINTS = {
     "train": " (train again with --resume to continue)",
     "distil": " (run it again with --resume to continue)",
-    "encode": " (a .npy output continues when run again; a .npz starts over)",
+    "encode": " (a .npy output of float32, binary or ubinary vectors from a file continues when run again; others "
+    "start over)",
 }
 # `train`'s parser is generated from the recipes' options, which import torch: its checks run on the arguments
 # after the command's name before that parser is built.

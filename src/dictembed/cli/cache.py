@@ -53,7 +53,11 @@ def run_clear(args: argparse.Namespace) -> Report:
         if not sys.stdin.isatty():
             raise UsageError(f"this removes {what}: pass --yes to confirm")
         print(f"remove {what}? [y/N] ", end="", file=sys.stderr, flush=True)
-        if input().strip().lower() not in ("y", "yes"):
+        try:
+            answer = input()
+        except EOFError:  # Ctrl-D: no answer is no
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
             return Report({"cache_dir": str(folder), "removed": [], "freed": 0}, "nothing removed")
     removed, freed = clear_cache(folder)
     data = {"cache_dir": str(folder), "removed": [str(p) for p in removed], "freed": freed}

@@ -17,6 +17,7 @@ from dictembed.cli.options import (
     natural,
 )
 from dictembed.cli.report import Report
+from dictembed.errors import DictEmbedError
 from dictembed.model_folder import read_record
 
 COMMANDS = {"data": "dictionary data", "plot": "figures"}
@@ -70,12 +71,16 @@ def step_folder(model: str | Path, path: str) -> Path:
 
 
 def check_plot_entries(args: argparse.Namespace) -> None:
-    """The plot extra installed, every --model a dictembed model folder: checked before anything loads."""
+    """The plot extra installed, every --model a dictembed model folder, an --output folder that can be written:
+    checked before anything loads."""
     from dictembed.extras import require
+    from dictembed.output_folder import check_not_a_file, check_writable_place
 
     require("plot", "matplotlib.figure")  # a missing extra is a one-line hint
     for model in args.model:
         read_record(model, required=True)
+    check_not_a_file(args.output)
+    check_writable_place(Path(args.output) / "figure.png")
 
 
 def run_plot_entries(args: argparse.Namespace) -> Report:
@@ -86,7 +91,13 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
     for model in args.model:
         history = read_record(model, required=True).selection.get("pst", [])
         if history and not args.final_only:
-            paths += [(f"{Path(model).name} step {h['step']}", step_folder(model, h["path"])) for h in history]
+            steps = [(f"{Path(model).name} step {h['step']}", step_folder(model, h["path"])) for h in history]
+            if missing := [path for _, path in steps if not path.is_dir()]:
+                raise DictEmbedError(
+                    f"{model}: its PST step folder {missing[0]} is not there (moved away from its runs folder?); "
+                    "--final-only plots the folder's own entry space"
+                )
+            paths += steps
         else:
             paths.append((Path(model).name, Path(model)))
     spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}

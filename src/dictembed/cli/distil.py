@@ -20,7 +20,7 @@ from dictembed.cli.options import (
     positive_float,
     positive_int,
 )
-from dictembed.cli.report import Report
+from dictembed.cli.report import Report, UsageError
 from dictembed.output_folder import check_output_folder
 
 COMMANDS = {"distil": "a fast reverse-dictionary folder: a small encoder trained to query a stronger folder's entries"}
@@ -63,9 +63,12 @@ def check_distil(args: argparse.Namespace) -> None:
     that cannot be read: refused before anything loads (the descriptions are read here, once:
     `args.description_rows`)."""
     from dictembed.description_corpus import load_descriptions
+    from dictembed.model_folder import read_record
 
-    check_model(args.teacher)
+    read_record(args.teacher, required=True)  # a folder train or index wrote, with its entry space
     check_model(args.model)
+    if Path(args.output).resolve() == Path(args.teacher).resolve():
+        raise UsageError(f"--output {args.output} is the teacher's folder: the student goes to another")
     check_output_folder(args.output, args.overwrite)
     args.description_rows = [] if args.descriptions == "none" else load_descriptions(args.descriptions)
 
