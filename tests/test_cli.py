@@ -138,6 +138,18 @@ def test_encode_quantize_and_normalize(bert_path, tmp_path, capsys) -> None:
     report, _ = _json_stdout(capsys)
     packed = np.load(tmp_path / "b.npy")
     assert packed.shape == (3, 4) and packed.dtype == np.uint8 and report["quantize"] == "ubinary"
+    (tmp_path / "one.txt").write_text("a dog barks\n")  # int8 scales to the lines' range: one has none
+    one = [
+        "encode",
+        "--model",
+        str(bert_path),
+        "--input",
+        str(tmp_path / "one.txt"),
+        "--output",
+        str(tmp_path / "o.npy"),
+    ]
+    assert main([*one, "--quantize", "int8"]) == 2
+    assert "--quantize int8 scales to the range of the lines encoded: give two or more" in capsys.readouterr().err
 
 
 def test_encode_input_errors_name_the_file(bert_path, tmp_path, capsys) -> None:
@@ -594,13 +606,18 @@ def test_commands_that_run_no_model_ignore_the_environment_choices(capsys, monke
         json.loads(capsys.readouterr().out)
 
 
-def test_descriptions_none_is_no_corpus() -> None:
-    """`train --help` shows the default as none, and `--descriptions none` means it."""
-    args = build_parser().parse_args(["train", "--descriptions", "None", "--output", "x"])
-    assert args.descriptions == ""
-    assert (
-        build_parser().parse_args(["train", "--descriptions", "everyday", "--output", "x"]).descriptions == "everyday"
-    )
+def test_descriptions_none_is_no_corpus(tmp_path) -> None:
+    """`train --help` shows the default as none, and `--descriptions none` means it, in the checks made before the
+    parser is built (which read no file `none`) as in the parser."""
+    from dictembed.cli import train
+    from dictembed.errors import DictEmbedError
+
+    train.check_command_line(["--descriptions", "none", "--output", str(tmp_path / "out")])
+    with pytest.raises(DictEmbedError, match="cannot read file"):
+        train.check_command_line(["--descriptions", str(tmp_path / "missing.tsv"), "--output", str(tmp_path / "out")])
+    parser = build_parser()
+    assert parser.parse_args(["train", "--descriptions", "None", "--output", "x"]).descriptions == ""
+    assert parser.parse_args(["train", "--descriptions", "everyday", "--output", "x"]).descriptions == "everyday"
 
 
 def test_the_pooling_names_are_those_sentence_transformers_has() -> None:

@@ -108,7 +108,6 @@ def test_a_teacher_without_an_entry_space_is_a_one_line_error(saved_bert, studen
 def test_a_missing_teacher_is_refused_before_anything_loads(tmp_path, capsys) -> None:
     cli_refuses(capsys, ["distil", str(tmp_path / "nothing"), "--output", str(tmp_path / "o")], "nothing")
     assert not (tmp_path / "o").exists() and not (tmp_path / "o-runs").exists()
-    cli_refuses(capsys, ["distil", "nosuch", "--output", str(tmp_path / "o")], "nosuch", "dictembed.json")  # no Hub
 
 
 def test_the_student_never_goes_over_its_teacher(served_model, tmp_path, capsys) -> None:

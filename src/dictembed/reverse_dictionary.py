@@ -55,6 +55,7 @@ from dictembed.ranking_terms import RankingTerms
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
 from dictembed.search_options import Filters, Ranking, check_queries, check_search, normalize_pos, query_list
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
+from dictembed.texts import check_batch_size
 
 if TYPE_CHECKING:
     import torch
@@ -412,6 +413,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         filters = Filters.resolve(filters, options)
         check_search(k, max_definitions)
         queries = query_list(queries, "search_many")
+        batch_size = check_batch_size(batch_size)
         check_queries(queries)
         encode_batch = batch_size if batch_invariant(self.encoder) else 1
         out: list[list[Result]] = []

@@ -141,7 +141,7 @@ def check_letters(name: str, value: object) -> None:
     """Refuse a length option `name` (`length`, `min_length`, `max_length`) that is not a whole number of letters
     from 1 to `MAX_WORD_LENGTH`."""
     if value is not None and (
-        not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORD_LENGTH
+        not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= int(value) <= MAX_WORD_LENGTH
     ):
         raise DictEmbedError(f"{name}: a whole number of letters from 1 to {MAX_WORD_LENGTH}, not {value!r}")
 

@@ -63,9 +63,11 @@ def check_distil(args: argparse.Namespace) -> None:
     that cannot be read: refused before anything loads (the descriptions are read here, once:
     `args.description_rows`)."""
     from dictembed.description_corpus import load_descriptions
-    from dictembed.model_folder import read_record
+    from dictembed.model_folder import may_be_hub_name, read_record
 
-    read_record(args.teacher, required=True)  # a folder train or index wrote, with its entry space
+    if Path(args.teacher).expanduser().exists() or not may_be_hub_name(args.teacher):
+        read_record(Path(args.teacher).expanduser(), required=True)  # a folder train or index wrote
+    # else a Hub name (a folder `dictembed push` published): opened, and checked, once the run starts
     check_model(args.model)
     if Path(args.output).resolve() == Path(args.teacher).resolve():
         raise UsageError(f"--output {args.output} is the teacher's folder: the student goes to another")

@@ -24,7 +24,7 @@ from dictembed.cli.options import (
 from dictembed.cli.report import Report, UsageError
 from dictembed.io import atomic_file, check_readable, read_lines
 from dictembed.output_folder import check_output_file, check_output_folder
-from dictembed.quantization import QUANTIZATIONS, SMOOTH_ALPHA, STREAMABLE, WEIGHT_QUANTIZATIONS
+from dictembed.quantization import CALIBRATED, QUANTIZATIONS, SMOOTH_ALPHA, STREAMABLE, WEIGHT_QUANTIZATIONS
 
 CALIBRATION_LINES = 300  # lines of --input that set an --int8 network's activation ranges
 COMMANDS = {
@@ -194,6 +194,8 @@ def check_encode(args: argparse.Namespace) -> None:
         check_readable(args.input)  # read chunk by chunk once the model has loaded
     else:
         args.sentences = read_sentences(Path(args.input), args.encoding)
+        if args.quantize in CALIBRATED and len(args.sentences) < 2:
+            raise UsageError(f"--quantize {args.quantize} scales to the range of the lines encoded: give two or more")
     check_model(args.model)
 
 

@@ -155,8 +155,11 @@ def check_command_line(argv: list[str]) -> None:
     generated from import torch): only the options the checks read, spelled in full; arguments this reading cannot
     make sense of are left to the parser, which reports them."""
     parser = LenientParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-    for name in ("--output", "--config", "--model", "--dictionary", "--columns", "--descriptions"):
+    from dictembed.description_corpus import corpus_choice
+
+    for name in ("--output", "--config", "--model", "--dictionary", "--columns"):
         parser.add_argument(name)
+    parser.add_argument("--descriptions", type=corpus_choice)  # as the full parser reads it: none is no corpus
     parser.add_argument("--overwrite", action="store_true")
     try:
         args, _ = parser.parse_known_args(argv)
