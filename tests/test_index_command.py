@@ -139,3 +139,11 @@ def test_a_headerless_table_is_indexed_with_columns_and_refused_without(bert_pat
     txt_argv = ["index", "--model", str(bert_path), "--dictionary", str(text), "--output", str(out)]
     cli_succeeds(capsys, [*txt_argv, "--columns", "word,definition"])
     assert json.loads((out / SPACE_DIR / "space.json").read_text())["words"] == list(EN_WORDS)
+
+
+def test_columns_without_a_table_file_are_refused(tmp_path, capsys) -> None:
+    """--columns names a headerless table's columns: with only a named dictionary it would be ignored, so it is an
+    error before anything loads."""
+    argv = ["index", "--dictionary", "wordnet", "--columns", "word,definition", "--output", str(tmp_path / "o")]
+    cli_refuses(capsys, argv, "--columns", "'wordnet' holds none")
+    assert not (tmp_path / "o").exists()

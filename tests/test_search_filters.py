@@ -216,3 +216,12 @@ def test_none_asked_is_whether_the_filters_let_every_entry_through(options: dict
     """The server's fast path for unfiltered searches asks `Filters.none_asked`: it must agree with `Filters.of`."""
     assert Filters.none_asked(options) == (Filters.of(**options) == Filters())
     assert Filters.none_asked(options) == all(value in (None, "any") for value in options.values())
+
+
+def test_a_glob_range_written_backwards_is_named() -> None:
+    """`[z-a]` matches nothing in a glob: a one-line error naming the range, not an empty answer."""
+    from dictembed.search_options import pattern_matcher
+
+    with pytest.raises(DictEmbedError, match=r"^pattern \[z-a\]\*: the range z-a is empty; write it a-z$"):
+        Filters(pattern="[z-a]*")
+    assert pattern_matcher("[a-z]ir*")("giraffe") and not pattern_matcher("[!g]ir*")("giraffe")

@@ -169,6 +169,10 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
             ) from None
         return lambda word: regex.search(word) is not None
     if any(c in pattern for c in GLOB_CHARACTERS):
+        for body in re.findall(r"\[!?(\]?[^\]]*)\]", pattern):  # a reversed range matches nothing: say so
+            if reversed_range := next(((a, b) for a, b in re.findall(r"(.)-(.)", body) if a > b), None):
+                start, end = reversed_range
+                raise DictEmbedError(f"pattern {pattern}: the range {start}-{end} is empty; write it {end}-{start}")
         glob = re.compile(fnmatch.translate(pattern), re.IGNORECASE)
         return lambda word: glob.match(word) is not None
     prefix = pattern.casefold()

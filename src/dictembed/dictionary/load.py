@@ -75,10 +75,18 @@ def source_items(spec: str) -> list[str]:
 
 def check_sources(spec: str, columns: str | None = None) -> None:
     """The errors `load_dictionary(spec)` gives for its names and files, without loading anything: no source, an
-    unknown name, a table file that cannot be read (a command checks its dictionary before it loads a model)."""
+    unknown name, a table file that cannot be read, `columns` given for sources of which none is a .tsv, .csv or
+    .txt file, which alone it names (a command checks its dictionary before it loads a model)."""
+    tables = []
     for item in source_items(spec):
         if (path := source_file(item, columns)) is not None:
             check_readable(path)
+            tables.append(path)
+    if columns and not any(path.suffix.lower() != ".jsonl" for path in tables):
+        raise DictEmbedError(
+            f"--columns names the columns of a headerless .tsv, .csv or .txt file; {spec!r} holds none "
+            "(a named dictionary or a .jsonl file names its own)"
+        )
 
 
 def load_dictionary(
