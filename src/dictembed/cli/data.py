@@ -102,5 +102,6 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
             paths.append((Path(model).name, Path(model)))
     spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}
     written = plot_entry_spaces(spaces, args.output)
-    written.append(plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output))
+    figure = plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output)
+    written += [figure, figure.with_suffix(".json")]  # the metrics beside their figure
     return Report({"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
