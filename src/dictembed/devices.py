@@ -29,6 +29,7 @@ import torch
 from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, cpu_precision_choice
 from dictembed.device_choices import is_main_process as is_main_process  # re-exported
 from dictembed.errors import DictEmbedError
+from dictembed.io import atomic_write
 from dictembed.paths import cache_root
 
 log = logging.getLogger(__name__)
@@ -175,9 +176,7 @@ def _avx512_bf16_decided() -> str:
                 gain = _kept_gain(path)  # another process timed it meanwhile
                 if gain is None:
                     gain, when = bf16_gain(), "timed now"
-                    staged = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-                    staged.write_text(json.dumps({"gain": gain, "torch": torch.__version__}))
-                    os.replace(staged, path)
+                    atomic_write(path, json.dumps({"gain": gain, "torch": torch.__version__}))
         except OSError as err:  # a cache that cannot be written or locked: this process's own timing
             log.info("the bf16 timing is not kept (%s)", err)
             gain, when = bf16_gain(), "timed now"

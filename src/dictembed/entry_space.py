@@ -344,6 +344,15 @@ class DefinitionSpace(MatrixSpace):
             self.headwords = float16_rows(headwords, shape, "headword", f"the entries {shape}")
 
     @property
+    def entries(self) -> Literal["ac", "amp"] | None:
+        """Which definitions' vectors the entries average, as its kind says: "ac" ([CLS]), "amp" (mean pooling), or
+        None for a kind of neither."""
+        for entries in ("ac", "amp"):
+            if self.kind.startswith(f"definitions-{entries}"):
+                return cast(Literal["ac", "amp"], entries)
+        return None
+
+    @property
     def is_ica(self) -> bool:
         """Whether the space is ICA-transformed (DefSent+'s entry space), which keeps no per-definition vectors."""
         return self.kind.endswith(ICA_SUFFIX)

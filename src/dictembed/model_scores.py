@@ -19,7 +19,7 @@ from dictembed.query_encoder import QueryEncoder, as_rows
 from dictembed.search_index import top_indices
 from dictembed.search_options import check_count, check_queries, query_list
 from dictembed.search_space import SearchSpace
-from dictembed.texts import check_batch_size
+from dictembed.texts import check_batch_size, check_texts
 
 if TYPE_CHECKING:
     import torch
@@ -70,6 +70,7 @@ class ModelScores:
     def scores(self, definitions: list[str], batch_size: int = 64) -> np.ndarray:
         """Entry scores [n_definitions, n_entries] (unnormalised logits)."""
         definitions = query_list(definitions, "scores")
+        check_texts(definitions, "query", 1)
         batch_size = check_batch_size(batch_size)
         out = [self._logits(h).cpu().numpy() for h in self._pooled(definitions, batch_size)]
         return np.concatenate(out) if out else np.zeros((0, len(self.space)), dtype=np.float32)

@@ -6,7 +6,6 @@ options without loading a model."""
 from __future__ import annotations
 
 import fnmatch
-import numbers
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -17,7 +16,7 @@ import re2
 
 from dictembed.cjk import check_pinyin, is_cjk, pinyin_matcher
 from dictembed.errors import DictEmbedError
-from dictembed.texts import check_texts
+from dictembed.texts import check_texts, is_whole_number
 
 WordCount = Literal["any", "single", "phrase"]  # `words`: any, single words only, phrases only
 WORD_COUNTS: tuple[WordCount, ...] = get_args(WordCount)
@@ -105,21 +104,19 @@ def check_count(name: str, value: object, low: int = 1, none: bool = False) -> N
     (None passes where `none`: no limit)."""
     if value is None and none:
         return
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+    if not is_whole_number(value, low):
         extra = " or None (no limit)" if none else ""
         raise DictEmbedError(f"{name}: a whole number of at least {low}{extra}, not {value!r}")
 
 
-def query_list(queries: object, method: str) -> list[str]:
+def query_list(queries: object, method: str) -> list[Any]:
     """The descriptions `method` (search_many, scores) was given, as a list: refused in one line when one string
-    (`search` takes one) or not a list of strings."""
+    (`search` takes one) or nothing iterable; the caller checks each text (`check_queries`, `check_texts`)."""
     if isinstance(queries, str):
         raise DictEmbedError(f"{method} takes a list of descriptions, not one string (search takes one)")
     if not isinstance(queries, Iterable):
         raise DictEmbedError(f"{method} takes a list of descriptions, not {type(queries).__name__}")
-    listed = list(queries)
-    check_texts(listed, "query", 1)
-    return listed
+    return list(queries)
 
 
 def check_queries(queries: Sequence[Any]) -> None:
@@ -140,9 +137,7 @@ def check_search(k: object, max_definitions: object) -> None:
 def check_letters(name: str, value: object) -> None:
     """Refuse a length option `name` (`length`, `min_length`, `max_length`) that is not a whole number of letters
     from 1 to `MAX_WORD_LENGTH`."""
-    if value is not None and (
-        not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= int(value) <= MAX_WORD_LENGTH
-    ):
+    if value is not None and not is_whole_number(value, 1, MAX_WORD_LENGTH):
         raise DictEmbedError(f"{name}: a whole number of letters from 1 to {MAX_WORD_LENGTH}, not {value!r}")
 
 
@@ -226,8 +221,10 @@ class Filters:
     def none_asked(options: dict[str, Any]) -> bool:
         """Whether `options` (named as `FILTER_OPTIONS`) ask for no filter: each None or its field's default, so
         that `Filters.of(**options)` lets every entry through."""
-        defaults = {field.name: field.default for field in fields(Filters)}
-        return all(value is None or (name in defaults and value == defaults[name]) for name, value in options.items())
+        return all(
+            value is None or (name in FILTER_DEFAULTS and value == FILTER_DEFAULTS[name])
+            for name, value in options.items()
+        )
 
     @classmethod
     def of(cls, **options: Any) -> Filters:
@@ -270,6 +267,9 @@ class Filters:
             or self.pinyin is not None
             or self.script != "any"
         )
+
+
+FILTER_DEFAULTS = {field.name: field.default for field in fields(Filters)}  # what `Filters.none_asked` compares with
 
 
 @dataclass(frozen=True)

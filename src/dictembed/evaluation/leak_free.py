@@ -144,10 +144,8 @@ def entry_pooling(space: DefinitionSpace) -> str:
     """The pooling that built the space's vectors: [CLS] for AC, mean for AMP."""
     if space.is_ica:
         raise DictEmbedError("leave-one-out needs a plain definition space; an ICA-transformed one has no means")
-    if space.kind.startswith("definitions-ac"):
-        return "cls"
-    if space.kind.startswith("definitions-amp"):
-        return "mean"
+    if space.entries is not None:
+        return "cls" if space.entries == "ac" else "mean"
     raise DictEmbedError(f"leave-one-out needs an AC or AMP definition space, not {space.kind!r}")
 
 

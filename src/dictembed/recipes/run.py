@@ -146,9 +146,8 @@ def save_model_folder(
     description is (`entry_vectors.headword_vectors`, their parts kept in the entry-space cache `cache_dir`,
     default: `cache.default_cache_dir()`, until saved). A space whose vectors were built on the int8 graph
     (`$DICTEMBED_BUILD_BACKEND=int8`) is said so in the record's details (`entry_build`)."""
-    if isinstance(space, DefinitionSpace):
-        if int8_build(encoder, "ac" if space.kind.startswith("definitions-ac") else "amp"):
-            record.details["entry_build"] = "onnx-int8"
+    if isinstance(space, DefinitionSpace) and space.entries is not None and int8_build(encoder, space.entries):
+        record.details["entry_build"] = "onnx-int8"
     encoder.save(folder, record, overwrite=True)  # the run's own folder (`save_run`)
     if space is not None:
         if isinstance(space, DefinitionSpace) and space.headwords is None and not space.is_ica:
