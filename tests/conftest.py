@@ -79,6 +79,24 @@ def entry_space_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ["DICTEMBED_CACHE"] = before
 
 
+@pytest.fixture(scope="session", autouse=True)
+def temporary_files(tmp_path_factory: pytest.TempPathFactory):
+    """$TMPDIR (and this process's tempfile folder) in the suite's temporary folder: what the tests and the
+    processes they start leave in the system's temporary folder (torchrun's log folders, one per launch) goes
+    with the suite's folders."""
+    import tempfile
+
+    folder = str(tmp_path_factory.mktemp("tmp"))
+    before, before_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = folder, folder
+    yield Path(folder)
+    tempfile.tempdir = before_tempdir
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 

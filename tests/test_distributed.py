@@ -22,7 +22,12 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 
 LAUNCH = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def launch_env() -> dict[str, str]:
+    """The launcher's environment, read when it starts (after conftest's fixtures set $TMPDIR)."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
 
 # Run by each of the two processes: build the space with a cache, recording what this process encoded and
 # every file it renamed into the cache folder (an atomic write ends with os.replace), then save its matrix.
@@ -93,7 +98,7 @@ def test_two_processes_build_the_space_of_one_and_cache_it_once(bert: Path, tmp_
     out, cache = tmp_path / "out", tmp_path / "cache"
     out.mkdir()
     command = [*LAUNCH, str(tmp_path / "build.py"), str(bert), str(tmp_path / "toy.json"), str(cache), str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, env=launch_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
     from dictembed.dictionary.core import Dictionary
@@ -163,7 +168,9 @@ def test_resume_after_one_ddp_process_is_killed(bert: Path, tmp_path: Path) -> N
 
     two = [*LAUNCH, "-m", "dictembed", "train", *flags, "--output", str(tmp_path / "two")]
     runs = tmp_path / "two-runs"
-    launcher = subprocess.Popen([*two, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    launcher = subprocess.Popen(
+        [*two, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=launch_env()
+    )
     try:
         deadline = time.monotonic() + 240
         while _checkpoint_step(runs) == 0 and launcher.poll() is None and time.monotonic() < deadline:
@@ -181,7 +188,7 @@ def test_resume_after_one_ddp_process_is_killed(bert: Path, tmp_path: Path) -> N
     assert not (tmp_path / "two").exists()  # nothing published by the killed run
     assert 2 <= killed_at < 32  # 16 examples / batch 4 = 4 steps an epoch, 8 epochs
 
-    resumed = subprocess.run([*two, "--resume", "-v"], capture_output=True, text=True, env=ENV, timeout=300)
+    resumed = subprocess.run([*two, "--resume", "-v"], capture_output=True, text=True, env=launch_env(), timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     resumed_at = [int(m) for m in re.findall(r"resumed from .* at step (\d+)", resumed.stderr)]
     assert len(resumed_at) == 2 and resumed_at[0] == resumed_at[1] >= killed_at  # both processes, one step
