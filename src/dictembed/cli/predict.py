@@ -1,4 +1,4 @@
-"""`dictembed predict` (the words for a definition) and `dictembed serve` (the same as a web page and API)."""
+"""`dictembed predict` (the words for a description) and `dictembed serve` (the same as a web page and API)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from dictembed.search_options import DEFAULT_MODE, FILTER_OPTIONS, SCRIPTS, SEAR
 log = logging.getLogger(__name__)
 
 COMMANDS = {
-    "predict": "reverse dictionary: the words for a definition (or a file of them)",
+    "predict": "reverse dictionary: the words for a description (or a file of them)",
     "serve": "serve the reverse dictionary: a web page and a JSON API",
 }
 
@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--input",
         default=None,
-        help="UTF-8 text, one definition per line; --json gives a list of {line, query, entry, results} "
+        help="UTF-8 text, one description per line; --json gives a list of {line, query, entry, results} "
         "(default: none)",
     )
     add_top_k(p)
@@ -183,7 +183,7 @@ def check_predict(args: argparse.Namespace) -> None:
         lines = list(enumerate(read_sentences(Path(args.input)), 1))
         kept = [(number, q) for number, q in lines if q.strip()]
         if not kept:
-            raise DictEmbedError(f"{args.input}: no queries (one definition per line)")
+            raise DictEmbedError(f"{args.input}: no queries (one description per line)")
         if blank := [number for number, q in lines if not q.strip()]:
             shown = ", ".join(map(str, blank[:5])) + (", ..." if len(blank) > 5 else "")
             log.warning("%s: %d blank line(s) skipped (line %s)", args.input, len(blank), shown)
