@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import os
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -26,7 +27,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from dictembed.backends.onnx.runtime import OnnxBackbone, attach
 from dictembed.backends.openvino import OpenVinoBackbone
 from dictembed.backends.openvino import attach as attach_openvino
-from dictembed.devices import autocast, resolve_precision
+from dictembed.devices import autocast, resolve_device, resolve_precision
 from dictembed.errors import DictEmbedError
 from dictembed.io import staged_dir
 from dictembed.loading import Parts, declared_pooling, model_pooler, open_encoder_parts, save_parts
@@ -36,12 +37,26 @@ from dictembed.output_folder import check_output_folder
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.record import RunRecord
-from dictembed.st_encode import encode_input, encode_keywords, encode_output
-from dictembed.texts import check_batch_size, check_texts
+from dictembed.st_encode import encode_keywords, encode_output
+from dictembed.texts import check_batch_size, check_chunk, check_flag, check_prompt, check_texts, text_input, text_list
 from dictembed.tokenization import tokenize_counting_cuts
 
 log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "openvino")
+
+
+def _numeric_rows(x: object, name: str) -> torch.Tensor:
+    """`x` (an array, tensor or list of numbers: one vector or a matrix) as a float tensor, refused in one line
+    naming `name` otherwise."""
+    try:
+        rows = x.detach().float() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float32))
+    except (TypeError, ValueError):
+        raise DictEmbedError(f"similarity: {name} must be vectors of numbers, not {type(x).__name__}") from None
+    if rows.ndim not in (1, 2) or rows.shape[-1] == 0:
+        raise DictEmbedError(
+            f"similarity: {name} must be one vector or a matrix of them, got shape {tuple(rows.shape)}"
+        )
+    return rows
 
 
 class Encoder(nn.Module):
@@ -212,6 +227,7 @@ class Encoder(nn.Module):
         export`) is a one-line error: `OnnxQueryEncoder` runs it."""
         if backend is not None and backend not in BACKENDS:
             raise DictEmbedError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+        check_flag("normalize", normalize, none=True)
         model_folder, record, parts, target = open_encoder_parts(name_or_path, pooler, max_length, device)
         folder, saved = model_folder.path, record.encoder
         modules = [model_pooler(parts.backbone, str(folder))] if pooler == "model" else []
@@ -238,7 +254,9 @@ class Encoder(nn.Module):
 
     def _texts(self, sentences: Sequence[str], prompt: str | None = None) -> list[str]:
         """Validate input, prefix a prompt, and wrap sentences in the template when pooling by prompt."""
+        sentences = text_list(sentences, "sentences")
         check_texts(sentences)
+        check_prompt(prompt)
         if prompt:
             sentences = [prompt + s for s in sentences]
         if self.pooling != "prompt":
@@ -265,6 +283,8 @@ class Encoder(nn.Module):
 
     def count_tokens(self, sentences: Sequence[str]) -> list[int]:
         """Each sentence's tokens after the default prompt, special ones included, before the cut at max_length."""
+        sentences = text_list(sentences, "sentences")
+        check_texts(sentences)
         if not sentences:
             return []
         prompt = self.default_prompt or ""
@@ -302,7 +322,10 @@ class Encoder(nn.Module):
         return features["sentence_embedding"]
 
     def _prompt(self, prompt: str | None, prompt_name: str | None) -> str | None:
-        """The prompt text to prefix: `prompt`, else the named one, else the model's default."""
+        """The prompt text to prefix: `prompt`, else the named one, else the model's default (both given: refused)."""
+        check_prompt(prompt)
+        if prompt is not None and prompt_name is not None:
+            raise DictEmbedError("give prompt or prompt_name, not both")
         if prompt is not None:
             return prompt
         name = prompt_name or self.default_prompt_name
@@ -339,11 +362,15 @@ class Encoder(nn.Module):
         `normalize=` and `show_progress=` are older names of `normalize_embeddings` and `show_progress_bar`.
         """
         quantize = encode_keywords(quantize, precision, kwargs)
-        texts, single = encode_input(sentences)
+        texts, single = text_input(sentences)
+        check_flag("normalize_embeddings", normalize_embeddings)
+        check_flag("normalize", normalize, none=True)
+        if normalize is not None and normalize != normalize_embeddings and normalize_embeddings:
+            raise DictEmbedError("normalize (the older name) and normalize_embeddings disagree; give one")
         normalize_embeddings = normalize if normalize is not None else normalize_embeddings
         show = show_progress if show_progress is not None else show_progress_bar
         if device is not None:
-            self.to(device)
+            self.to(resolve_device(device))
         prefix = self._prompt(prompt, prompt_name)
         vectors = torch.cat([torch.zeros(0, self.dim), *self.embed(texts, batch_size, prefix, show)])
         return encode_output(vectors, normalize_embeddings, quantize, convert_to_tensor or not convert_to_numpy, single)
@@ -362,7 +389,9 @@ class Encoder(nn.Module):
         batches are length-sorted (less padding) and the order restored; the ONNX backend runs several batches at
         once. Truncated sentences are counted and reported once."""
         batch_size = check_batch_size(batch_size)
-        texts = list(texts)
+        texts = text_list(texts, "texts")
+        check_chunk(chunk)
+        check_prompt(prompt)
         chunk = chunk or max(len(texts), 1)
         show = len(texts) > 10 * batch_size if show_progress is None else show_progress
         was_training = self.training
@@ -432,8 +461,12 @@ class Encoder(nn.Module):
         self.reset_truncated()
 
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """Cosine similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`."""
-        return cos_sim(a, b)
+        """Cosine similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`:
+        vectors or matrices of numbers (arrays, tensors or lists) of the same width."""
+        rows = [_numeric_rows(x, name) for x, name in ((a, "a"), (b, "b"))]
+        if rows[0].shape[-1] != rows[1].shape[-1]:
+            raise DictEmbedError(f"similarity: a has {rows[0].shape[-1]} dimensions, b {rows[1].shape[-1]}")
+        return cos_sim(*rows)
 
     def hash_weights(self, digest: Any) -> None:
         """Feed `digest` (a hashlib object) the bytes of every tensor that enters the vectors: the state dict but
@@ -461,6 +494,9 @@ class Encoder(nn.Module):
         backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it. `name`
         is the model's name in its card (default: the folder's name).
         """
+        check_flag("overwrite", overwrite)
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise DictEmbedError(f"Encoder.save: path must be a folder's path, not {path!r}")
         path = Path(path)
         check_output_folder(path, overwrite, label="Encoder.save:", remedy="pass overwrite=True")
         pooling = None if self.pooling in CUSTOM_POOLINGS else self.pooling_module

@@ -8,6 +8,7 @@ for the evaluation). A matrix space is searched in numpy; its logits come from a
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
     from dictembed.dictionary.core import Dictionary
     from dictembed.entry_space import EntrySpace
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1024  # queries encoded (length-sorted) and scored at a time
 
@@ -86,10 +89,19 @@ class ModelScores:
         return [(self.space.words[i], float(probs[i])) for i in top]
 
     def ranks(self, dictionary: Dictionary, limit: int | None = None, seed: int = 0) -> np.ndarray:
-        """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry."""
+        """1-based rank of the gold entry for each definition of `dictionary` whose headword is an entry (the others
+        are counted in a warning), of a seeded sample of `limit` of them (None: all)."""
         from dictembed.evaluation.ranking import ranks_from_scores
 
-        pairs = seeded_sample([(w, d) for w, d in dictionary.pairs() if w in self.space.index], limit, seed)
+        check_count("limit", limit, none=True)
+        check_count("seed", seed, low=0)
+        every = list(dictionary.pairs())
+        known = [(w, d) for w, d in every if w in self.space.index]
+        if len(known) < len(every):
+            log.warning(
+                "ranks: %d of %d definitions skipped: their headword is no entry", len(every) - len(known), len(every)
+            )
+        pairs = seeded_sample(known, limit, seed)
         ranks = [np.zeros(0)]
         for start in range(0, len(pairs), 512):  # 512 rows of scores over every entry at a time
             chunk = pairs[start : start + 512]

@@ -56,6 +56,7 @@ from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_s
 from dictembed.search_options import Filters, Ranking, check_queries, check_search, normalize_pos, query_list
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
 from dictembed.texts import check_batch_size
+from dictembed.word_frequency import check_language
 
 if TYPE_CHECKING:
     import torch
@@ -114,6 +115,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         language: str | None = "auto",
         index: SearchIndex | None = None,
     ) -> None:
+        check_language(language)
         self.encoder = encoder
         self.ranking, self.language = ranking or Ranking(), language
         self._logit_space: EntrySpace | None = None
@@ -171,6 +173,9 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             raise DictEmbedError(f"ReverseDictionary.load: a model folder or a Hub name, not {type(path).__name__}")
         if ranking is not None and not isinstance(ranking, Ranking):
             raise DictEmbedError(f"ranking: a search_options.Ranking, not {type(ranking).__name__}")
+        if isinstance(device, (bool, int, float)):  # 0 would pass as "auto"
+            raise DictEmbedError(f"device: a name such as 'cpu', 'cuda:0' or 'auto', not {device!r}")
+        check_language(language)
         folder = ModelFolder.open(path)
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
         space, index = saved_space(folder, source)

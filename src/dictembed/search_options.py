@@ -16,7 +16,7 @@ import re2
 
 from dictembed.cjk import check_pinyin, is_cjk, pinyin_matcher
 from dictembed.errors import DictEmbedError
-from dictembed.texts import check_texts, is_whole_number
+from dictembed.texts import check_texts, is_blank, is_whole_number, text_list
 
 WordCount = Literal["any", "single", "phrase"]  # `words`: any, single words only, phrases only
 WORD_COUNTS: tuple[WordCount, ...] = get_args(WordCount)
@@ -114,16 +114,16 @@ def query_list(queries: object, method: str) -> list[Any]:
     (`search` takes one) or nothing iterable; the caller checks each text (`check_queries`, `check_texts`)."""
     if isinstance(queries, str):
         raise DictEmbedError(f"{method} takes a list of descriptions, not one string (search takes one)")
-    if not isinstance(queries, Iterable):
+    if isinstance(queries, (bytes, bytearray)) or not isinstance(queries, Iterable):
         raise DictEmbedError(f"{method} takes a list of descriptions, not {type(queries).__name__}")
-    return list(queries)
+    return text_list(queries, f"{method}'s descriptions")
 
 
 def check_queries(queries: Sequence[Any]) -> None:
     """Refuse, naming the first, a query that is not a string, is not valid Unicode text (`texts.check_texts`), or
-    holds nothing but spaces."""
+    holds nothing a tokenizer reads (`texts.is_blank`: spaces, zero-width and control characters)."""
     check_texts(queries, "query", 1)
-    if blank := [i for i, query in enumerate(queries, 1) if not query.strip()]:
+    if blank := [i for i, query in enumerate(queries, 1) if is_blank(query)]:
         raise DictEmbedError(f"empty query (query {blank[0]}); describe the word you are looking for")
 
 

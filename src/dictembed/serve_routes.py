@@ -49,6 +49,7 @@ from dictembed.serve_http import error, install_error_contract, json_body, until
 from dictembed.serve_limits import MAX_BODY_BYTES, MAX_K, MAX_QUERY_CHARS, MAX_SENTENCES, EncodeBudget
 from dictembed.serve_scheduling import BULK, COUNT_STEP, SEARCH, ModelThread, TokenCounter, encode_chunks, encode_step
 from dictembed.served_dictionaries import ServedDictionaries, ServedDictionary
+from dictembed.texts import is_blank
 
 log = logging.getLogger("dictembed.serve")
 SHUTDOWN_WAIT = 30.0  # seconds a shutdown waits for the model's queued calls to end
@@ -370,7 +371,7 @@ def api(served: Served) -> FastAPI:
         if unknown := sorted(set(request.query_params) - parameters):  # a misspelt filter filters nothing
             return error(422, f"{unknown[0][:50]}: not a parameter of /api/reverse ({', '.join(sorted(parameters))})")
         query = q.strip()
-        if not query:
+        if is_blank(query):
             return error(422, "q: the query is empty")
         target = served.dictionaries.choose(lang, dictionary)
         target = served.dictionaries.reader(target, query)

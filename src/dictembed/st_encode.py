@@ -5,7 +5,6 @@ own options refused unless unset, a misspelt one named), its input (one string o
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -34,14 +33,6 @@ def encode_keywords(quantize: str, precision: str | None, kwargs: dict[str, Any]
     if quantize not in QUANTIZATIONS:
         raise DictEmbedError(f"unknown quantize {quantize!r}; choose from {', '.join(QUANTIZATIONS)}")
     return cast(Quantization, quantize)
-
-
-def encode_input(sentences: str | Sequence[str]) -> tuple[list[str], bool]:
-    """The texts of `sentences` (one string or an iterable of them), and whether it was one string."""
-    single = isinstance(sentences, str)
-    if not single and not isinstance(sentences, Iterable):
-        raise DictEmbedError(f"sentences must be a str or a list of str, got {type(sentences).__name__}")
-    return ([sentences] if isinstance(sentences, str) else list(sentences)), single
 
 
 def encode_output(

@@ -4,8 +4,10 @@ which no tokenizer takes, is refused in one line naming it); and of the batches 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
-from typing import cast
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, cast
 
 from dictembed.errors import DictEmbedError
 
@@ -35,3 +37,53 @@ def check_batch_size(batch_size: object) -> int:
     if not is_whole_number(batch_size):
         raise DictEmbedError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
     return int(cast(numbers.Integral, batch_size))
+
+
+def text_list(texts: object, label: str) -> list[Any]:
+    """`texts` as a list, in its order: refused in one line (naming `label`) when it is one string or bytes (a list
+    of strings is asked), a set or a mapping (no order to keep), or not iterable; the caller checks each text."""
+    if isinstance(texts, (str, bytes, bytearray)):
+        raise DictEmbedError(f"{label} must be a list of str, not one {type(texts).__name__}")
+    if isinstance(texts, (AbstractSet, Mapping)):
+        raise DictEmbedError(f"{label} must be a list of str, not a {type(texts).__name__} (it has no order to keep)")
+    if not isinstance(texts, Iterable):
+        raise DictEmbedError(f"{label} must be a list of str, not {type(texts).__name__}")
+    return list(texts)
+
+
+def text_input(sentences: object) -> tuple[list[Any], bool]:
+    """The texts of `encode`'s `sentences` (one string, or a list of them: `text_list`), and whether it was one."""
+    if isinstance(sentences, str):
+        return [sentences], True
+    if isinstance(sentences, (bytes, bytearray)) or not isinstance(sentences, Iterable):
+        raise DictEmbedError(f"sentences must be a str or a list of str, got {type(sentences).__name__}")
+    return text_list(sentences, "sentences"), False
+
+
+def check_prompt(prompt: object) -> None:
+    """Refuse a prompt that is neither None (the model's default) nor a string."""
+    if prompt is not None and not isinstance(prompt, str):
+        raise DictEmbedError(f"prompt must be a str or None, not {type(prompt).__name__}")
+
+
+def check_flag(name: str, value: object, none: bool = False) -> None:
+    """Refuse an option `name` that is not True or False (None too where `none`): "no" would count as true."""
+    if not (isinstance(value, bool) or (none and value is None)):
+        extra = " or None" if none else ""
+        raise DictEmbedError(f"{name} must be True or False{extra}, not {value!r}")
+
+
+def check_chunk(chunk: object) -> None:
+    """Refuse an `embed` chunk size that is neither None (all at once) nor a whole number of at least 1."""
+    if chunk is not None and not is_whole_number(chunk):
+        raise DictEmbedError(f"chunk must be a whole number of at least 1 or None, got {chunk!r}")
+
+
+# what a text may hold and still say nothing: controls, format characters (zero-width spaces, the BOM, soft hyphens),
+# private-use and unassigned code points, besides white space
+SILENT_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` holds nothing a tokenizer reads: white space and `SILENT_CATEGORIES` characters only."""
+    return all(ch.isspace() or unicodedata.category(ch) in SILENT_CATEGORIES for ch in text)

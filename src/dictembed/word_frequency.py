@@ -34,6 +34,13 @@ SAMPLE = 2000  # headwords looked at to recognise the language of a dictionary
 MIXED_MIN = 100  # headwords of each script (Han and other) that make a dictionary one of two languages
 
 
+def check_language(language: object) -> None:
+    """Refuse a prior language that is none of "auto" (recognise it), "none" or None (no prior), `LANGUAGES`."""
+    if language is not None and language not in ("auto", "none", *LANGUAGES):
+        choices = ", ".join(("auto", "none", *LANGUAGES))
+        raise DictEmbedError(f"language {language!r}: the word-frequency prior knows {choices}")
+
+
 def _wordfreq():  # noqa: ANN202 - the module, imported on first use (it loads its word lists lazily)
     try:
         import wordfreq

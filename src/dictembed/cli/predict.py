@@ -26,6 +26,7 @@ from dictembed.cli.options import (
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
 from dictembed.search_options import DEFAULT_MODE, FILTER_OPTIONS, SCRIPTS, SEARCH_MODES, Filters
+from dictembed.texts import is_blank
 
 log = logging.getLogger(__name__)
 
@@ -181,10 +182,10 @@ def check_predict(args: argparse.Namespace) -> None:
         args.queries, args.lines = [args.definition], [0]
     else:
         lines = list(enumerate(read_sentences(Path(args.input)), 1))
-        kept = [(number, q) for number, q in lines if q.strip()]
+        kept = [(number, q) for number, q in lines if not is_blank(q)]
         if not kept:
             raise DictEmbedError(f"{args.input}: no queries (one description per line)")
-        if blank := [number for number, q in lines if not q.strip()]:
+        if blank := [number for number, q in lines if is_blank(q)]:
             shown = ", ".join(map(str, blank[:5])) + (", ..." if len(blank) > 5 else "")
             log.warning("%s: %d blank line(s) skipped (line %s)", args.input, len(blank), shown)
         args.lines, args.queries = [number for number, _ in kept], [q for _, q in kept]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +39,7 @@ from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, ModelFolder, is_exported
 from dictembed.progress import Progress
 from dictembed.search_space import l2_normalize
-from dictembed.texts import check_batch_size, check_texts
+from dictembed.texts import check_batch_size, check_chunk, check_prompt, check_texts, text_input, text_list
 
 log = logging.getLogger(__name__)
 
@@ -372,6 +372,8 @@ class OnnxQueryEncoder:
 
     def count_tokens(self, sentences: Sequence[str]) -> list[int]:
         """Each sentence's tokens after the default prompt, special ones included, before the cut at max_length."""
+        sentences = text_list(sentences, "sentences")
+        check_texts(sentences)
         if not sentences:
             return []
         prompt = self.default_prompt or ""
@@ -400,10 +402,7 @@ class OnnxQueryEncoder:
     ) -> np.ndarray:
         """Like `Encoder.encode`: a list gives a float32 (n, dim) array, one string a (dim,) vector, each after
         `prompt` (default: the model's default prompt; "" for none); `normalize_embeddings` L2-normalises."""
-        single = isinstance(sentences, str)
-        if not single and not isinstance(sentences, Iterable):
-            raise DictEmbedError(f"sentences must be a str or a list of str, got {type(sentences).__name__}")
-        texts = [sentences] if isinstance(sentences, str) else list(sentences)
+        texts, single = text_input(sentences)
         vectors = np.concatenate(
             [np.zeros((0, self.dim), np.float32), *self.embed(texts, batch_size, prompt, show_progress_bar)]
         )
@@ -424,8 +423,10 @@ class OnnxQueryEncoder:
         default prompt; "" for none). Within a chunk the batches are length-sorted and the order restored.
         Truncated sentences are counted and reported once."""
         batch_size = check_batch_size(batch_size)
-        texts = list(texts)
+        texts = text_list(texts, "texts")
         check_texts(texts)
+        check_prompt(prompt)
+        check_chunk(chunk)
         prompt = self.default_prompt if prompt is None else prompt
         chunk = chunk or max(len(texts), 1)
         show = len(texts) > 10 * batch_size if show_progress is None else show_progress
