@@ -218,8 +218,10 @@ def test_headerless_table_with_named_columns(tmp_path):
             load_dictionary(str(path), columns=bad)
     jsonl = tmp_path / "d.jsonl"
     jsonl.write_text('{"word": "a", "definition": "b"}\n', encoding="utf-8")
-    with pytest.raises(DictEmbedError, match="JSONL file names its columns"):
+    with pytest.raises(DictEmbedError, match=r"a \.jsonl file names its own"):  # refused before it is read
         load_dictionary(str(jsonl), columns="word,definition")
+    with pytest.raises(DictEmbedError, match="JSONL file names its columns"):  # beside a headerless table: when read
+        load_dictionary(f"{path},{jsonl}", columns="word,-,definition")
 
 
 def test_columns_option_reaches_training_config():

@@ -228,11 +228,15 @@ def test_resume_reads_back_the_seeds_finished_with_the_same_settings(monkeypatch
     settings = sup.seed_settings("m", 0.5, 0, 1, 16, 2e-5, "mean", None, "fp32")
     finished = {"settings": settings, "test_spearman": 90.0, "dev_spearman": 71.0, "wall_seconds": 5.0}
     (tmp_path / "seed0").mkdir()
+    Model().save(str(tmp_path / "seed0"))  # a finished seed holds its model beside its results
     (tmp_path / "seed0" / sup.RESULTS).write_text(json.dumps(finished))
     kw = {"epochs": 1, "output_dir": tmp_path, "device": "cpu", "precision": "fp32"}
     result = sup.finetune_stsb_seeds("m", 0.5, [0, 1], resume=True, **kw)
     assert calls == [1] and [r["test_spearman"] for r in result["runs"]] == [90.0, 81.0]
-    assert sup.finetune_stsb_seeds("m", 0.5, [0, 1], **kw)["runs"][0]["test_spearman"] == 80.0  # no resume: trained
+    with pytest.raises(DictEmbedError, match=r"seed0 already holds a model; pass overwrite=True"):
+        sup.finetune_stsb_seeds("m", 0.5, [0, 1], **kw)  # no resume: the models there are replaced only with overwrite
+    rerun = sup.finetune_stsb_seeds("m", 0.5, [0, 1], overwrite=True, **kw)
+    assert rerun["runs"][0]["test_spearman"] == 80.0  # no resume: trained
     calls.clear()
     with pytest.raises(DictEmbedError, match=r"seed0 holds a seed trained with other settings \(epochs\)"):
         sup.finetune_stsb_seeds("m", 0.5, [0], resume=True, **(kw | {"epochs": 2}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from dictembed.dictionary.merge import merge_dictionaries
 from dictembed.dictionary.sources import load_wordnet
 from dictembed.dictionary.sources.table import COLUMN_NAMES, FORMATS, parse_columns, read_table, table_dictionary
 from dictembed.errors import DictEmbedError
-from dictembed.io import check_readable
+from dictembed.io import check_readable, text_encoding
 
 
 def _load_named(name: str) -> Callable[[str | Path | None], Dictionary]:
@@ -73,10 +74,11 @@ def source_items(spec: str) -> list[str]:
     return items
 
 
-def check_sources(spec: str, columns: str | None = None) -> None:
+def check_sources(spec: str, columns: str | None = None, label: str = "--columns") -> None:
     """The errors `load_dictionary(spec)` gives for its names and files, without loading anything: no source, an
     unknown name, a table file that cannot be read, `columns` given for sources of which none is a .tsv, .csv or
-    .txt file, which alone it names (a command checks its dictionary before it loads a model)."""
+    .txt file, which alone it names (a command checks its dictionary before it loads a model; `label` names
+    `columns` in the message)."""
     tables = []
     for item in source_items(spec):
         if (path := source_file(item, columns)) is not None:
@@ -84,21 +86,51 @@ def check_sources(spec: str, columns: str | None = None) -> None:
             tables.append(path)
     if columns and not any(path.suffix.lower() != ".jsonl" for path in tables):
         raise DictEmbedError(
-            f"--columns names the columns of a headerless .tsv, .csv or .txt file; {spec!r} holds none "
+            f"{label} names the columns of a headerless .tsv, .csv or .txt file; {spec!r} holds none "
             "(a named dictionary or a .jsonl file names its own)"
         )
 
 
+def check_arguments(spec: object, encoding: object, columns: object) -> str:
+    """`load_dictionary`'s `spec` as a string (a path too), refused in one line, naming the argument, unless a
+    string; an `encoding` that is no text encoding; `columns` that are not None or a spec `parse_columns` takes;
+    and what `check_sources` refuses."""
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise DictEmbedError(f"spec must be a comma list of dictionary names or files (a str or path), got {spec!r}")
+    if not isinstance(encoding, str):
+        raise DictEmbedError(f"encoding must be the name of a text encoding, got {encoding!r}")
+    try:
+        text_encoding(encoding)
+    except ValueError as err:
+        raise DictEmbedError(f"encoding: {err}") from None
+    if columns is not None:
+        if not isinstance(columns, str):
+            raise DictEmbedError(f"columns must be a comma list of column names (a str) or None, got {columns!r}")
+        try:
+            parse_columns(columns)
+        except DictEmbedError as err:
+            raise DictEmbedError(f"columns: {err}") from None
+    check_sources(spec, columns, label="columns")
+    return spec
+
+
 def load_dictionary(
-    spec: str, wordnet_dir: str | Path | None = None, encoding: str = "utf-8", columns: str | None = None
+    spec: str | os.PathLike[str],
+    wordnet_dir: str | Path | None = None,
+    encoding: str = "utf-8",
+    columns: str | None = None,
 ) -> Dictionary:
-    """Load the comma-separated sources of `spec` (e.g. "wordnet,gcide,my_words.tsv").
+    """Load the comma-separated sources of `spec` (e.g. "wordnet,gcide,my_words.tsv", or the path of one file).
 
     Several sources are merged with `merge_dictionaries` (its report is logged); one is returned as
     loaded. `wordnet_dir` overrides the WordNet database folder; `encoding` is that of the table files
     (the command line's --encoding), bytes that do not decode raising DataFormatError with the file,
     line and byte; `columns` (the command line's --columns) names the columns of headerless table files.
+    Arguments that cannot be right are refused before anything is read (`check_arguments`).
     """
+    spec = check_arguments(spec, encoding, columns)
     dictionaries = [load_source(item, wordnet_dir, encoding, columns) for item in source_items(spec)]
     if len(dictionaries) == 1:
         return dictionaries[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections import defaultdict
 
 import numpy as np
@@ -10,15 +12,28 @@ from dictembed.dictionary.builder import without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import normalize_key
 from dictembed.errors import DictEmbedError
+from dictembed.texts import is_whole_number
 
 SPLITS = ("train", "dev", "test")
 
 
+def check_ratios(ratios: object) -> tuple[float, float, float]:
+    """`ratios` as three floats, refused in one line unless three finite non-negative numbers with a positive sum."""
+    values = tuple(ratios) if isinstance(ratios, tuple | list) else ()
+    if (
+        len(values) != 3
+        or not all(isinstance(r, numbers.Real) and not isinstance(r, bool) and math.isfinite(r) for r in values)
+        or any(r < 0 for r in values)
+        or sum(values) <= 0
+    ):
+        raise DictEmbedError(f"ratios must be three finite non-negative numbers with a positive sum, got {ratios!r}")
+    return float(values[0]), float(values[1]), float(values[2])
+
+
 def split_sizes(n: int, ratios: tuple[float, float, float]) -> tuple[int, int, int]:
     """Sizes of the three splits of `n` items, by rounding the cumulative ratios (they sum to `n`)."""
-    if len(ratios) != 3 or any(r < 0 for r in ratios) or sum(ratios) <= 0:
-        raise DictEmbedError(f"ratios must be three non-negative numbers with a positive sum, got {ratios!r}")
-    total = float(sum(ratios))
+    ratios = check_ratios(ratios)
+    total = sum(ratios)
     train_end = round(n * ratios[0] / total)
     dev_end = round(n * (ratios[0] + ratios[1]) / total)
     return train_end, dev_end - train_end, n - dev_end
@@ -52,8 +67,14 @@ def split_by_headword(
     Headwords equal up to case and whitespace ("Bank", "bank") go to the same split. The groups are
     sorted before a seeded shuffle, so the result depends only on the headwords and the seed,
     not on the order they were added in. Too few headwords for a non-empty split (8 with 8:1:1) raise
-    DictEmbedError.
+    DictEmbedError, as do a `dictionary` that is not one, a `seed` that is not a whole number >= 0 (None too: the
+    split must be reproducible) and `ratios` that are not three finite non-negative numbers.
     """
+    if not isinstance(dictionary, Dictionary):
+        raise DictEmbedError(f"dictionary must be a Dictionary (see load_dictionary), got {type(dictionary).__name__}")
+    if not is_whole_number(seed, 0):
+        raise DictEmbedError(f"seed must be a whole number >= 0, got {seed!r}")
+    ratios = check_ratios(ratios)
     groups: dict[str, list[str]] = defaultdict(list)
     for headword in dictionary.headwords:
         groups[normalize_key(headword)].append(headword)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -12,6 +13,8 @@ from numpy.typing import ArrayLike
 from dictembed import io
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.paths import data_dir
+
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding, and scikit-learn's and the Hugging Face Trainer's through it
 
 
 class SentenceEncoder(Protocol):
@@ -39,18 +42,56 @@ def parse_float(value: str, path: str | Path, line: int, what: str = "score") ->
         raise DataFormatError(path, f"{what} {value!r} is not a number", line=line) from None
 
 
-def encode_sentences(model: SentenceEncoder, sentences: list[str]) -> np.ndarray:
-    """`model.encode(sentences)` as a float64 array, checked to hold one row per sentence."""
+def check_encoder(model: object) -> None:
+    """Refuse, in one line, a `model` that is not a `SentenceEncoder`: a name or path (a str has an `encode` too),
+    None, or anything without an `encode` method."""
+    if isinstance(model, str | bytes | os.PathLike):
+        raise DictEmbedError(
+            f"model must be a sentence encoder (an object with encode(sentences)), got the path or name {model!r}: "
+            "load it first, e.g. Encoder.load(path)"
+        )
+    if not callable(getattr(model, "encode", None)):
+        raise DictEmbedError(
+            f"model must be a sentence encoder (an object with encode(sentences)), got {type(model).__name__}"
+        )
+
+
+def name_list(names: object, known: Sequence[str], what: str, label: str = "tasks") -> list[str]:
+    """`names` (the argument `label`) as a list: all of `known` for None, one name for a str (the name a user means,
+    not its letters), else each item of an iterable; refused in one line unless each is one of `known` (`what`
+    they are, in the message)."""
+    if names is None:
+        return list(known)
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, Iterable):
+        raise DictEmbedError(f"{label} must be a name or a list of names, got {names!r}")
+    chosen = list(names)
+    if unknown := [str(n) if isinstance(n, str) else repr(n) for n in chosen if n not in known]:
+        raise DictEmbedError(f"unknown {what} {', '.join(unknown)}; expected some of {', '.join(known)}")
+    return chosen
+
+
+def encode_sentences(model: SentenceEncoder, sentences: list[str], task: str = "") -> np.ndarray:
+    """`model.encode(sentences)` as a float64 array, checked to hold one finite row per sentence; an error names
+    `task` (the evaluation it is for) when given."""
+    where = f"{task}: " if task else ""
     try:
         embeddings = np.asarray(model.encode(sentences), dtype=np.float64)
     except DictEmbedError:
         raise
     except Exception as exc:  # the model is the user's; name it instead of a deep stack trace
-        raise DictEmbedError(f"{type(model).__name__}.encode failed: {type(exc).__name__}: {exc}") from exc
+        raise DictEmbedError(f"{where}{type(model).__name__}.encode failed: {type(exc).__name__}: {exc}") from exc
     if embeddings.ndim != 2 or embeddings.shape[0] != len(sentences):
         raise DictEmbedError(
-            f"{type(model).__name__}.encode returned shape {embeddings.shape} for {len(sentences)} sentences; "
+            f"{where}{type(model).__name__}.encode returned shape {embeddings.shape} for {len(sentences)} sentences; "
             "expected [n_sentences, dim]"
+        )
+    if not np.isfinite(embeddings).all():
+        row = int(np.flatnonzero(~np.isfinite(embeddings).all(axis=1))[0])
+        raise DictEmbedError(
+            f"{where}{type(model).__name__}.encode returned non-finite values (NaN or inf) for sentence {row} "
+            f"{sentences[row]!r}"
         )
     return embeddings
 
@@ -65,10 +106,11 @@ def unique_index(*groups: Sequence[str]) -> tuple[list[str], list[np.ndarray]]:
     return list(index), rows
 
 
-def encode_unique(model: SentenceEncoder, *groups: Sequence[str]) -> list[np.ndarray]:
-    """Encode every distinct sentence of `groups` once; return one embedding array per group, row-aligned."""
+def encode_unique(model: SentenceEncoder, *groups: Sequence[str], task: str = "") -> list[np.ndarray]:
+    """Encode every distinct sentence of `groups` once; return one embedding array per group, row-aligned (an
+    error names `task`)."""
     unique, rows = unique_index(*groups)
-    table = encode_sentences(model, unique) if unique else np.zeros((0, 0))
+    table = encode_sentences(model, unique, task) if unique else np.zeros((0, 0))
     return [table[r] for r in rows]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -40,7 +41,9 @@ from dictembed.errors import DictEmbedError, MissingHeadError, ModelLoadError
 from dictembed.evaluation.lexsub_metrics import LexSubInstance, load_lexsub, score_ranked
 from dictembed.extras import require
 from dictembed.loading import load_masked_lm_info, load_pretrained
+from dictembed.model_folder import resolve_model
 from dictembed.progress import disable
+from dictembed.texts import check_batch_size, is_whole_number
 from dictembed.wordnet_pos import WordNetPOS, load_wordnet_pos
 
 logger = logging.getLogger(__name__)
@@ -51,6 +54,8 @@ VALIDATION_ALPHA = 0.01
 VALIDATION_TOP = 50
 TOP_K = 10
 MAX_WORDS = 200  # longer sentences are cropped to a window around the target
+SCORINGS = ("auto", "head", "embeddings")
+LOADED = {"model": "SubstituteScorer", "validation_model": "SubstituteValidator"}  # what each argument takes loaded
 
 
 def candidate_vocabulary(tokenizer) -> tuple[list[int], list[str]]:
@@ -75,6 +80,23 @@ def candidate_vocabulary(tokenizer) -> tuple[list[int], list[str]]:
             ids.append(idx)
             words.append(token.lower())
     return ids, words
+
+
+def check_scoring(scoring: object) -> None:
+    """Refuse a substitute scoring other than auto, head or embeddings (`SubstituteScorer.from_pretrained`)."""
+    if scoring not in SCORINGS:
+        raise DictEmbedError(f"unknown lexsub scoring {scoring!r}; choose {', '.join(SCORINGS)}")
+
+
+def local_model(name_or_path: object, label: str = "model") -> str:
+    """The local folder of a model named by a path or name, as `Encoder.load` finds it (`resolve_model`: a path
+    that is not there is "not found", not a Hub lookup); anything but a str or path is refused naming `label`."""
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise DictEmbedError(
+            f"{label} must be a model folder or name (a str or path) or a loaded {LOADED[label]}, "
+            f"got {type(name_or_path).__name__}"
+        )
+    return str(resolve_model(name_or_path if isinstance(name_or_path, str) else Path(name_or_path)))
 
 
 def _crop(tokens: Sequence[str], index: int, max_words: int = MAX_WORDS) -> tuple[list[str], int]:
@@ -133,13 +155,15 @@ class SubstituteScorer(WordAligner):
         self.vocab_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, device: str | None = None, scoring: str = "auto") -> SubstituteScorer:
+    def from_pretrained(
+        cls, name_or_path: str | os.PathLike[str], device: str | None = None, scoring: str = "auto"
+    ) -> SubstituteScorer:
         """Load an MLM from a local path or cached name; score with its head, or with h . E^T when the head is
         missing (``scoring="auto"``). ``scoring="embeddings"`` always uses h . E^T; ``"head"`` requires a head."""
-        if scoring not in ("auto", "head", "embeddings"):
-            raise DictEmbedError(f"unknown lexsub scoring {scoring!r}; choose auto, head or embeddings")
-        model, head_missing = load_masked_lm_info(name_or_path)
-        tokenizer = _fast_tokenizer(name_or_path)
+        check_scoring(scoring)
+        folder = local_model(name_or_path)
+        model, head_missing = load_masked_lm_info(folder)
+        tokenizer = _fast_tokenizer(folder)
         if head_missing and scoring == "head":
             raise MissingHeadError(f"model {name_or_path!r} has no trained MLM head (missing {head_missing[0]}, ...)")
         if head_missing and scoring == "auto":
@@ -201,9 +225,10 @@ class SubstituteValidator(WordAligner):
     layers = 4
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, device: str | None = None) -> SubstituteValidator:
-        model = load_pretrained(AutoModel, name_or_path, attn_implementation="eager")
-        tokenizer = _fast_tokenizer(name_or_path)
+    def from_pretrained(cls, name_or_path: str | os.PathLike[str], device: str | None = None) -> SubstituteValidator:
+        folder = local_model(name_or_path)
+        model = load_pretrained(AutoModel, folder, attn_implementation="eager")
+        tokenizer = _fast_tokenizer(folder)
         return cls(model, tokenizer, device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
     @torch.no_grad()
@@ -275,8 +300,12 @@ def _rank_batch(
     return ranked
 
 
-def _post_flags(post: Iterable[str]) -> set[str]:
-    flags = {p.strip().lstrip("+").lower() for p in post}
+def _post_flags(post: str | Iterable[str]) -> set[str]:
+    """The post-processes of `post` ("+emb", "+valid"; one name alone is one, not its letters) without their +."""
+    items = [post] if isinstance(post, str) else post
+    if not isinstance(items, Iterable) or not all(isinstance(p, str) for p in items):
+        raise DictEmbedError(f"post must be a name or a list of names ('+emb', '+valid'), got {post!r}")
+    flags = {p.strip().lstrip("+").lower() for p in items}
     if flags - {"emb", "valid"}:
         unknown = sorted(flags - {"emb", "valid"})
         raise DictEmbedError(f"unknown lexical substitution post-process(es) {unknown}; use '+emb' and/or '+valid'")
@@ -286,7 +315,7 @@ def _post_flags(post: Iterable[str]) -> set[str]:
 def generate_substitutes(
     scorer: SubstituteScorer,
     instances: Sequence[LexSubInstance],
-    post: Iterable[str] = (),
+    post: str | Iterable[str] = (),
     validator: SubstituteValidator | None = None,
     batch_size: int = 32,
     wordnet_dir: str | Path | None = None,
@@ -294,6 +323,7 @@ def generate_substitutes(
 ) -> dict[str, list[str]]:
     """Instance id -> up to 10 substitutes, best first (``+valid`` defaults to the scorer's encoder)."""
     flags = _post_flags(post)
+    batch_size = check_batch_size(batch_size)
     if "valid" in flags and validator is None:
         base = cast(PreTrainedModel, scorer.model.base_model)  # a transformers model, typed nn.Module there
         validator = SubstituteValidator(base, scorer.tokenizer, scorer.device)
@@ -313,10 +343,10 @@ def generate_substitutes(
 
 
 def evaluate_lexsub(
-    model: str | SubstituteScorer,
+    model: str | os.PathLike[str] | SubstituteScorer,
     dataset: str = "LS07",
-    post: Iterable[str] = (),
-    validation_model: str | SubstituteValidator | None = None,
+    post: str | Iterable[str] = (),
+    validation_model: str | os.PathLike[str] | SubstituteValidator | None = None,
     limit: int | None = None,
     batch_size: int = 32,
     data_dir: str | Path | None = None,
@@ -330,21 +360,28 @@ def evaluate_lexsub(
     ``model`` is a local path / cached name or an in-memory :class:`SubstituteScorer`. With ``+valid`` the
     validation model defaults to the proposal model's own encoder. ``scoring``: see
     :meth:`SubstituteScorer.from_pretrained`. ``device``: where a model named by path runs (default: CUDA
-    when available, else the CPU).
+    when available, else the CPU). ``post`` may be one name ("+emb"). Arguments that cannot be right (a
+    ``limit`` or ``batch_size`` under 1, a model folder that is not there) are refused before anything loads.
     """
     _post_flags(post)
+    check_batch_size(batch_size)
+    if limit is not None and not is_whole_number(limit):
+        raise DictEmbedError(f"limit must be a whole number >= 1 (instances) or None (all), got {limit!r}")
+    check_scoring(scoring)
+    folder = None if isinstance(model, SubstituteScorer) else local_model(model)
+    validator_folder = None
+    if validation_model is not None and not isinstance(validation_model, SubstituteValidator):
+        validator_folder = local_model(validation_model, "validation_model")
     started = time.perf_counter()
     data = load_lexsub(dataset, data_dir).head(limit)
     scorer = (
-        model
-        if isinstance(model, SubstituteScorer)
-        else SubstituteScorer.from_pretrained(model, device=device, scoring=scoring)
+        SubstituteScorer.from_pretrained(folder, device=device, scoring=scoring)
+        if folder is not None
+        else cast(SubstituteScorer, model)
     )
-    validator: SubstituteValidator | None
-    if isinstance(validation_model, str | Path):
-        validator = SubstituteValidator.from_pretrained(str(validation_model), device=str(scorer.device))
-    else:
-        validator = validation_model
+    validator = cast(SubstituteValidator | None, validation_model)
+    if validator_folder is not None:
+        validator = SubstituteValidator.from_pretrained(validator_folder, device=str(scorer.device))
     answers = generate_substitutes(scorer, data.instances, post, validator, batch_size, wordnet_dir, progress)
     result = score_ranked(data.gold, answers)
     result.update(

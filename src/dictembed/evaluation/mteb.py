@@ -26,6 +26,7 @@ from dictembed.extras import require
 from dictembed.model_card import base_hub_name, hub_base_model
 from dictembed.model_folder import HUB_ID
 from dictembed.recipes.papers import citation
+from dictembed.texts import check_batch_size
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +156,13 @@ def _first_line(err: BaseException) -> str:
 
 
 def resolve_tasks(tasks: str | Any | Iterable[str | Any]) -> list[Any]:
-    """mteb task objects for task names or task objects (one, or a list of them); an unknown name is an error."""
+    """mteb task objects for task names or task objects (one, or a list of them); an unknown name, none at all
+    (None, an empty list) or anything else is a one-line error."""
     mteb = require("mteb")
-    items = [tasks] if isinstance(tasks, str) or isinstance(tasks, mteb.AbsTask) else list(tasks)
+    single = isinstance(tasks, str) or isinstance(tasks, mteb.AbsTask)
+    items = [tasks] if single else list(tasks) if isinstance(tasks, Iterable) else []
+    if not items:
+        raise DictEmbedError(f"tasks must be an MTEB task name or task, or a non-empty list of them, got {tasks!r}")
     resolved = []
     for item in items:
         if isinstance(item, mteb.AbsTask):
@@ -217,6 +222,9 @@ def evaluate_mteb(
     """
     mteb = require("mteb")
     resolved = resolve_tasks(tasks)  # an unknown name fails before any model is loaded
+    check_batch_size(batch_size)
+    if encoder is None:
+        raise DictEmbedError("encoder must be an Encoder, a model name or folder, or a model mteb takes; got None")
     if isinstance(encoder, (str, Path)):
         encoder = Encoder.load(encoder)
     if isinstance(encoder, Encoder):

@@ -14,6 +14,7 @@ percentages.
 from __future__ import annotations
 
 import logging
+import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,8 +31,17 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.evaluation._common import SentenceEncoder, encode_unique, read_lines, resolve_data_dir
+from dictembed.evaluation._common import (
+    MAX_SEED,
+    SentenceEncoder,
+    check_encoder,
+    encode_unique,
+    name_list,
+    read_lines,
+    resolve_data_dir,
+)
 from dictembed.progress import disable
+from dictembed.texts import is_whole_number
 
 logger = logging.getLogger(__name__)
 
@@ -271,21 +281,34 @@ def _run_task(
 ) -> dict[str, float]:
     """The accuracy of `task` on its loaded `data` (`load_task`)."""
     if task in BINARY_FILES:
-        (x,) = encode_unique(model, data.sentences)
+        (x,) = encode_unique(model, data.sentences, task=task)
         return {task: nested_cv_accuracy(x, data.labels, seed, folds, inner_folds, jobs=jobs).accuracy}
     if task == "SST2":
-        xs = encode_unique(model, *(s.sentences for s in data))
+        xs = encode_unique(model, *(s.sentences for s in data), task=task)
         train, dev, test = ((x, s.labels) for x, s in zip(xs, data, strict=True))
         return {task: dev_selected_accuracy(train, dev, test, seed).accuracy}
     if task == "TREC":
-        xs = encode_unique(model, *(s.sentences for s in data))
+        xs = encode_unique(model, *(s.sentences for s in data), task=task)
         train, test = ((x, s.labels) for x, s in zip(xs, data, strict=True))
         return {task: cv_selected_accuracy(train, test, seed, folds, jobs=jobs).accuracy}
     tr, te = data  # MRPC
-    a, b, c, d = encode_unique(model, tr.sentences1, tr.sentences2, te.sentences1, te.sentences2)
+    a, b, c, d = encode_unique(model, tr.sentences1, tr.sentences2, te.sentences1, te.sentences2, task=task)
     train, test = (pair_features(a, b), tr.labels), (pair_features(c, d), te.labels)
     result = cv_selected_accuracy(train, test, seed, folds, jobs=jobs)
     return {task: result.accuracy, "MRPC/F1": float(f1_score(te.labels, result.predictions) * 100)}
+
+
+def check_protocol(seed: object, folds: object, inner_folds: object, jobs: object) -> None:
+    """Refuse, in one line naming it, a `seed` that is not a whole number from 0 to 2**32 - 1 (what scikit-learn
+    seeds with), `folds` or `inner_folds` under 2 (a cross-validation needs two folds), `jobs` that is not a whole
+    number other than 0 (joblib's: -1 is one per core)."""
+    if not is_whole_number(seed, 0, MAX_SEED):
+        raise DictEmbedError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+    for name, value in (("folds", folds), ("inner_folds", inner_folds)):
+        if not is_whole_number(value, 2):
+            raise DictEmbedError(f"{name} must be a whole number >= 2 (a cross-validation's folds), got {value!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs == 0:
+        raise DictEmbedError(f"jobs must be a whole number other than 0 (-1: one per core), got {jobs!r}")
 
 
 def evaluate_senteval(
@@ -303,11 +326,12 @@ def evaluate_senteval(
     `folds` is the number of (outer) CV folds, `inner_folds` that of the C search inside each training fold
     of MR/CR/SUBJ/MPQA; SentEval's protocol is 10 and 10 (the defaults). SST2 selects C on its dev split.
     `jobs` processes fit the classifiers' folds (-1: one per core); the results do not depend on it.
+    `tasks` may be one name ("MR"). Arguments that cannot be right are refused before anything is read
+    (`check_protocol`), vectors that are not finite with an error naming the task.
     """
-    tasks = list(SENTEVAL_TASKS) if tasks is None else list(tasks)
-    unknown = [t for t in tasks if t not in SENTEVAL_TASKS]
-    if unknown:
-        raise DictEmbedError(f"unknown SentEval task(s) {', '.join(unknown)}; expected some of {SENTEVAL_TASKS}")
+    check_encoder(model)
+    tasks = name_list(tasks, SENTEVAL_TASKS, "SentEval task(s)")
+    check_protocol(seed, folds, inner_folds, jobs)
     loaded = {task: load_task(task, data_dir) for task in tasks}  # a missing or bad file fails before any encoding
     results: dict[str, float] = {}
     for task in tqdm(tasks, desc="SentEval", unit="task", disable=disable(True)):

@@ -8,18 +8,21 @@ files, and `avg` is the mean over the seven tasks. Select models on the STS-B de
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import ConstantInputWarning, spearmanr
 from tqdm.auto import tqdm
 
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation._common import (
     SentenceEncoder,
+    check_encoder,
     cosine_rows,
     encode_sentences,
+    name_list,
     parse_float,
     read_lines,
     resolve_data_dir,
@@ -167,34 +170,46 @@ def fit_whitening(embeddings: np.ndarray, eps: float = 1e-12) -> Whitening:
     return Whitening(mean, u / np.sqrt(s))
 
 
-def spearman100(predicted: np.ndarray, gold: np.ndarray) -> float:
-    """Spearman correlation x 100 (scipy.stats.spearmanr)."""
-    return float(spearmanr(predicted, gold).statistic * 100)
+def spearman100(predicted: np.ndarray, gold: np.ndarray, name: str = "") -> float:
+    """Spearman correlation x 100 (scipy.stats.spearmanr); NaN where it is undefined (every predicted similarity
+    equal, as constant vectors give, or every gold score), with a warning naming `name` (the task or subset)."""
+    with warnings.catch_warnings():  # scipy's warning names no task: the one below does
+        warnings.simplefilter("ignore", ConstantInputWarning)
+        score = float(spearmanr(predicted, gold).statistic * 100)
+    if np.isnan(score):
+        constant = "predicted similarity" if len(np.unique(predicted)) <= 1 else "gold score"
+        logger.warning("%s: the Spearman correlation is undefined (NaN): every %s is the same", name or "STS", constant)
+    return score
 
 
-def predict_similarities(model: SentenceEncoder, subsets: list[StsSubset], whitening: bool = False) -> list[np.ndarray]:
-    """Cosine similarity of every pair, per subset; each distinct sentence of the task is encoded once.
+def predict_similarities(
+    model: SentenceEncoder, subsets: list[StsSubset], whitening: bool = False, task: str = ""
+) -> list[np.ndarray]:
+    """Cosine similarity of every pair, per subset; each distinct sentence of the task is encoded once (vectors that
+    are not finite: an error naming `task`).
 
     With `whitening`, the whitening is fitted on the distinct sentences of these subsets (the task itself),
     as in Su et al. (2021), then applied before the cosine.
     """
     groups = [group for subset in subsets for group in (subset.sentences1, subset.sentences2)]
     unique, rows = unique_index(*groups)
-    table = encode_sentences(model, unique)
+    table = encode_sentences(model, unique, task)
     if whitening:
         table = fit_whitening(table).transform(table)
     return [cosine_rows(table[rows[2 * i]], table[rows[2 * i + 1]]) for i in range(len(subsets))]
 
 
-def aggregate(predictions: list[np.ndarray], golds: list[np.ndarray], aggregation: str = "all") -> float:
-    """One score for a task from its subsets' predictions and gold scores.
+def aggregate(
+    predictions: list[np.ndarray], golds: list[np.ndarray], aggregation: str = "all", task: str = ""
+) -> float:
+    """One score for a task from its subsets' predictions and gold scores (`task`: its name, for a warning).
 
     "all": one Spearman over all subsets concatenated; "mean": plain mean of per-subset Spearmans;
     "wmean": per-subset Spearmans weighted by subset size.
     """
     if aggregation == "all":
-        return spearman100(np.concatenate(predictions), np.concatenate(golds))
-    per_subset = np.array([spearman100(p, g) for p, g in zip(predictions, golds, strict=True)])
+        return spearman100(np.concatenate(predictions), np.concatenate(golds), task)
+    per_subset = np.array([spearman100(p, g, task) for p, g in zip(predictions, golds, strict=True)])
     if aggregation == "mean":
         return float(per_subset.mean())
     if aggregation == "wmean":
@@ -214,22 +229,22 @@ def evaluate_sts(
 
     `aggregation` ("all", "mean" or "wmean") combines the subsets of STS12-16; `per_subset` adds keys like
     "STS12/MSRpar". With `whitening`, BERT-whitening is fitted on the sentences of each evaluated task.
+    `tasks` may be one name ("STSB"). A `model` that is no encoder is refused before anything is read, vectors that
+    are not finite with an error naming the task; a Spearman that is undefined (constant vectors) is NaN, warned.
     """
-    tasks = list(STS_TASKS) if tasks is None else list(tasks)
-    unknown = [t for t in tasks if t not in STS_TASKS]
-    if unknown:
-        raise DictEmbedError(f"unknown STS task(s) {', '.join(unknown)}; expected some of {', '.join(STS_TASKS)}")
+    check_encoder(model)
+    tasks = name_list(tasks, STS_TASKS, "STS task(s)")
     if aggregation not in AGGREGATIONS:
         raise DictEmbedError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
     results: dict[str, float] = {}
     for task in tqdm(tasks, desc="STS", unit="task", disable=disable(True)):
         subsets = load_sts_task(task, data_dir)
-        predictions = predict_similarities(model, subsets, whitening=whitening)
+        predictions = predict_similarities(model, subsets, whitening=whitening, task=task)
         golds = [subset.scores for subset in subsets]
-        results[task] = aggregate(predictions, golds, aggregation)
+        results[task] = aggregate(predictions, golds, aggregation, task)
         if per_subset and task in STS_YEAR_SUBSETS:
             for subset, predicted in zip(subsets, predictions, strict=True):
-                results[subset.name] = spearman100(predicted, subset.scores)
+                results[subset.name] = spearman100(predicted, subset.scores, subset.name)
     if tasks:
         results["avg"] = float(np.mean([results[t] for t in tasks]))
     return results
@@ -237,6 +252,7 @@ def evaluate_sts(
 
 def evaluate_stsb_dev(model: SentenceEncoder, data_dir: str | Path | None = None) -> float:
     """Cosine Spearman x 100 on the STS-B dev split: the score to select models on (never a test file)."""
+    check_encoder(model)
     dev = load_stsb("dev", data_dir)
-    (predicted,) = predict_similarities(model, [dev])
-    return spearman100(predicted, dev.scores)
+    (predicted,) = predict_similarities(model, [dev], task=dev.name)
+    return spearman100(predicted, dev.scores, dev.name)

@@ -93,8 +93,8 @@ def evaluate_sts_multi(
 
 def score(model: SentenceEncoder, subset: StsSubset) -> float:
     """Cosine Spearman x 100 of `model` on one subset."""
-    (predicted,) = predict_similarities(model, [subset])
-    return spearman100(predicted, subset.scores)
+    (predicted,) = predict_similarities(model, [subset], task=subset.name)
+    return spearman100(predicted, subset.scores, subset.name)
 
 
 def evaluate_sts_dev(model: SentenceEncoder, language: str = "en", data_dir: str | Path | None = None) -> float:

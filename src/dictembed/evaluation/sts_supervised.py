@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import numbers
 import os
 import tempfile
 import time
@@ -22,12 +23,14 @@ import numpy as np
 
 from dictembed.devices import autocast, resolve_device, resolve_precision
 from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
-from dictembed.evaluation._common import mean_sd, resolve_data_dir
+from dictembed.evaluation._common import MAX_SEED, mean_sd, resolve_data_dir
 from dictembed.evaluation.sts import load_stsb
 from dictembed.extras import require
 from dictembed.io import staged_dir
 from dictembed.model_folder import resolve_model
+from dictembed.output_folder import check_not_a_file, check_output_folder
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
+from dictembed.texts import check_batch_size, is_whole_number
 
 logger = logging.getLogger(__name__)
 RESULTS = "results.json"  # a seed's scores and settings, written last into its folder
@@ -60,8 +63,7 @@ def load_stsb_pairs(split: str, data_dir: str | Path | None = None, limit: int |
 
     A score outside 0-5 raises `DataFormatError` naming the file and line; `limit` keeps the first pairs.
     """
-    if limit is not None and limit < 1:
-        raise DictEmbedError(f"limit must be a positive number of pairs, got {limit}")
+    check_limit(limit)
     subset = load_stsb(split, data_dir)
     bad = np.flatnonzero((subset.scores < 0.0) | (subset.scores > MAX_SCORE))
     if bad.size:
@@ -74,10 +76,57 @@ def load_stsb_pairs(split: str, data_dir: str | Path | None = None, limit: int |
     return StsPairs(subset.sentences1[keep], subset.sentences2[keep], (subset.scores[keep] / MAX_SCORE).tolist())
 
 
+def check_limit(limit: object) -> None:
+    """Refuse a `limit` that is not None or a whole number of pairs >= 1."""
+    if limit is not None and not is_whole_number(limit):
+        raise DictEmbedError(f"limit must be a positive number of pairs or None (all), got {limit!r}")
+
+
+def check_ratio(ratio: object) -> None:
+    """Refuse a `ratio` that is not a number in (0, 1]."""
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0.0 < float(ratio) <= 1.0:
+        raise DictEmbedError(f"ratio must be in (0, 1], got {ratio!r}")
+
+
+def check_seed(seed: object) -> None:
+    """Refuse a `seed` that is not a whole number from 0 to `MAX_SEED` (what the Trainer seeds numpy with)."""
+    if not is_whole_number(seed, 0, MAX_SEED):
+        raise DictEmbedError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+
+
+def check_pooling(pooling: object) -> None:
+    """Refuse a pooling other than cls, mean or max."""
+    if pooling not in POOLINGS:
+        raise DictEmbedError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
+
+
+def check_settings(
+    ratio: object, seed: object, epochs: object, batch_size: object, lr: object, pooling: object, limit: object
+) -> None:
+    """Refuse, in one line naming the argument and its value, a setting of `finetune_stsb` that cannot train:
+    before anything loads."""
+    check_ratio(ratio)
+    check_seed(seed)
+    if not is_whole_number(epochs):
+        raise DictEmbedError(f"epochs must be a whole number >= 1, got {epochs!r}")
+    check_batch_size(batch_size)
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0.0 < float(lr) < math.inf:
+        raise DictEmbedError(f"lr must be a finite number > 0, got {lr!r}")
+    check_pooling(pooling)
+    check_limit(limit)
+
+
+def check_seed_output(folder: str | Path, overwrite: bool, resume: bool = False) -> None:
+    """Refuse a seed's `output_dir` that would lose something (`check_output_folder`: a file, a non-empty folder
+    holding no model, one holding a model unless `overwrite`); with `resume`, a folder holding a seed's results
+    passes: `finished_seed` reads it back or refuses it, and one trained again is checked then."""
+    if not (resume and (Path(folder) / RESULTS).is_file()):
+        check_output_folder(folder, overwrite, label="output_dir", remedy="pass overwrite=True")
+
+
 def subsample(pairs: StsPairs, ratio: float, seed: int) -> StsPairs:
     """A seeded random `ratio` of the pairs (ratio * n rounded half up, at least 1), in file order."""
-    if not 0.0 < ratio <= 1.0:
-        raise DictEmbedError(f"ratio must be in (0, 1], got {ratio}")
+    check_ratio(ratio)
     size = max(1, math.floor(ratio * len(pairs) + 0.5))
     if size == len(pairs):
         return pairs
@@ -90,8 +139,7 @@ def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean", devic
     Hugging Face encoder wrapped as Transformer + Pooling(`pooling`, one of cls|mean|max); on `device`
     ("auto"/None: CUDA, else MPS, else CPU)."""
     device = str(resolve_device(device))
-    if pooling not in POOLINGS:
-        raise DictEmbedError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
+    check_pooling(pooling)
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
@@ -205,8 +253,13 @@ def finetune_stsb(
     `dev_spearman`, `n_train`, `steps`, `loss_history` [(step, loss)], `train_seconds` and
     `wall_seconds` (training + evaluation) besides the settings. With `resume`, the result `output_dir` holds
     already, finished with the same settings, is read back instead (`finished_seed`; `overwrite`: one finished
-    with other settings is trained again).
+    with other settings is trained again). Arguments that cannot train (`check_settings`) and an `output_dir` that
+    would lose something (`check_seed_output`: a file, a non-empty folder holding no model, one holding a model
+    unless `overwrite`) are refused before anything loads.
     """
+    check_settings(ratio, seed, epochs, batch_size, lr, pooling, limit)
+    if output_dir is not None:
+        check_seed_output(output_dir, overwrite, resume)
     chosen = resolve_device(device)
     if chosen.type == "cuda" and chosen.index and int(os.environ.get("WORLD_SIZE", "1")) == 1:
         raise DictEmbedError(
@@ -217,6 +270,8 @@ def finetune_stsb(
     settings = seed_settings(model_name_or_path, ratio, seed, epochs, batch_size, lr, pooling, limit, precision)
     if resume and output_dir is not None and (done := finished_seed(Path(output_dir), settings, overwrite)):
         return done
+    if resume and output_dir is not None:  # trained again: the folder as any other
+        check_seed_output(output_dir, overwrite)
     train = subsample(load_stsb_pairs("train", data_dir, limit), ratio, seed)
     dev = load_stsb_pairs("dev", data_dir, limit)
     test = load_stsb_pairs("test", data_dir, limit)
@@ -245,6 +300,7 @@ def finetune_stsb(
         "wall_seconds": time.perf_counter() - start,
     }
     if output_dir is not None:
+        check_seed_output(output_dir, overwrite)  # again: another run may have written there meanwhile
         with staged_dir(output_dir) as staging:  # whole or absent: results.json marks a finished seed
             model.save(str(staging))
             (staging / RESULTS).write_text(json.dumps(result, indent=2), encoding="utf-8")
@@ -304,8 +360,17 @@ def finetune_stsb_seeds(
 ) -> dict[str, Any]:
     """`finetune_stsb` once per seed; `mean`/`sd` (sample sd, ddof=1) of the test Spearman, and
     `dev_mean`/`dev_sd` of the dev Spearman. `output_dir`, if given, gets one sub-folder per seed (with `resume`,
-    a seed already finished there with the same settings is read back)."""
+    a seed already finished there with the same settings is read back). Every seed, and its folder, is checked
+    before the first trains (`check_seed`, `check_seed_output`)."""
     output_dir = kw.pop("output_dir", None)
+    if isinstance(seeds, str) or not isinstance(seeds, Sequence) or not seeds:
+        raise DictEmbedError(f"seeds must be a non-empty list of whole numbers, got {seeds!r}")
+    if output_dir is not None:
+        check_not_a_file(output_dir, "output_dir")
+    for seed in seeds:
+        check_seed(seed)
+        if output_dir is not None:
+            check_seed_output(Path(output_dir) / f"seed{seed}", kw.get("overwrite", False), kw.get("resume", False))
     runs = []
     for seed in seeds:
         out = Path(output_dir) / f"seed{seed}" if output_dir is not None else None

@@ -17,7 +17,7 @@ from dictembed.errors import DictEmbedError
 from dictembed.evaluation.sts_multi import STS_MULTI_LANGUAGES
 from dictembed.io import text_encoding
 from dictembed.paths import CACHE_HELP, default_model
-from dictembed.recipes.options import MethodOptions, Options, option
+from dictembed.recipes.options import MethodOptions, Options, check_options, option
 from dictembed.recipes.registry import get_recipe
 from dictembed.record import RunRecord, version_2
 
@@ -62,7 +62,7 @@ class RunConfig:
     group_by_length: bool = option(
         False, "batches of definitions of similar length (seeded; less padding, faster, other batches)"
     )
-    warmup_ratio: float = option(0.1, "fraction of the steps with a linear warm-up", positive=False)
+    warmup_ratio: float = option(0.1, "fraction of the steps with a linear warm-up", positive=False, maximum=1.0)
     max_length: int = option(128, "tokens per definition, longer ones are truncated")
     limit: int | None = option(None, "train on a seeded sample of N examples (default: all)")
     dev_limit: int | None = option(2000, "dev definitions scored for selection")
@@ -93,12 +93,16 @@ class RunConfig:
         for key, value in recipe.defaults.items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
+        check_options(self, self.method, skip=("method", "options"))  # every path: create, a saved config, --resume
+        if self.batch_size % self.grad_accum:  # the Trainer splits each optimizer step's batch into micro-batches
+            raise DictEmbedError(
+                f"{self.method}: batch_size {self.batch_size} does not split into grad_accum={self.grad_accum} "
+                "micro-batches; make it a multiple"
+            )
         if self.select_on not in recipe.select_choices:
             raise DictEmbedError(
                 f"{self.method} selects on one of {', '.join(recipe.select_choices)}, not {self.select_on!r}"
             )
-        if not self.seeds or not self.lrs:
-            raise DictEmbedError("a run needs at least one seed and one learning rate")
         self.precision = resolve_precision(self.precision, self.device)  # "auto" -> what this device runs
 
     def options_as(self, kind: type[Options]) -> Options:

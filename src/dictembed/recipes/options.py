@@ -4,10 +4,15 @@ a recipe declares its options without importing the configuration that collects 
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+import argparse
+import math
+import numbers
+import os
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from dictembed.errors import DictEmbedError
+from dictembed.texts import is_whole_number
 
 
 def option(
@@ -18,14 +23,24 @@ def option(
     run: bool = True,
     cli: bool = True,
     positive: bool = True,
+    maximum: float | None = None,
     parse: Any = None,
     default_factory: Any = MISSING,
 ) -> Any:
     """A dataclass field with its command-line help and choices. `run=False` marks options that do not change
     a single (lr, seed) run's weights or dev figures (the grid, the output folder, ...): a finished run is
-    reused whatever they are. `cli=False` keeps an option off the command line. A number must be > 0, or
-    >= 0 with `positive=False`. `parse` converts and checks a command-line value (an argparse type)."""
-    metadata = {"help": help, "choices": choices, "run": run, "cli": cli, "positive": positive, "parse": parse}
+    reused whatever they are. `cli=False` keeps an option off the command line. A number must be > 0 (a whole
+    number >= 1), or >= 0 with `positive=False`, and at most `maximum` when given. `parse` converts and checks a
+    command-line value (an argparse type). `check_option` holds every value to these."""
+    metadata = {
+        "help": help,
+        "choices": choices,
+        "run": run,
+        "cli": cli,
+        "positive": positive,
+        "maximum": maximum,
+        "parse": parse,
+    }
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -40,13 +55,81 @@ class MethodOptions:
     removed: ClassVar[dict[str, Any]] = {}
 
     def validate(self, method: str) -> None:
-        """Check every option with choices against them."""
-        for f in fields(self):
-            choices = f.metadata.get("choices")
-            if choices and getattr(self, f.name) not in choices:
-                raise DictEmbedError(
-                    f"{method}: {f.name} must be one of {', '.join(choices)}, got {getattr(self, f.name)!r}"
-                )
+        """Check every option (`check_option`), keeping each as the run keeps it."""
+        check_options(self, method)
+
+
+def check_options(settings: Any, owner: str, skip: tuple[str, ...] = ()) -> None:
+    """`check_option` on every field of the dataclass `settings` but `skip`, each set to the value it returns."""
+    for f in fields(settings):
+        if f.name not in skip:
+            setattr(settings, f.name, check_option(f, getattr(settings, f.name), owner))
+
+
+def check_option(f: Field, value: Any, owner: str) -> Any:
+    """`value` as option `f` keeps it, or a one-line DictEmbedError naming `owner: f.name` and the value: one of
+    its choices; for its declared type a bool, a whole number or a finite number in its range (`option`), a
+    non-empty list of them, a string (a path too) that its `parse` takes or that is not blank; None only where
+    the type allows it. Numbers come back as plain ints and floats (a numpy one too)."""
+    kind, name = str(f.type), f"{owner}: {f.name}"
+    if value is None and kind.endswith("| None"):
+        return None
+    kind = kind.removesuffix(" | None")
+    if choices := f.metadata.get("choices"):
+        if not isinstance(value, str) or value not in choices:
+            raise DictEmbedError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise DictEmbedError(f"{name} must be True or False, got {value!r}")
+        return value
+    bounds = (f.metadata.get("positive", True), f.metadata.get("maximum"))
+    if kind in ("int", "float"):
+        if (number := _number(kind, value, *bounds)) is None:
+            raise DictEmbedError(f"{name} must be {_number_kind(kind, *bounds)}, got {value!r}")
+        return number
+    if kind in ("list[int]", "list[float]"):
+        items = value if isinstance(value, list | tuple) else ()
+        checked = [_number(kind[5:-1], item, *bounds) for item in items]
+        if not checked or None in checked:
+            each = _number_kind(kind[5:-1], *bounds)
+            raise DictEmbedError(f"{name} must be a non-empty list, each {each}, got {value!r}")
+        return checked
+    if kind == "str":
+        return _text(f, os.fspath(value) if isinstance(value, os.PathLike) else value, name)
+    return value
+
+
+def _number(kind: str, value: Any, positive: bool, maximum: float | None) -> int | float | None:
+    """`value` as a plain int (`kind` "int") or float in the range of an option, None when it is not one."""
+    if kind == "int":
+        fits = is_whole_number(value, 1 if positive else 0, None if maximum is None else int(maximum))
+        return int(value) if fits else None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(number := float(value)):
+        return None
+    low_ok = number > 0 if positive else number >= 0
+    return number if low_ok and (maximum is None or number <= maximum) else None
+
+
+def _number_kind(kind: str, positive: bool, maximum: float | None) -> str:
+    """What `_number` takes, in words: "a whole number >= 1", "a number from 0 to 1"."""
+    noun = "a whole number" if kind == "int" else "a number"
+    low = ("> 0" if kind == "float" else ">= 1") if positive else ">= 0"
+    return f"{noun} {low}" + (f" and <= {maximum:g}" if maximum is not None else "")
+
+
+def _text(f: Field, value: Any, name: str) -> str:
+    """A string option: what its `parse` makes of it (its error, one line), else any string that is not blank."""
+    if not isinstance(value, str):
+        raise DictEmbedError(f"{name} must be a string, got {value!r}")
+    if (parse := f.metadata.get("parse")) is not None:
+        try:
+            return str(parse(value))
+        except (ValueError, argparse.ArgumentTypeError, DictEmbedError) as err:
+            raise DictEmbedError(f"{name} {value!r}: {err}") from None
+    if not value.strip():
+        raise DictEmbedError(f"{name} must not be empty, got {value!r}")
+    return value
 
 
 Options = TypeVar("Options", bound=MethodOptions)

@@ -1,0 +1,109 @@
+"""`RunConfig`'s settings, each held to its type and the range training needs, on every path a configuration is made
+by (`RunConfig.create`, a saved configuration read back, the command line's resolution), in one line naming it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dictembed.errors import DictEmbedError
+from dictembed.recipes.config import RunConfig
+from dictembed.recipes.resolve import ConfigError, resolve_train_config
+
+
+@pytest.mark.parametrize(
+    ("method", "name", "value"),
+    [
+        ("defsent-plus", "batch_size", 0),
+        ("defsent-plus", "batch_size", -1),
+        ("defsent-plus", "batch_size", "16"),
+        ("defsent-plus", "batch_size", 2.5),
+        ("defsent-plus", "batch_size", True),
+        ("defsent-plus", "lrs", 1e-4),
+        ("defsent-plus", "lrs", ["x"]),
+        ("defsent-plus", "lrs", [-1.0]),
+        ("defsent-plus", "lrs", [float("nan")]),
+        ("defsent-plus", "lrs", []),
+        ("defsent-plus", "seeds", "0,1"),
+        ("defsent-plus", "seeds", [-1]),
+        ("defsent-plus", "seeds", []),
+        ("defsent-plus", "limit", 0),
+        ("defsent-plus", "limit", -5),
+        ("defsent-plus", "limit", "50"),
+        ("defsent-plus", "limit", 50.5),
+        ("defsent-plus", "epochs", 0),
+        ("defsent-plus", "epochs", -1),
+        ("defsent-plus", "warmup_ratio", 2.0),
+        ("defsent-plus", "warmup_ratio", -0.5),
+        ("defsent-plus", "entry_temperature", 0),
+        ("defsent-plus", "entry_temperature", -1),
+        ("defsent-plus", "pst_steps", 0),
+        ("defsent-plus", "description_ratio", float("inf")),
+        ("defsent-plus", "grad_accum", 0),
+        ("defsent-plus", "checkpoint_every", 0),
+        ("defsent-plus", "dev_limit", 0),
+        ("defsent-plus", "headwords", 0),
+        ("defsent-plus", "headwords", -3),
+        ("defsent-plus", "split_seed", -1),
+        ("defsent-plus", "split_seed", "0"),
+        ("defsent-plus", "max_length", 0),
+        ("defsent-plus", "model", None),
+        ("defsent-plus", "model", ""),
+        ("defsent-plus", "dictionary", 5),
+        ("defsent-plus", "dictionary", ""),
+        ("defsent-plus", "output", None),
+        ("defsent-plus", "output", ""),
+        ("defsent-plus", "group_by_length", "no"),
+        ("defsent-plus", "resume", 1),
+        ("defsent-plus", "overwrite", "yes"),
+        ("defsent-plus", "encoding", "no-such-codec"),
+        ("defsent-plus", "columns", "word"),
+        ("defsent-plus", "dev_language", "xx"),
+        ("gr-bert", "gloss_temperature", 0.0),
+        ("gr-bert", "gloss_weight", -1.0),
+    ],
+)
+def test_a_setting_training_cannot_use_is_refused_naming_it(method: str, name: str, value: object) -> None:
+    with pytest.raises(DictEmbedError, match=rf"^{method}: {name}\b") as info:
+        RunConfig.create(method, **{name: value})
+    assert repr(value) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_saved_configuration_is_held_to_the_same() -> None:
+    """`--config` and a record's configuration are read by `from_dict`: a hand-edited value is refused too."""
+    saved = RunConfig.create("defsent-plus").to_dict()
+    assert RunConfig.from_dict(saved).batch_size == 16
+    with pytest.raises(DictEmbedError, match="checkpoint_every must be a whole number >= 1, got 0"):
+        RunConfig.from_dict(saved | {"checkpoint_every": 0})
+
+
+def test_the_command_line_resolution_reports_it_as_a_usage_error() -> None:
+    with pytest.raises(ConfigError, match=r"warmup_ratio must be a number >= 0 and <= 1, got 2\.0"):
+        resolve_train_config("defsent-plus", "paper", {"warmup_ratio": 2.0}, output="out")
+
+
+def test_the_batch_must_split_into_the_accumulated_micro_batches() -> None:
+    with pytest.raises(DictEmbedError, match="batch_size 16 does not split into grad_accum=3"):
+        RunConfig.create("defsent-plus", grad_accum=3)
+    assert RunConfig.create("defsent-plus", grad_accum=4).grad_accum == 4
+
+
+def test_documented_values_pass_and_numbers_are_kept_plain() -> None:
+    config = RunConfig.create(
+        "defsent-plus",
+        batch_size=np.int64(8),
+        lrs=(1, 2e-5),
+        seeds=[np.int32(0), 3],
+        headwords=None,
+        limit=None,
+        dev_limit=None,
+        warmup_ratio=0,
+        split_seed=0,
+        description_ratio=0,
+        descriptions="none",
+    )
+    assert type(config.batch_size) is int and config.batch_size == 8
+    assert config.lrs == [1.0, 2e-5] and all(type(lr) is float for lr in config.lrs)
+    assert config.seeds == [0, 3] and all(type(seed) is int for seed in config.seeds)
+    assert (config.headwords, config.limit, config.dev_limit, config.warmup_ratio) == (None, None, None, 0.0)
+    assert config.options.descriptions == ""  # "none": no corpus, as the command line reads it
