@@ -107,3 +107,14 @@ def test_documented_values_pass_and_numbers_are_kept_plain() -> None:
     assert config.seeds == [0, 3] and all(type(seed) is int for seed in config.seeds)
     assert (config.headwords, config.limit, config.dev_limit, config.warmup_ratio) == (None, None, None, 0.0)
     assert config.options.descriptions == ""  # "none": no corpus, as the command line reads it
+
+
+def test_a_run_that_fails_before_training_leaves_no_runs_folder(bert_path, tmp_path) -> None:
+    from dictembed.cli import main
+
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("word\tdefinition\ndog\ta pet\ncat\n", encoding="utf-8")
+    output = tmp_path / "out"
+    argv = ["train", "--model", str(bert_path), "--dictionary", str(bad), "--output", str(output), "-q"]
+    assert main(argv) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv"]  # neither out nor out-runs (its train.lock)

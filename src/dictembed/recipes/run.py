@@ -7,6 +7,7 @@ the learning rate by its mean dev metric over seeds, then publish the best run t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -303,10 +304,12 @@ def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Pat
 @contextmanager
 def output_lock(output: str | Path) -> Iterator[None]:
     """Hold `<output>-runs/train.lock` for the run: a second `train` into the same output refuses at once
-    (the operating system releases the lock of a killed process)."""
+    (the operating system releases the lock of a killed process). A run that made the runs folder and leaves
+    nothing else in it (it failed before training: a missing extra, a bad dictionary) removes the folder."""
     from filelock import FileLock, Timeout
 
     path = runs_root(output) / "train.lock"
+    made = not path.parent.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path))
     try:
@@ -319,6 +322,10 @@ def output_lock(output: str | Path) -> Iterator[None]:
         yield
     finally:
         lock.release()
+        if made and [p.name for p in path.parent.iterdir()] == [path.name]:
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # another run may have begun writing there meanwhile
+                path.parent.rmdir()
 
 
 def train(config: RunConfig) -> Path:
