@@ -118,3 +118,21 @@ def test_a_run_that_fails_before_training_leaves_no_runs_folder(bert_path, tmp_p
     argv = ["train", "--model", str(bert_path), "--dictionary", str(bad), "--output", str(output), "-q"]
     assert main(argv) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv"]  # neither out nor out-runs (its train.lock)
+
+
+def test_publish_refuses_a_link_leading_outside_the_run(saved_bert, tmp_path) -> None:
+    import shutil
+
+    import pytest
+
+    from dictembed.errors import DictEmbedError
+    from dictembed.recipes.run import RunResult, publish
+
+    run = tmp_path / "run"
+    shutil.copytree(saved_bert, run)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the model's", encoding="utf-8")
+    (run / "notes.txt").symlink_to(secret)
+    with pytest.raises(DictEmbedError, match="notes.txt: a link leading outside the run's model folder"):
+        publish(RunResult(run, 1e-3, 0, {}), {}, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

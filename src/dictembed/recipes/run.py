@@ -33,7 +33,7 @@ from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
 from dictembed.io import staged_dir, writing
 from dictembed.model_card import write_model_card
-from dictembed.model_folder import read_record, write_definitions, write_record
+from dictembed.model_folder import links_outside, read_record, write_definitions, write_record
 from dictembed.output_folder import check_run_output
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
@@ -289,7 +289,10 @@ def select(results: list[RunResult], key: str) -> tuple[RunResult, dict[str, Any
 def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Path:
     """Copy the selected model to `output` (atomically), with the grid summary added to its record and card, and
     for a reverse dictionary its query graph (`write_query_graph`). The published record names no path of this
-    machine (`RunRecord.portable`); the run folders keep the real ones."""
+    machine (`RunRecord.portable`); the run folders keep the real ones. A link in the run's folder that leads
+    outside it is refused: the copy would take in the file it names."""
+    if outside := links_outside(Path(best.path)):
+        raise DictEmbedError(f"{outside[0]}: a link leading outside the run's model folder; remove it to publish")
     with staged_dir(output) as staging:
         shutil.copytree(best.path, staging, dirs_exist_ok=True)
         record = read_record(staging, required=True)
