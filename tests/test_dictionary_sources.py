@@ -205,7 +205,7 @@ def test_headerless_table_with_named_columns(tmp_path):
     assert d["使出"].senses[0].examples == []
     with_examples = load_dictionary(str(path), columns="word,example,definition")
     assert with_examples["bank"].senses[0].examples == ["the bank"]
-    with pytest.raises(DictEmbedError, match="unknown dictionary"):
+    with pytest.raises(DictEmbedError, match=r"cwn\.txt: a \.txt table has no header line: give columns"):
         load_dictionary(str(path))  # a .txt file needs --columns
     with pytest.raises(DataFormatError, match="3 fields where the header has 2"):
         load_dictionary(str(path), columns="word,definition")

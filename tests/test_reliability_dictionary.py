@@ -141,11 +141,11 @@ def test_a_quoted_csv_file_joined_after_another(tmp_path) -> None:
     assert pairs == [("cat", "a feline, small"), ("dog", "a feline, small")]
 
 
-def test_a_headerless_table_keeps_a_line_that_looks_like_a_header(tmp_path) -> None:
-    path = write(tmp_path / "d.tsv", "word\tdefinition\ncat\ta feline\n")
+def test_a_headerless_table_skips_only_a_first_line_that_looks_like_a_header(tmp_path) -> None:
+    path = write(tmp_path / "d.tsv", "word\tdefinition\ncat\ta feline\nword\tdefinition\n")
     assert load_dictionary(str(path), columns="word,definition").pairs() == [
-        ("word", "definition"),
         ("cat", "a feline"),
+        ("word", "definition"),  # --columns reads every line as data: only the first is taken for a header
     ]
 
 

@@ -25,12 +25,15 @@ COMMANDS = {"data": "dictionary data", "plot": "figures"}
 
 def register(subparsers: Any) -> None:
     """`data` and `plot` with their tasks."""
+    from dictembed.dictionary.sources.table import COLUMNS_HELP, table_columns  # numpy: imported as `data` runs
+
     tasks = add_command_group(subparsers, "data", COMMANDS["data"])
     text = "words, definitions and lengths per split (DefSent Table 1)"
     p, (shared, _) = add_command(tasks, "stats", run_stats, text, check=check_stats)
     p.add_argument("--split-seed", type=natural, default=0, help="seed of the 8:1:1 split by headword")
     add_dictionary(shared, "wordnet", "comma list of dictionaries or files")
     add_encoding(shared, "utf-8", "encoding of the dictionary files")
+    shared.add_argument("--columns", type=table_columns, default=None, help=COLUMNS_HELP)
     add_wordnet_dir(shared)
     add_model(shared)
 
@@ -46,7 +49,7 @@ def check_stats(args: argparse.Namespace) -> None:
     """A --dictionary that cannot be read, a --model path that is not there: refused before anything loads."""
     from dictembed.dictionary.load import check_sources
 
-    check_sources(args.dictionary)
+    check_sources(args.dictionary, args.columns)
     check_model(args.model)
 
 
@@ -57,7 +60,9 @@ def run_stats(args: argparse.Namespace) -> Report:
     from dictembed.loading import load_pretrained
     from dictembed.paths import default_model
 
-    dictionary = load_dictionary(args.dictionary, wordnet_dir=args.wordnet_dir, encoding=args.encoding)
+    dictionary = load_dictionary(
+        args.dictionary, wordnet_dir=args.wordnet_dir, encoding=args.encoding, columns=args.columns
+    )
     tokenizer = load_pretrained(AutoTokenizer, args.model or default_model())
     rows = dictionary_stats(split_by_headword(dictionary, seed=args.split_seed), tokenizer)
     return Report({"dictionary": args.dictionary, "splits": rows}, format_stats_table(rows))

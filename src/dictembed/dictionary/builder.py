@@ -17,6 +17,7 @@ from dictembed.errors import DataFormatError
 logger = logging.getLogger(__name__)
 
 MAX_LINES_REPORTED = 5
+MAX_EXAMPLE_CHARS = 60  # of the skipped text a report quotes
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -87,7 +88,8 @@ def _empty_reason(raw: str | None, column: str) -> str:
 
 @dataclass
 class LoadReport:
-    """What a source loader read, kept and skipped (skipped counts by reason, with first line numbers)."""
+    """What a source loader read, kept and skipped (skipped counts by reason, with first line numbers and, for a
+    reason its loader quotes, the first text skipped for it)."""
 
     source: str
     rows: int = 0
@@ -97,14 +99,17 @@ class LoadReport:
     repeated_definitions: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_lines: dict[str, list[int]] = field(default_factory=dict)
+    skipped_examples: dict[str, str] = field(default_factory=dict)
 
     def skips(self) -> str:
-        """Every skip reason with its count and first line numbers, e.g. "skipped 2 rows ... (lines 4, 9)"."""
+        """Every skip reason with its count, first text quoted (if kept) and first line numbers, e.g. "skipped 2
+        rows ... (lines 4, 9)", "skipped 1 glosses ..., e.g. 'Synonyme de .' (lines 10)"."""
         parts = []
         for reason, count in sorted(self.skipped.items()):
             lines = self.skipped_lines.get(reason, [])
             where = f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
-            parts.append(f"skipped {count} {reason}{where}")
+            example = f", e.g. {self.skipped_examples[reason]!r}" if reason in self.skipped_examples else ""
+            parts.append(f"skipped {count} {reason}{example}{where}")
         return "; ".join(parts)
 
     def summary(self) -> str:
@@ -131,18 +136,22 @@ class DictionaryBuilder:
         self.unite_repeats = unite_repeats
         self._senses: dict[tuple[str, str], Sense] = {}
 
-    def skip(self, reason: str, line: int | None = None) -> None:
-        """Count one skipped row (and remember its line number for the report)."""
+    def skip(self, reason: str, line: int | None = None, text: str | None = None) -> None:
+        """Count one skipped row (and remember its line number, and the first `text` given for `reason`, shortened
+        to MAX_EXAMPLE_CHARS, for the report)."""
         self.report.skipped[reason] += 1
+        if text is not None and reason not in self.report.skipped_examples:
+            short = text if len(text) <= MAX_EXAMPLE_CHARS else text[: MAX_EXAMPLE_CHARS - 1] + "…"
+            self.report.skipped_examples[reason] = short
         if line is not None:
             lines = self.report.skipped_lines.setdefault(reason, [])
             if len(lines) < MAX_LINES_REPORTED:
                 lines.append(line)
 
-    def skip_row(self, reason: str, line: int | None = None) -> None:
-        """Count one input row that is not added (a row read, then skipped for `reason`)."""
+    def skip_row(self, reason: str, line: int | None = None, text: str | None = None) -> None:
+        """Count one input row that is not added (a row read, then skipped for `reason`; `text`: see `skip`)."""
         self.report.rows += 1
-        self.skip(reason, line)
+        self.skip(reason, line, text)
 
     def add(
         self,

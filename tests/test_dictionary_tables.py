@@ -1,0 +1,151 @@
+"""A user's dictionary table: header names in any case, a header naming no known column, a header-like first line read
+with --columns, a .txt table without --columns; a missing data package refused before any source loads; the lost-word
+skips of each Wiktionary quoted in its own language."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import EN_WORDS, cli_refuses, cli_succeeds
+
+from dictembed.dictionary import load, load_dictionary
+from dictembed.dictionary.catalog import CATALOG
+from dictembed.dictionary.load import check_sources
+from dictembed.dictionary.sources.wiktionary import GERMAN, LOST_WORDS, load_de_wiktionary, load_fr_wiktionary
+from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.extras import MissingExtraError
+
+HEADER_LIKE = "skipped 1 first line that looks like a header"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------------ header names
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("caps.tsv", "Word\t DEFINITION \tPos\ncat\ta feline\tn\n"),
+        ("caps.csv", " word ,Definition,POS\ncat,a feline,n\n"),
+        ("caps.jsonl", '{"Word": "cat", "Definition": "a feline", "POS": "n"}\n'),
+    ],
+)
+def test_header_names_match_in_any_case_and_ignoring_spaces(tmp_path: Path, name: str, text: str) -> None:
+    dictionary = load_dictionary(str(_write(tmp_path / name, text)))
+    assert dictionary.pairs() == [("cat", "a feline")]
+    assert dictionary["cat"].senses[0].pos == "n"
+
+
+def test_two_spellings_of_one_column_are_a_repeated_column(tmp_path: Path) -> None:
+    path = _write(tmp_path / "twice.tsv", "word\tWord\tdefinition\ncat\tdog\ta feline\n")
+    with pytest.raises(DataFormatError, match=r"twice\.tsv:1: column 'word' appears more than once \(word, Word\)"):
+        load_dictionary(str(path))
+
+
+def test_a_header_naming_no_known_column_lists_the_names_and_offers_columns_for_a_headerless_file(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path / "other.csv", "headword,gloss\ncat,a feline\n")
+    with pytest.raises(DataFormatError) as error:
+        load_dictionary(str(path))
+    line = str(error.value)
+    assert line.startswith(f"{path}:1: column 'word' not found (columns: headword, gloss)"), line
+    assert "may name word, definition, example, pos (in any case)" in line
+    assert "only for a file without a header line" in line and "--columns word,definition" in line
+    assert "reads the first line as data" in line and "\n" not in line
+
+
+def test_a_header_with_a_known_column_is_not_sent_to_columns(tmp_path: Path) -> None:
+    path = _write(tmp_path / "half.tsv", "word\tgloss\ncat\ta feline\n")
+    with pytest.raises(DataFormatError, match="column 'definition' not found") as error:
+        load_dictionary(str(path))
+    assert "--columns" not in str(error.value) and "word, definition, example, pos" in str(error.value)
+
+
+# ------------------------------------------------------------------------------------ --columns and a header line
+@pytest.mark.parametrize(
+    ("name", "text", "columns"),
+    [
+        ("a.tsv", "Word\tDefinition\ncat\ta feline\n", "word,definition"),  # the names given, in another case
+        ("b.tsv", "\nword\tid\tdefinition\ncat\t7\ta feline\n", "word,-,definition"),  # a skipped column's name
+        ("c.csv", "definition,word\na feline,cat\n", "definition,word"),
+        ("d.tsv", "pos\tword\tdefinition\nn\tcat\ta feline\n", "pos,word,definition"),  # each a known name
+    ],
+)
+def test_columns_skip_a_first_line_that_looks_like_a_header(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, text: str, columns: str
+) -> None:
+    path = _write(tmp_path / name, text)
+    with caplog.at_level(logging.WARNING):
+        dictionary = load_dictionary(str(path), columns=columns)
+    assert dictionary.pairs() == [("cat", "a feline")]
+    expected_line = 2 if text.startswith("\n") else 1
+    assert f"{HEADER_LIKE} (--columns reads every line as data) (lines {expected_line})" in caplog.text
+
+
+def test_columns_keep_a_first_line_of_data(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = _write(tmp_path / "data.tsv", "word\ta unit of language\ncat\ta feline\n")  # "word" is a headword
+    with caplog.at_level(logging.WARNING):
+        assert load_dictionary(str(path), columns="word,definition").pairs()[0] == ("word", "a unit of language")
+    assert HEADER_LIKE not in caplog.text
+
+
+# ------------------------------------------------------------------------------------ a .txt table
+def test_a_txt_table_without_columns_names_the_option(tmp_path: Path) -> None:
+    path = _write(tmp_path / "bare.txt", "cat\ta feline\n")
+    with pytest.raises(DictEmbedError, match=r"bare\.txt: a \.txt table has no header line: give columns"):
+        load_dictionary(str(path))
+    with pytest.raises(DictEmbedError) as error:
+        check_sources(str(path))
+    expected = "a .txt table has no header line: give --columns (e.g. --columns word,definition)"
+    assert str(error.value) == f"{path}: {expected}"
+
+
+def test_data_stats_reads_a_headerless_file_with_columns(tmp_path: Path, capsys, bert_path, restore_log_level) -> None:
+    path = _write(tmp_path / "bare.txt", "".join(f"{w}\tx\t{d}\n" for w, d in EN_WORDS.items()))
+    argv = ["data", "stats", "--dictionary", str(path), "--model", str(bert_path)]
+    cli_refuses(capsys, argv, "bare.txt: a .txt table has no header line: give --columns (e.g. --columns word,")
+    out, _ = cli_succeeds(capsys, [*argv, "--columns", "word,-,definition", "--json"])
+    assert sum(row["words"] for row in json.loads(out)["splits"][:3]) == len(EN_WORDS)
+    cli_refuses(capsys, [*argv, "--columns", "word,colour"], "--columns", code=2)
+
+
+# ------------------------------------------------------------------------------------ a missing data package
+def test_a_missing_data_package_is_refused_before_any_source_loads(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The first sources (a table, WordNet) are never loaded when a later one's package is missing."""
+    monkeypatch.setitem(CATALOG, "fr-wiktionary", replace(CATALOG["fr-wiktionary"], package="no-such-package-here"))
+    loaded: list[str] = []
+    monkeypatch.setattr(load, "load_source", lambda item, *args: loaded.append(item))
+    table = _write(tmp_path / "tiny.tsv", "word\tdefinition\ncat\ta feline\n")
+    with pytest.raises(MissingExtraError, match=r"'fr-wiktionary' needs .* pip install \"dictembed\[fr\]\""):
+        load_dictionary(f"{table},wordnet,fr-wiktionary")
+    assert loaded == []
+    argv = ["index", "--dictionary", f"{table},fr-wiktionary", "--output", str(tmp_path / "out")]
+    cli_refuses(capsys, argv, "fr-wiktionary", 'pip install "dictembed[fr]"')
+    assert loaded == [] and not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------ lost-word skips
+def test_each_wiktionary_quotes_its_own_lost_word_gloss(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    german = _write(tmp_path / "de.txt", "Hund\tHaustier\nMerkelianer\tAnhänger von ; Befürworter von Merkel\n")
+    french = _write(tmp_path / "fr.txt", "chat\tPetit félin.\nfreudien\tQui découle de la pensée de .\n")
+    with caplog.at_level(logging.WARNING):
+        load_de_wiktionary(german)
+    assert f"skipped 1 {LOST_WORDS}, e.g. 'Anhänger von ; Befürworter von Merkel' (lines 2)" in caplog.text
+    assert "Synonyme" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        load_fr_wiktionary(french)
+    assert f"skipped 1 {LOST_WORDS}, e.g. 'Qui découle de la pensée de .' (lines 2)" in caplog.text
+
+
+def test_a_long_lost_word_gloss_is_quoted_around_the_lost_word() -> None:
+    gloss = "Ausgangspunkt einer Strömung bei Vektorfeldern mit positiver Divergenz (das Gegenteil einer )"
+    excerpt = GERMAN.lost_word_excerpt(gloss)
+    assert excerpt.startswith("…") and excerpt.endswith("(das Gegenteil einer )") and len(excerpt) < 60
