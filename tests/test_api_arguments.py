@@ -142,3 +142,23 @@ def test_the_api_and_predict_take_an_invisible_query_for_an_empty_one(
     with caplog.at_level(logging.WARNING, logger="dictembed.cli.predict"):
         assert main(["predict", "--model", str(served_model), "--input", str(queries), "--json"]) == 0
     assert "1 blank line(s) skipped (line 2)" in caplog.text
+
+
+def test_ranking_takes_numpy_numbers_as_python_ones() -> None:
+    from dictembed.search_options import Ranking
+
+    ranking = Ranking(definition_weight=np.float32(0.5), depth=np.int64(5), min_frequency=np.float64(2))
+    assert (ranking.definition_weight, ranking.depth, ranking.min_frequency) == (0.5, 5, 2.0)
+    assert type(ranking.definition_weight) is float and type(ranking.depth) is int
+    for bad in ({"depth": 0}, {"depth": True}, {"frequency_weight": float("nan")}, {"overlap_weight": np.inf}):
+        with pytest.raises(DictEmbedError, match=next(iter(bad))):
+            Ranking(**bad)
+
+
+def test_neighbours_and_the_query_encoder_refuse_wrong_kinds(rd: ReverseDictionary, tmp_path: Path) -> None:
+    from dictembed.backends.onnx.query import OnnxQueryEncoder
+
+    with pytest.raises(DictEmbedError, match="scoring: a near_synonyms.SynonymScoring, not str"):
+        rd.neighbours("dog", scoring="cosine")  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="threads: a whole number of at least 1 or None, not 1.5"):
+        OnnxQueryEncoder.open(tmp_path, threads=1.5)  # type: ignore[arg-type]

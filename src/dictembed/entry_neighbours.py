@@ -110,6 +110,8 @@ class EntryNeighbours:
         entry vectors mixed with that of the best pair of senses; `SynonymScoring(sense_weight=0)`: the first alone),
         best first: its near-synonyms, the word itself left out (the other words of its own group come first). The
         filters are those of `search` (`filters=` or keywords); the senses come in dictionary order."""
+        if scoring is not None and not isinstance(scoring, SynonymScoring):
+            raise DictEmbedError(f"scoring: a near_synonyms.SynonymScoring, not {type(scoring).__name__}")
         filters = Filters.resolve(filters, options)
         check_search(k, max_definitions)
         if (entry := self.entry_of(word)) is None:

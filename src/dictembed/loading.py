@@ -25,7 +25,13 @@ from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrai
 
 from dictembed.devices import resolve_device
 from dictembed.errors import DictEmbedError, ModelLoadError
-from dictembed.model_folder import WEIGHTS_FILE, ModelFolder, record_path
+from dictembed.model_folder import (
+    WEIGHTS_FILE,
+    ModelFolder,
+    outside_reference,
+    record_path,
+    vocabulary_problem,
+)
 from dictembed.offline_models import local_folder
 from dictembed.pooling import ACTIVATIONS
 from dictembed.record import RunRecord
@@ -33,12 +39,25 @@ from dictembed.search_options import check_count
 
 log = logging.getLogger(__name__)
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")  # weights saved by pickle, never loaded
+SAFE_WEIGHTS = (WEIGHTS_FILE, WEIGHTS_FILE + ".index.json")  # what transformers and sentence-transformers read first
+SAFE_LOAD = {"use_safetensors": True}  # what every load passes to transformers, over any module config's model_args
+
+
+def reads_weights(loader: Any) -> bool:
+    """Whether `loader` (an Auto class or a model class) loads a model's weights, not a tokenizer or a config."""
+    name = getattr(loader, "__name__", "")
+    return name.startswith("AutoModel") or (isinstance(loader, type) and issubclass(loader, PreTrainedModel))
+
 
 def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
     """Call `loader.from_pretrained`, turning hub/offline/missing-file failures into a ModelLoadError. The name of
-    an offline model (`dictembed models prepare`) loads its prepared folder."""
+    an offline model (`dictembed models prepare`) loads its prepared folder. A model's weights load from safetensors
+    only (`use_safetensors=True`): never from a pickle."""
     if not Path(name_or_path).exists():
         name_or_path = str(local_folder(name_or_path) or name_or_path)
+    if reads_weights(loader):
+        kwargs["use_safetensors"] = True  # never a pickle (`pytorch_model.bin`), whatever else the folder holds
     try:
         with torch.random.fork_rng(devices=[]):  # weights the checkpoint lacks (an unused pooler) start alike
             torch.manual_seed(0)  # in every process, so a rerun or a resumed run saves the same bytes
@@ -118,8 +137,9 @@ def read_json_key(path: Path, key: str) -> object:
     return data.get(key) if isinstance(data, dict) else None
 
 
-def load_sentence_transformer(folder: Path) -> Any:
-    """`SentenceTransformer(folder)` on the CPU from local files only, its failures as a ModelLoadError."""
+def module_paths(folder: Path) -> list[str]:
+    """The module paths of a sentence-transformers folder's modules.json; a corrupt list, or a path leading outside
+    the folder, is a one-line error naming the file."""
     try:
         declared = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
         paths = [str(module["path"]) for module in declared]
@@ -131,8 +151,27 @@ def load_sentence_transformer(folder: Path) -> Any:
     for path in paths:
         if not (folder / path).resolve().is_relative_to(root):
             raise ModelLoadError(f"{folder / 'modules.json'}: module path {path!r} leads outside the model folder")
+    return paths
+
+
+def module_folders(folder: Path, paths: list[str]) -> list[Path]:
+    """The folders a load reads weights and module configs from: the model folder itself, and each module's folder
+    (`paths`, from modules.json) with the folders inside it (a Router's modules)."""
+    found, root = [folder], folder.resolve()
+    for path in paths:
+        base = folder / path
+        if base.resolve() == root or not base.is_dir():
+            continue
+        found += [base, *sorted(p for p in base.rglob("*") if p.is_dir())]
+    return list(dict.fromkeys(found))
+
+
+def load_sentence_transformer(folder: Path) -> Any:
+    """`SentenceTransformer(folder)` on the CPU from local files only and safetensors weights only, its failures as
+    a ModelLoadError."""
+    module_paths(folder)
     try:
-        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True, model_kwargs=dict(SAFE_LOAD))
     except Exception as err:  # noqa: BLE001 - the loaders raise many types on garbage (tokenizers a bare Exception)
         raise load_error(folder, err) from err
     first = model[0] if len(model) else None
@@ -177,22 +216,13 @@ def load_error(folder: Path, err: BaseException) -> ModelLoadError:
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, backbone: PreTrainedModel, folder: Path) -> None:
-    """Refuse a tokenizer far smaller than the model's vocabulary (its files are missing or broken, and every
-    word would encode as the unknown token), or one with ids past the embedding matrix (tokens added without
-    resizing the embeddings: the first sentence holding one would fail with an index error)."""
+    """Refuse a tokenizer far smaller than the model's vocabulary, or one with ids past the embedding matrix
+    (`model_folder.vocabulary_problem`)."""
     embeddings = backbone.get_input_embeddings()
     rows = int(getattr(embeddings, "num_embeddings", 0) or 0)
-    if rows and len(tokenizer) < 0.5 * rows:
-        raise ModelLoadError(
-            f"model folder {folder}: the tokenizer has {len(tokenizer)} tokens for the model's {rows}; "
-            "its tokenizer files (tokenizer.json, vocab.txt, ...) are missing or broken"
-        )
     top = max(tokenizer.get_vocab().values(), default=-1)
-    if rows and top >= rows:
-        raise ModelLoadError(
-            f"model folder {folder}: the tokenizer has {len(tokenizer)} tokens, the model's embeddings {rows} rows: "
-            f"ids {rows} to {top} have no embedding (tokens added without resizing the embeddings)"
-        )
+    if problem := vocabulary_problem(len(tokenizer), top, rows):
+        raise ModelLoadError(f"model folder {folder}: {problem}")
 
 
 def model_pooler(backbone: PreTrainedModel, name_or_path: str) -> nn.Module:
@@ -259,6 +289,9 @@ def open_encoder_parts(
     target = resolve_device(device)
     folder = ModelFolder.open(name_or_path)
     if folder.is_exported and not any(folder.path.glob("*.safetensors")):
+        from dictembed.backends.onnx.session import exported_file
+
+        exported_file(folder.path)  # a manifest that does not parse or names no graph is the fault to name first
         raise ModelLoadError(
             f"model folder {folder.path} is an ONNX export without its fp32 weights ({WEIGHTS_FILE}), which "
             "Encoder.load needs: open it with dictembed.backends.onnx.query.OnnxQueryEncoder (as predict and "
@@ -277,7 +310,9 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
     Pooling, Dense, Normalize and other standard modules are honoured), else a plain HF model. `saved_length`
     (the run record's encoder.max_length) takes precedence over the folder's own; both are checked against the
     model's positions (`fit_max_length`)."""
-    refuse_pickles(folder)
+    paths = module_paths(folder) if (folder / "modules.json").is_file() else []
+    refuse_pickles(folder, paths)
+    check_module_configs(folder, paths)
     if not (folder / "modules.json").is_file():
         with warnings_logged():
             tokenizer, backbone = load_plain(folder)
@@ -305,16 +340,47 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
     return Parts(tokenizer, backbone, pooling, rest, prompts, default_prompt, length)
 
 
-def refuse_pickles(folder: Path) -> None:
-    """Refuse a folder whose weights are only pickles (`pytorch_model.bin`): dictembed never unpickles a file of a
-    model folder, so such weights are a one-line error naming them, before any loader sees them."""
-    if any(folder.glob("*.safetensors")):
-        return
-    if pickled := sorted(p.name for p in folder.glob("*.bin")):
+def read_pickles(directory: Path) -> list[Path]:
+    """The pickled weight files (`PICKLE_SUFFIXES`) in `directory` that a loader would read: all of them where no
+    safetensors weights (`SAFE_WEIGHTS`) sit beside them (sentence-transformers' modules fall back to
+    `pytorch_model.bin`), else the one config.json names (`transformers_weights`: transformers reads
+    `adapter_model.bin` so); safetensors are read first, and transformers is never let read a pickle
+    (`SAFE_LOAD`)."""
+    try:
+        pickles = sorted(p for p in directory.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES and p.is_file())
+    except OSError:
+        return []
+    if not pickles or not any((directory / name).is_file() for name in SAFE_WEIGHTS):
+        return pickles
+    named = read_json_key(directory / "config.json", "transformers_weights")
+    return [p for p in pickles if p.name == named]
+
+
+def refuse_pickles(folder: Path, paths: list[str] | None = None) -> None:
+    """Refuse a folder whose weights, or the weights of a module (`paths`, from modules.json), would load from a
+    pickle (`read_pickles`): dictembed never unpickles a file of a model folder, so such weights are a one-line
+    error naming them, before any loader sees them."""
+    pickled = [p for directory in module_folders(folder, paths or []) for p in read_pickles(directory)]
+    if pickled:
+        names = ", ".join(str(p.relative_to(folder)) for p in pickled)
         raise ModelLoadError(
-            f"model folder {folder}: its weights {', '.join(pickled)} are a pickle, which dictembed never loads; "
-            "save them as safetensors (model.save_pretrained(folder) writes model.safetensors)"
+            f"model folder {folder}: its weights {names} are a pickle, which dictembed never loads; save them as "
+            "safetensors (model.save_pretrained(folder) writes model.safetensors)"
         )
+
+
+def check_module_configs(folder: Path, paths: list[str]) -> None:
+    """Refuse a module config (`sentence_*_config.json`) that names files outside the folder (a tokenizer by path
+    or Hub name: `model_folder.outside_reference`) or asks for weights other than safetensors; one that does not
+    parse is left to the loader, whose error names it (`corrupt_file`)."""
+    for directory in module_folders(folder, paths):
+        for path in sorted(directory.glob("sentence_*_config.json")):
+            try:
+                config = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                continue
+            if isinstance(config, dict) and (problem := outside_reference(folder, config)):
+                raise ModelLoadError(f"{path}: {problem}")
 
 
 @contextmanager

@@ -130,6 +130,70 @@ def links_outside(top: Path, root: Path | None = None) -> list[Path]:
     return sorted(found)
 
 
+# The settings of a sentence-transformers module config (`sentence_bert_config.json`) passed on to transformers'
+# loaders, old names and new
+LOADER_ARGS = ("model_args", "model_kwargs", "tokenizer_args", "processor_kwargs", "config_args", "config_kwargs")
+PATH_KEYS = ("_file", "_files", "_path", "_dir", "name_or_path")  # a loader setting ending so names files
+# model_args that make transformers read weights other than safetensors (use_safetensors: anything but true)
+WEIGHT_FORMAT_ARGS = ("use_safetensors", "from_tf", "from_flax", "gguf_file")
+
+
+def leads_outside(folder: Path, value: str) -> bool:
+    """Whether a path a loader is given (`value`, relative to the working folder as the loader takes it) is no file
+    or folder inside `folder` (for a Hub snapshot, its repo's cache folder, whose blobs its files link to):
+    elsewhere on this machine, or no path at all (a Hub name, fetched or cached)."""
+    target = Path(value).expanduser()
+    return not (target.exists() and target.resolve().is_relative_to(hub_repo_root(folder.resolve())))
+
+
+def outside_reference(folder: Path, config: dict[str, Any]) -> str | None:
+    """What in a sentence-transformers module config of `folder` makes its loader read something outside the
+    folder, or None: `tokenizer_name_or_path` (or a file setting of the arguments passed on to transformers,
+    `tokenizer_file`, ...) naming a path elsewhere or a Hub name, or model arguments asking for weights other than
+    safetensors (`use_safetensors: false`, which prefers a pickle)."""
+    settings: list[tuple[str, object]] = [("tokenizer_name_or_path", config.get("tokenizer_name_or_path"))]
+    for group in LOADER_ARGS:
+        args = config.get(group)
+        if isinstance(args, dict):
+            settings += [(f"{group}.{key}", value) for key, value in args.items() if str(key).endswith(PATH_KEYS)]
+            if group in ("model_args", "model_kwargs"):
+                for key in WEIGHT_FORMAT_ARGS:
+                    value = args.get(key)
+                    other = value not in (True, None) if key == "use_safetensors" else bool(value)
+                    if other:
+                        return (
+                            f"{group}.{key} is {json.dumps(value)}, which asks for weights other than safetensors "
+                            "(dictembed loads safetensors only)"
+                        )
+    for name, value in settings:
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, str) and leads_outside(folder, item):
+                return (
+                    f"{name} {item!r} leads outside the model folder (a model folder holds its own tokenizer and "
+                    "files; copy them in)"
+                )
+    return None
+
+
+def vocabulary_problem(tokens: int, top: int, rows: int) -> str | None:
+    """What makes a tokenizer of `tokens` tokens (ids up to `top`) unfit for a model of `rows` embedding rows (0:
+    not known), or None: far fewer tokens than rows (its files are missing or broken, and every word would encode
+    as the unknown token), or ids past the embeddings (tokens added without resizing them: the first sentence
+    holding one would fail with an index error). `Encoder.load` and the ONNX query encoder both ask it."""
+    if rows and tokens < 0.5 * rows:
+        return (
+            f"the tokenizer has {tokens} tokens for the model's {rows}; its tokenizer files (tokenizer.json, "
+            "vocab.txt, ...) are missing or broken"
+        )
+    if rows and top >= rows:
+        return (
+            f"the tokenizer has {tokens} tokens, the model's embeddings {rows} rows: ids {rows} to {top} have no "
+            "embedding (tokens added without resizing the embeddings)"
+        )
+    return None
+
+
 def looks_local(name: str) -> bool:
     """Whether a name that is no folder here still means one: its first part is a folder here (`models/tinyy`
     where `models/` exists), so it is a typo of a local path, not a Hub repo id to ask the network for."""

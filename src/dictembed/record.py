@@ -22,6 +22,7 @@ from typing import Any
 
 from dictembed.errors import DictEmbedError
 from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
+from dictembed.pooling_names import ENCODER_POOLINGS, POOLINGS
 
 RECORD_VERSION = 2
 
@@ -44,8 +45,12 @@ ENCODER_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def check_types(data: dict[str, Any]) -> None:
-    """Refuse a record whose fields (or encoder settings) have the wrong JSON type, naming the first."""
+    """Refuse a record whose fields (or encoder settings) have the wrong JSON type, or an encoder pooling no encoder
+    takes (`pooling_names.ENCODER_POOLINGS`), naming the first."""
     encoder = data.get("encoder")
+    pooling = encoder.get("pooling") if isinstance(encoder, dict) else None
+    if isinstance(pooling, str) and pooling not in ENCODER_POOLINGS:
+        raise DictEmbedError(f"encoder.pooling is {pooling!r:.60}, no pooling; choose from {', '.join(POOLINGS)}")
     settings = {f"encoder.{k}": v for k, v in encoder.items()} if isinstance(encoder, dict) else {}
     expected = {**FIELD_TYPES, **{f"encoder.{k}": kinds for k, kinds in ENCODER_TYPES.items()}}
     for key, value in {**data, **settings}.items():

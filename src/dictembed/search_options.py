@@ -6,6 +6,8 @@ options without loading a model."""
 from __future__ import annotations
 
 import fnmatch
+import math
+import numbers
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -272,6 +274,11 @@ class Filters:
 FILTER_DEFAULTS = {field.name: field.default for field in fields(Filters)}  # what `Filters.none_asked` compares with
 
 
+def _is_number_in(value: object, low: float, high: float) -> bool:
+    """Whether `value` is a real number (numpy's too, not a bool) from `low` to `high`."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and low <= float(value) <= high
+
+
 @dataclass(frozen=True)
 class Ranking:
     """How a search scores an entry for a query vector q:
@@ -301,12 +308,18 @@ class Ranking:
     overlap_weight: float = OVERLAP_WEIGHT
 
     def __post_init__(self) -> None:
+        """Refuse what no score can use; numpy's numbers are kept as Python's (the record and the API write JSON)."""
         for name in ("frequency_weight", "definition_weight", "headword_weight", "query_word_weight", "overlap_weight"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            if not _is_number_in(value, 0, math.inf) or math.isinf(value):
                 raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")
-        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
+            if not isinstance(value, int):
+                object.__setattr__(self, name, float(value))
+        if not is_whole_number(self.depth):
             raise DictEmbedError(f"depth: a whole number >= 1, not {self.depth!r}")
+        object.__setattr__(self, "depth", int(self.depth))
         floor = self.min_frequency
-        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 8):
+        if floor is not None and not _is_number_in(floor, 0, 8):
             raise DictEmbedError(f"min_frequency: a Zipf frequency from 0 to 8, not {floor!r}")
+        if floor is not None and not isinstance(floor, int):
+            object.__setattr__(self, "min_frequency", float(floor))

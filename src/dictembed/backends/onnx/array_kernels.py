@@ -76,8 +76,9 @@ def _session(ort: Any, model: bytes, options: Any) -> Any:
     try:
         return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own types (Fail, InvalidGraph, ...)
-        detail = " ".join(str(err).split())[:200]
-        log.warning("onnxruntime cannot run a search kernel (%s); numpy does the work", detail)
+        from dictembed.backends.onnx.session import clipped
+
+        log.warning("onnxruntime cannot run a search kernel (%s); numpy does the work", clipped(str(err), err))
         return None
 
 

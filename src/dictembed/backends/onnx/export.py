@@ -173,19 +173,22 @@ def write_query_graph(folder: str | Path, encoder: Encoder | None = None) -> Pat
     """Write a trained folder's query graph (its manifest's path returned): the fp32 graph of its own weights
     (`onnx/query.onnx`; `encoder`, when given, holds them already) and its manifest (`onnx/query.json`, with
     `weights_sha256`), so that `predict` and `serve` answer through ONNX Runtime without importing torch, while
-    `Encoder.load` still runs the weights. A graph of the weights as they are is kept, one of other weights
-    replaced; staged in `onnx.partial/`, so an interrupted write leaves the folder as it was. None, nothing
-    written, for a folder without a matrix entry space (no search to answer), an export, a folder
-    `OnnxQueryEncoder` could not run, or without the onnx extra; an export that fails is logged, never raised."""
+    `Encoder.load` still runs the weights. A graph of the weights as they are is kept; one of other weights, or
+    whose manifest (of an older version) records no `file_print`, replaced; staged in `onnx.partial/`, so an
+    interrupted write leaves the folder as it was. None, nothing written, for a folder without a matrix entry space
+    (no search to answer), an export, a folder `OnnxQueryEncoder` could not run, or without the onnx extra; an
+    export that fails is logged, never raised."""
     folder = Path(folder)
     if SearchSpace.saved_type(folder) not in MATRIX_SPACES or is_exported(folder):
         return None
     if not installed("onnx"):
         log.debug("%s: no query graph (the onnx extra is not installed)", folder)
         return None
+    manifest_path = folder / ONNX_DIR / QUERY_MANIFEST
     try:
         QueryLayout.read(ModelFolder(folder))
-        return folder / ONNX_DIR / QUERY_MANIFEST  # the graph of these weights is there already
+        if json.loads(manifest_path.read_text(encoding="utf-8")).get("file_print") is not None:
+            return manifest_path  # the graph of these weights is there already, its print recorded
     except NoGraph:
         pass
     except DictEmbedError as err:

@@ -28,7 +28,8 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from dictembed.backends.onnx.session import (
-    ReplacedGraph,
+    BadExport,
+    clipped,
     exported_file,
     open_session,
     ordered_map,
@@ -36,10 +37,26 @@ from dictembed.backends.onnx.session import (
     query_graph,
 )
 from dictembed.errors import DictEmbedError, ModelLoadError
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, ModelFolder, is_exported
+from dictembed.model_folder import (
+    ONNX_DIR,
+    ONNX_MANIFEST,
+    QUERY_MANIFEST,
+    ModelFolder,
+    is_exported,
+    outside_reference,
+    vocabulary_problem,
+)
 from dictembed.progress import Progress
 from dictembed.search_space import l2_normalize
-from dictembed.texts import check_batch_size, check_chunk, check_prompt, check_texts, text_input, text_list
+from dictembed.texts import (
+    check_batch_size,
+    check_chunk,
+    check_prompt,
+    check_texts,
+    is_whole_number,
+    text_input,
+    text_list,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +97,7 @@ class QueryLayout:
     max_length: int
     prompts: dict[str, str] = field(default_factory=dict)
     default_prompt_name: str | None = None
+    embedding_rows: int = 0  # the rows of the graph's token embeddings (config.json's vocab_size; 0: not known)
 
     @classmethod
     def read(cls, model_folder: ModelFolder) -> QueryLayout:
@@ -92,6 +110,8 @@ class QueryLayout:
             raise Unsupported(f"{folder / 'modules.json'}: its first module is {first['type']}, not a Transformer")
         base = _inside(folder, first["path"])
         transformer = _json(base / "sentence_bert_config.json", required=False)
+        if problem := outside_reference(folder, transformer):
+            raise ModelLoadError(f"{base / 'sentence_bert_config.json'}: {problem}")
         if transformer.get("do_lower_case"):
             raise Unsupported(f"model folder {folder}: its Transformer module lower-cases the input (do_lower_case)")
         config = _json(base / "config.json", required=False)
@@ -116,6 +136,7 @@ class QueryLayout:
         tokenizer_config = _json(base / "tokenizer_config.json", required=False)
         length = _max_length(folder, record.encoder.get("max_length"), transformer, tokenizer_config, config)
         graph, manifest = _graph(folder)  # last: what else it would refuse comes first (`write_query_graph`)
+        rows = config.get("vocab_size")
         return cls(
             folder=folder,
             graph=graph,
@@ -129,6 +150,7 @@ class QueryLayout:
             max_length=length,
             prompts=prompts,
             default_prompt_name=default,
+            embedding_rows=rows if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 else 0,
         )
 
 
@@ -139,8 +161,8 @@ def _graph(folder: Path) -> tuple[Path, dict[str, Any]]:
         return exported_file(folder)
     if (graph := query_graph(folder)) is not None:
         return graph
-    if (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
-        raise NoGraph(f"model folder {folder}: its query graph was made from other weights")
+    if (folder / ONNX_DIR / QUERY_MANIFEST).is_file():  # `query_graph` logged why
+        raise NoGraph(f"model folder {folder}: its query graph is not known to be the graph of its weights as they are")
     raise NoGraph(
         f"model folder {folder} holds no ONNX export ({ONNX_DIR}/{ONNX_MANIFEST}); write one with `dictembed export`"
     )
@@ -304,6 +326,7 @@ class OnnxQueryEncoder:
         self.pooling = "+".join(layout.modes)
         self.dim = layout.hidden_size * len(layout.modes)
         self.tokenizer = self._tokenizer(truncate=True)
+        self._check_vocabulary()
         self._counter: Tokenizer | None = None  # the tokenizer without truncation nor padding (`count_tokens`)
         self.session = open_session(layout.graph, self.threads)
         self.inputs = [i.name for i in self.session.get_inputs()]
@@ -322,7 +345,9 @@ class OnnxQueryEncoder:
     @classmethod
     def open(cls, folder: str | Path | ModelFolder, threads: int | None = None) -> OnnxQueryEncoder:
         """The query encoder of an exported model folder (a path or an offline model's name); a folder it cannot
-        run, or a file that does not parse, is a one-line `ModelLoadError`."""
+        run, or a file that does not parse, is a one-line `ModelLoadError`; `threads` None (the default) or a count."""
+        if threads is not None and not is_whole_number(threads):
+            raise DictEmbedError(f"threads: a whole number of at least 1 or None, not {threads!r}")
         model_folder = ModelFolder.open(folder)
         return cls(QueryLayout.read(model_folder), model_folder.name, threads)
 
@@ -333,7 +358,7 @@ class OnnxQueryEncoder:
         files only: the graph and the tokenizer are opened by `open`."""
         try:
             QueryLayout.read(ModelFolder.open(folder))
-        except ReplacedGraph:
+        except BadExport:  # an export never answers through its weights instead
             raise
         except DictEmbedError as err:
             return str(err)
@@ -346,7 +371,7 @@ class OnnxQueryEncoder:
         try:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as err:  # noqa: BLE001 - tokenizers raises a bare Exception on a bad file
-            raise ModelLoadError(f"{path} is corrupt ({' '.join(str(err).split())[:200]})") from None
+            raise ModelLoadError(f"{path} is corrupt ({clipped(str(err), err)})") from None
         tokenizer.no_truncation()
         tokenizer.no_padding()
         if not truncate:
@@ -364,6 +389,15 @@ class OnnxQueryEncoder:
             pad_token=pad,
         )
         return tokenizer
+
+    def _check_vocabulary(self) -> None:
+        """Refuse a tokenizer unfit for the graph's token embeddings, as `Encoder.load` does
+        (`model_folder.vocabulary_problem`): ids past them would fail inside ONNX Runtime at the first sentence
+        holding one."""
+        vocabulary = self.tokenizer.get_vocab(with_added_tokens=True)
+        tokens = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        if problem := vocabulary_problem(tokens, max(vocabulary.values(), default=-1), self.layout.embedding_rows):
+            raise ModelLoadError(f"model folder {self.path}: {problem}")
 
     @property
     def default_prompt(self) -> str | None:

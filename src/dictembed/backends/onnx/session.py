@@ -70,33 +70,72 @@ def open_session(path: Path, threads: int) -> Any:
         options = session_options(threads)
         return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types (Fail, InvalidProtobuf, ...)
-        detail = " ".join(str(err).split())[:200] or type(err).__name__
-        raise ModelLoadError(f"ONNX model file {path} is corrupt or unreadable ({detail})") from None
+        raise ModelLoadError(f"ONNX model file {path} is corrupt or unreadable ({clipped(str(err), err)})") from None
+
+
+def clipped(text: str, err: BaseException | None = None, limit: int = 200) -> str:
+    """`text` (a library's error, of `err`) on one line for a one-line error: cut at a word boundary with "…" when
+    longer than `limit` characters; the error's type name when it says nothing."""
+    text = " ".join(text.split())
+    if not text:
+        return type(err).__name__ if err is not None else ""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
+class BadExport(ModelLoadError):
+    """An export whose manifest cannot be read, or whose graph is not the file its manifest names: never run, nor
+    run around (the weights an export may keep are not what its folder answers with)."""
+
+
+class ReplacedGraph(BadExport):
+    """An export's graph is not the file its manifest was written with."""
 
 
 def exported_file(folder: Path, manifest_name: str = ONNX_MANIFEST) -> tuple[Path, dict[str, Any]]:
     """The ONNX file a manifest in `onnx/` names (an export's, or a trained folder's query graph's), and the
-    manifest."""
+    manifest. An export's manifest that does not parse or names no file of the onnx folder is a `BadExport`, its
+    graph replaced since a `ReplacedGraph`; an export of an older version, whose manifest records no `file_print`,
+    runs with one warning that its graph is not checked (a trained folder's query graph without one is never run:
+    `query_graph`)."""
     manifest_path = folder / ONNX_DIR / manifest_name
+    error = BadExport if manifest_name == ONNX_MANIFEST else ModelLoadError
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         file = str(manifest["file"])
-    except (OSError, ValueError, TypeError, KeyError) as err:
-        raise ModelLoadError(f"{manifest_path} is corrupt ({type(err).__name__}: {err})") from None
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as err:
+        raise error(f"{manifest_path} is corrupt ({type(err).__name__}: {clipped(str(err), err)})") from None
     if Path(file).name != file or file in ("", ".", ".."):
-        raise ModelLoadError(f"{manifest_path}: file {file!r} is not a file name in the onnx folder")
+        raise error(f"{manifest_path}: file {file!r} is not a file name in the onnx folder")
     graph = folder / ONNX_DIR / file
-    if manifest_name == ONNX_MANIFEST and graph_replaced(graph, manifest):
-        raise ReplacedGraph(
-            f"{graph} is not the graph {manifest_path} was written with (replaced or damaged since); export the "
-            "model again"
-        )
+    if manifest_name == ONNX_MANIFEST:
+        if graph_replaced(graph, manifest):
+            raise ReplacedGraph(
+                f"{graph} is not the graph {manifest_path} was written with (replaced or damaged since); export the "
+                "model again"
+            )
+        if manifest.get("file_print") is None:
+            warn_once(
+                folder,
+                "unchecked",
+                "model folder %s: %s records no file_print (an export of an older version), so its graph %s is run "
+                "unchecked: a graph replaced since would not be noticed; export the model again",
+                folder,
+                manifest_path.relative_to(folder),
+                file,
+            )
     return graph, manifest
 
 
-class ReplacedGraph(ModelLoadError):
-    """An export's graph is not the file its manifest was written with: never run, nor run around (the weights an
-    export may keep are not what its folder answers with)."""
+def warn_once(folder: Path, what: str, message: str, *args: object) -> None:
+    """Log `message` % `args` as a warning once per process for the folder and `what` it says."""
+    key = (str(folder.resolve()), what)
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message, *args)
 
 
 def graph_print(graph: Path) -> str:
@@ -109,7 +148,7 @@ def graph_print(graph: Path) -> str:
 
 def graph_replaced(graph: Path, manifest: Mapping[str, Any]) -> bool:
     """Whether the manifest records a `file_print` that `graph` no longer has (a manifest written before it was
-    recorded checks nothing)."""
+    recorded checks nothing: `exported_file` and `query_graph` say what becomes of its graph)."""
     named = manifest.get("file_print")
     return named is not None and named != graph_print(graph)
 
@@ -134,20 +173,37 @@ _warned: set[tuple[str, str]] = set()  # folders and manifest digests warned abo
 
 def query_graph(folder: Path) -> tuple[Path, dict[str, Any]] | None:
     """A trained folder's query graph and its manifest (`exported_file`) where the manifest names the folder's
-    weights as they are (`query_graph_matches`); None for a folder without one, or with one of other weights."""
+    weights as they are (`query_graph_matches`) and the graph is the file its manifest recorded (`file_print`);
+    None for a folder without one, or with one of other weights or replaced since. A manifest of an older version
+    records no print: its graph runs, with one warning saying it is unchecked and how to record it
+    (`write_query_graph`), as an export of an older version does (`exported_file`)."""
     if not (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
         return None
     graph = exported_file(folder, QUERY_MANIFEST)
+    where = f"{ONNX_DIR}/{graph[0].name}"
+    if graph[1].get("file_print") is None:
+        warn_once(
+            folder,
+            "no file_print",
+            "model folder %s: its query graph (%s) has no file_print in %s/%s (written by an older version), so it "
+            "runs unchecked: a graph replaced since would not be noticed; to record it, write the graph anew: "
+            "python -c \"from dictembed.backends.onnx.export import write_query_graph; write_query_graph('%s')\"",
+            folder,
+            where,
+            ONNX_DIR,
+            QUERY_MANIFEST,
+            folder,
+        )
+        return graph if query_graph_matches(folder, graph[1]) else None
     if graph_replaced(*graph):
-        if (str(folder.resolve()), "file_print") not in _warned:
-            _warned.add((str(folder.resolve()), "file_print"))
-            log.warning(
-                "model folder %s: its query graph (%s/%s) is not the file its manifest was written with; the weights "
-                "answer instead",
-                folder,
-                ONNX_DIR,
-                graph[0].name,
-            )
+        warn_once(
+            folder,
+            "file_print",
+            "model folder %s: its query graph (%s) is not the file its manifest was written with; the weights "
+            "answer instead",
+            folder,
+            where,
+        )
         return None
     return graph if query_graph_matches(folder, graph[1]) else None
 
