@@ -162,3 +162,24 @@ def test_neighbours_and_the_query_encoder_refuse_wrong_kinds(rd: ReverseDictiona
         rd.neighbours("dog", scoring="cosine")  # type: ignore[arg-type]
     with pytest.raises(DictEmbedError, match="threads: a whole number of at least 1 or None, not 1.5"):
         OnnxQueryEncoder.open(tmp_path, threads=1.5)  # type: ignore[arg-type]
+
+
+def test_a_dictionary_named_at_load_is_checked_then(served_model: Path, tmp_path: Path) -> None:
+    with pytest.raises(DictEmbedError, match="nope.tsv"):
+        ReverseDictionary.load(served_model, dictionary=str(tmp_path / "nope.tsv"))
+    with pytest.raises(DictEmbedError, match="dictionary: a dictionary's name or a file's path, not 5"):
+        ReverseDictionary.load(served_model, dictionary=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["", "  ", None, 5])
+def test_no_model_name_is_no_model(name: object) -> None:
+    from dictembed.backends.onnx.query import OnnxQueryEncoder
+    from dictembed.model_folder import ModelFolder
+
+    with pytest.raises(DictEmbedError, match="a model folder's path, an offline model's or a Hub name, not"):
+        ModelFolder.open(name)  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="a model folder's path"):
+        OnnxQueryEncoder.open(name)  # type: ignore[arg-type]
+    if name is not None:  # Encoder.load(None) is the default model
+        with pytest.raises(DictEmbedError, match="a model folder"):
+            Encoder.load(name)  # type: ignore[arg-type]

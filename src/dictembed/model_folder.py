@@ -267,6 +267,8 @@ class ModelFolder:
         (its snapshot, from the local cache when offline); links leading outside it are refused."""
         if isinstance(name_or_path, ModelFolder):
             return name_or_path
+        if not isinstance(name_or_path, str | os.PathLike) or not str(name_or_path).strip():
+            raise ModelLoadError(f"a model folder's path, an offline model's or a Hub name, not {name_or_path!r}")
         from dictembed.offline_models import local_folder
 
         path = Path(name_or_path).expanduser()
@@ -328,7 +330,14 @@ class ModelFolder:
         config = self.record.config or {}
         seed = config.get("split_seed", 0)
         seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
-        if dictionary is not None:
+        if dictionary is not None:  # the user's: its names and files checked now, not at the first search
+            from dictembed.dictionary.load import check_sources
+
+            if isinstance(dictionary, os.PathLike):
+                dictionary = os.fspath(dictionary)
+            if not isinstance(dictionary, str):
+                raise DictEmbedError(f"dictionary: a dictionary's name or a file's path, not {dictionary!r}")
+            check_sources(dictionary)
             return ModelDictionary(dictionary, wordnet_dir, encoding or "utf-8", split_seed=seed)
         if self.definitions.is_file():  # the same headwords as the dictionary trained on, so the same split
             return ModelDictionary(str(self.definitions), split_seed=seed)
