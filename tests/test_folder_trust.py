@@ -500,3 +500,21 @@ def test_an_unknown_pooling_in_the_record_names_the_record(saved_bert: Path, tmp
         read_record(folder)
     with pytest.raises(DictEmbedError, match=RECORD_NAME):
         Encoder.load(folder, device="cpu")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_all_finite_reads_a_mapped_tensor_from_its_file(tmp_path: Path, dtype: type) -> None:
+    """A tensor mapped whole from a file is read through one chunk's buffer (its pages never all resident): a
+    non-finite value anywhere, the last of several chunks included, is found; a slice of the map is read in place."""
+    from safetensors.numpy import save_file
+
+    from dictembed.search_space import FINITE_CHUNK, _mapped_file, all_finite, mapped_tensors
+
+    values = np.random.default_rng(0).normal(size=(2 * FINITE_CHUNK + 5,)).astype(dtype)
+    broken = values.copy()
+    broken[-1] = np.inf
+    save_file({"fine": values, "broken": broken}, str(tmp_path / "t.safetensors"))
+    tensors = mapped_tensors(tmp_path / "t.safetensors")
+    assert _mapped_file(tensors["fine"]) is not None and _mapped_file(tensors["fine"][:10]) is None
+    assert all_finite(tensors["fine"]) and not all_finite(tensors["broken"])
+    assert all_finite(tensors["broken"][:-1]) and not all_finite(tensors["broken"][-3:])
