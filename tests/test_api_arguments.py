@@ -37,7 +37,6 @@ def encoder(bert_path: Path) -> Encoder:
         (lambda e: e.count_tokens("abc"), "sentences must be a list of str, not one str"),
         (lambda e: e.count_tokens([None]), "sentence 0 is NoneType, not a string"),
         (lambda e: e.encode(["a"], prompt=5), "prompt must be a str or None, not int"),
-        (lambda e: e.encode(["a"], prompt="x: ", prompt_name="query"), "give prompt or prompt_name, not both"),
         (lambda e: e.encode(["a"], normalize_embeddings="no"), "normalize_embeddings must be True or False"),
         (lambda e: e.encode(["a"], normalize=False, normalize_embeddings=True), "disagree"),
         (lambda e: e.encode(["a"], device="banana"), "unknown device 'banana'"),
@@ -183,3 +182,25 @@ def test_no_model_name_is_no_model(name: object) -> None:
     if name is not None:  # Encoder.load(None) is the default model
         with pytest.raises(DictEmbedError, match="a model folder"):
             Encoder.load(name)  # type: ignore[arg-type]
+
+
+def test_encode_follows_sentence_transformers_where_it_is_lenient(
+    encoder: Encoder, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="dictembed.encoder"):
+        with_prompt = encoder.encode(["a dog"], prompt="x: ", prompt_name="query")
+    assert "prompt_name 'query' is not used" in caplog.text
+    np.testing.assert_array_equal(with_prompt, encoder.encode(["a dog"], prompt="x: "))
+    assert np.linalg.norm(encoder.encode("a dog", normalize_embeddings=np.True_)) == pytest.approx(1, abs=1e-5)
+
+
+def test_similarity_keeps_the_gradient_and_the_dtype(encoder: Encoder) -> None:
+    a = torch.randn(2, 4, requires_grad=True)
+    assert encoder.similarity(a, torch.randn(3, 4)).requires_grad
+    assert encoder.similarity(np.array([[1.0, 1e-9]]), np.array([[1.0, 0.0]])).dtype == torch.float64
+    assert encoder.similarity([[1, 2]], [[2, 4]]).item() == pytest.approx(1)
+
+
+@pytest.mark.parametrize("text", ["\U0001fa77", "\U00031350", "\ue000"])
+def test_characters_newer_than_pythons_tables_are_not_blank(text: str) -> None:
+    assert not is_blank(text)

@@ -136,3 +136,13 @@ def test_publish_refuses_a_link_leading_outside_the_run(saved_bert, tmp_path) ->
     with pytest.raises(DictEmbedError, match="notes.txt: a link leading outside the run's model folder"):
         publish(RunResult(run, 1e-3, 0, {}), {}, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_seeds_and_rates_as_a_range_or_an_array() -> None:
+    import numpy as np
+
+    from dictembed.recipes.config import RunConfig
+
+    config = RunConfig.create("defsent-plus", seeds=range(2), lrs=np.array([1e-4, 2e-5]), output="out")
+    assert config.seeds == [0, 1] and config.lrs == [1e-4, 2e-5]
+    assert type(config.lrs[0]) is float

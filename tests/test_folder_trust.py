@@ -518,3 +518,31 @@ def test_all_finite_reads_a_mapped_tensor_from_its_file(tmp_path: Path, dtype: t
     assert _mapped_file(tensors["fine"]) is not None and _mapped_file(tensors["fine"][:10]) is None
     assert all_finite(tensors["fine"]) and not all_finite(tensors["broken"])
     assert all_finite(tensors["broken"][:-1]) and not all_finite(tensors["broken"][-3:])
+
+
+def test_all_finite_reads_the_map_when_its_file_was_replaced(tmp_path: Path) -> None:
+    """The file read must be the one mapped: replaced since (an index rebuilt beside it, say), the map itself is
+    checked, whatever the new file holds or however short it is."""
+    import os
+
+    from safetensors.numpy import save_file
+
+    from dictembed.search_space import all_finite, mapped_tensors
+
+    path = tmp_path / "t.safetensors"
+    save_file({"a": np.ones(1000, np.float16)}, str(path))
+    tensors = mapped_tensors(path)
+    for replacement in (np.full(1000, np.nan, np.float16), np.ones(10, np.float16)):
+        save_file({"a": replacement}, str(tmp_path / "new.safetensors"))
+        os.replace(tmp_path / "new.safetensors", path)
+        assert all_finite(tensors["a"])
+
+
+def test_a_checkpoint_of_another_torch_still_resumes(checkpoint: Path) -> None:
+    """A scheduler state with a key this torch lacks (an older one's `verbose`) or a null where it holds a value
+    is another version's, not damage."""
+    from dictembed.checkpoint import load_checkpoint
+
+    _edit_json(checkpoint / "scheduler.json", lambda data: data | {"verbose": False, "_step_count": None})
+    model, optimizer, scheduler = _parts()
+    assert load_checkpoint(checkpoint, model, optimizer, scheduler)["step"] == 7

@@ -148,14 +148,16 @@ def save_checkpoint(folder: Path, model: nn.Module, optimizer: Any, scheduler: A
 
 def _schedule_fits(saved: Any, scheduler: Any) -> bool:
     """Whether `saved` (scheduler.json) can be the state of `scheduler`: an object holding its public settings
-    (`last_epoch`, `base_lrs`, ...) and none it lacks (a scheduler sets each on itself: a saved `step` would hide its
-    method), each of the form its own has (`_same_form`); torch's private ones may be missing (another version's)."""
+    (`last_epoch`, `base_lrs`, ...), none that would hide one of its methods (a scheduler sets each key on itself: a
+    saved `step` would), each it shares of the form its own has (`_same_form`; None either side passes). Keys it
+    lacks (another torch's `verbose`) and torch's private ones missing (another version's) pass."""
     expected = json.loads(json.dumps(scheduler.state_dict(), default=lambda value: None))
-    if not isinstance(saved, dict) or not set(saved) <= set(expected):
+    if not isinstance(saved, dict) or any(callable(getattr(scheduler, str(key), None)) for key in saved):
         return False
     if any(key not in saved for key in expected if not key.startswith("_")):
         return False
-    return all(_same_form(value, expected[key]) for key, value in saved.items())
+    shared = [(value, expected[key]) for key, value in saved.items() if key in expected]
+    return all(value is None or own is None or _same_form(value, own) for value, own in shared)
 
 
 def checkpoint_run(folder: Path) -> dict[str, Any] | None:

@@ -46,12 +46,16 @@ BACKENDS = ("torch", "onnx", "openvino")
 
 
 def _numeric_rows(x: object, name: str) -> torch.Tensor:
-    """`x` (an array, tensor or list of numbers: one vector or a matrix) as a float tensor, refused in one line
-    naming `name` otherwise."""
-    try:
-        rows = x.detach().float() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float32))
-    except (TypeError, ValueError):
-        raise DictEmbedError(f"similarity: {name} must be vectors of numbers, not {type(x).__name__}") from None
+    """`x` (one vector or a matrix: a tensor, kept as it is, gradient and dtype, or an array or list of numbers) as
+    a tensor, refused in one line naming `name` otherwise."""
+    if isinstance(x, torch.Tensor):
+        rows = x
+    else:
+        array = np.asarray(x, dtype=object if isinstance(x, str | bytes) else None)
+        if array.dtype.kind not in "fiub":
+            raise DictEmbedError(f"similarity: {name} must be vectors of numbers, not {type(x).__name__}")
+        keep = array.dtype.kind == "f" and isinstance(x, np.ndarray)  # an array's float dtype; lists as torch.tensor
+        rows = torch.as_tensor(array if keep else array.astype(np.float32))
     if rows.ndim not in (1, 2) or rows.shape[-1] == 0:
         raise DictEmbedError(
             f"similarity: {name} must be one vector or a matrix of them, got shape {tuple(rows.shape)}"
@@ -322,11 +326,12 @@ class Encoder(nn.Module):
         return features["sentence_embedding"]
 
     def _prompt(self, prompt: str | None, prompt_name: str | None) -> str | None:
-        """The prompt text to prefix: `prompt`, else the named one, else the model's default (both given: refused)."""
+        """The prompt text to prefix: `prompt` (over a `prompt_name` given too, with a warning), else the named one,
+        else the model's default."""
         check_prompt(prompt)
-        if prompt is not None and prompt_name is not None:
-            raise DictEmbedError("give prompt or prompt_name, not both")
         if prompt is not None:
+            if prompt_name is not None:  # as sentence-transformers does
+                log.warning("encode: both prompt and prompt_name given; prompt_name %r is not used", prompt_name)
             return prompt
         name = prompt_name or self.default_prompt_name
         if name is None:

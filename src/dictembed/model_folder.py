@@ -55,7 +55,9 @@ DEFAULT_DICTIONARY = "wordnet"  # what a run trains on unless told otherwise, an
 
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 # Files a hub snapshot never needs for loading (other frameworks' weights, exported backends).
-HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf_model*", "flax_model*", "rust_model*"]
+# what a Hub snapshot leaves out: other frameworks' weights and graphs, and pickles, which a load never reads
+HUB_IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "coreml/*", "tf_model*", "flax_model*"]
+HUB_IGNORE += ["rust_model*", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle"]
 
 
 def is_exported(folder: str | Path) -> bool:

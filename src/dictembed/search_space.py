@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -70,13 +71,15 @@ def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
             ranges.append((begin, end, name))
             tensors[name] = (dtype, shape, 8 + length + begin)
         _check_ranges(ranges, size - 8 - length)
+        identity = file_identity(path.stat())
         for begin, end, name in ranges:
             dtype, shape, offset = tensors[name]
-            tensors[name] = (  # a plain array over the map: slicing a np.memmap costs 6 us a call in Python
-                np.asarray(np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape))
-                if end > begin
-                else np.zeros(shape, dtype=dtype)
-            )
+            if end > begin:
+                mapped = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+                mapped.file_identity = identity  # type: ignore[attr-defined]  # what `all_finite` reads is this file
+                tensors[name] = np.asarray(mapped)  # a plain array over the map: slicing a np.memmap costs 6 us
+            else:
+                tensors[name] = np.zeros(shape, dtype=dtype)
         return tensors
     except (OSError, ValueError, TypeError, KeyError, struct.error, RecursionError) as err:
         raise DictEmbedError(f"{path}: corrupt or truncated ({type(err).__name__}: {err})") from None
@@ -290,30 +293,42 @@ def all_finite(values: np.ndarray) -> bool:
         return bool(np.bitwise_and(part, kind(exponent), out=buffer[: part.size]).max() != exponent)
 
     if (mapped := _mapped_file(values)) is not None:
-        with open(mapped[0], "rb") as file:
-            file.seek(mapped[1])
-            chunk = np.empty(buffer.size, kind)
-            left = values.size
-            while left:
-                part = chunk[: min(left, chunk.size)]
-                if file.readinto(part.view(np.uint8).data) != part.nbytes:
-                    raise OSError(f"{mapped[0]}: shorter than its tensors")
-                if not finite(part):
-                    return False
-                left -= part.size
-        return True
+        try:
+            with open(mapped[0], "rb") as file:
+                if file_identity(os.fstat(file.fileno())) == mapped[2]:  # still the file mapped
+                    file.seek(mapped[1])
+                    chunk = np.empty(buffer.size, kind)
+                    left = values.size
+                    while left:
+                        part = chunk[: min(left, chunk.size)]
+                        if file.readinto(part.view(np.uint8).data) != part.nbytes:
+                            break
+                        if not finite(part):
+                            return False
+                        left -= part.size
+                    if not left:
+                        return True
+        except OSError:
+            pass  # replaced or gone since it was mapped: the map itself is read below
     flat = np.ascontiguousarray(values).reshape(-1).view(kind)
     return all(finite(flat[start : start + FINITE_CHUNK]) for start in range(0, flat.size, FINITE_CHUNK))
 
 
-def _mapped_file(values: np.ndarray) -> tuple[str, int] | None:
-    """The file and offset of a C-contiguous array that is a whole memory map (`mapped_tensors`), else None."""
+def file_identity(stat: os.stat_result) -> tuple[int, ...]:
+    """What tells one file from another at one path: device, inode, size and modification time."""
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _mapped_file(values: np.ndarray) -> tuple[str, int, tuple[int, ...]] | None:
+    """The file, offset and `file_identity` of a C-contiguous array that is a whole memory map of `mapped_tensors`,
+    else None."""
     base = values.base
-    if not isinstance(base, np.memmap) or base.filename is None or not values.flags.c_contiguous or values.size == 0:
+    identity = getattr(base, "file_identity", None)
+    if not isinstance(base, np.memmap) or base.filename is None or identity is None or values.size == 0:
         return None
-    if values.ctypes.data != base.ctypes.data or values.nbytes != base.nbytes:
+    if not values.flags.c_contiguous or values.ctypes.data != base.ctypes.data or values.nbytes != base.nbytes:
         return None
-    return str(base.filename), int(base.offset)
+    return str(base.filename), int(base.offset), identity
 
 
 def temperature_problem(meta: dict[str, Any]) -> str | None:

@@ -68,7 +68,7 @@ def check_prompt(prompt: object) -> None:
 
 def check_flag(name: str, value: object, none: bool = False) -> None:
     """Refuse an option `name` that is not True or False (None too where `none`): "no" would count as true."""
-    if not (isinstance(value, bool) or (none and value is None)):
+    if not (isinstance(value, bool) or is_numpy_bool(value) or (none and value is None)):
         extra = " or None" if none else ""
         raise DictEmbedError(f"{name} must be True or False{extra}, not {value!r}")
 
@@ -79,11 +79,17 @@ def check_chunk(chunk: object) -> None:
         raise DictEmbedError(f"chunk must be a whole number of at least 1 or None, got {chunk!r}")
 
 
-# what a text may hold and still say nothing: controls, format characters (zero-width spaces, the BOM, soft hyphens),
-# private-use and unassigned code points, besides white space
-SILENT_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Zs", "Zl", "Zp"})
+# what a text may hold and still say nothing: controls and format characters (zero-width spaces, the BOM, soft
+# hyphens), besides white space; not private-use or unassigned code points (Python's Unicode tables lag: a newer
+# emoji is unassigned to them, and a tokenizer may read it)
+SILENT_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 
 
 def is_blank(text: str) -> bool:
     """Whether `text` holds nothing a tokenizer reads: white space and `SILENT_CATEGORIES` characters only."""
     return all(ch.isspace() or unicodedata.category(ch) in SILENT_CATEGORIES for ch in text)
+
+
+def is_numpy_bool(value: object) -> bool:
+    """Whether `value` is numpy's bool scalar (`np.True_`), without importing numpy."""
+    return type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")

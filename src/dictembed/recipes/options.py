@@ -89,7 +89,8 @@ def check_option(f: Field, value: Any, owner: str) -> Any:
             raise DictEmbedError(f"{name} must be {_number_kind(kind, *bounds)}, got {value!r}")
         return number
     if kind in ("list[int]", "list[float]"):
-        items = value if isinstance(value, list | tuple) else ()
+        items = value.tolist() if hasattr(value, "tolist") else value  # a numpy array
+        items = list(items) if isinstance(items, list | tuple | range) else ()
         checked = [_number(kind[5:-1], item, *bounds) for item in items]
         if not checked or None in checked:
             each = _number_kind(kind[5:-1], *bounds)
