@@ -63,7 +63,9 @@ def test_a_public_dictionary_name_is_what_a_folder_may_name(served_model: Path, 
     _name_dictionary(folder, "wordnet,gcide")
     chosen = ModelFolder.open(folder).dictionary(wordnet_dir="/wn")
     assert (chosen.spec, chosen.wordnet_dir) == ("wordnet,gcide", "/wn")
-    assert ModelFolder.open(folder).dictionary("other.tsv").spec == "other.tsv"  # the user's choice wins
+    other = tmp_path / "other.tsv"
+    other.write_text("word\tdefinition\ndog\ta pet\n", encoding="utf-8")
+    assert ModelFolder.open(folder).dictionary(str(other)).spec == str(other)  # the user's choice wins
 
 
 def test_the_record_is_read_once_from_serve_to_search(served_model: Path, monkeypatch) -> None:

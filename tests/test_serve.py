@@ -744,7 +744,10 @@ def test_a_dictionary_that_cannot_load_is_named_without_its_path(model_dir, tmp_
     from dictembed.reverse_dictionary import ReverseDictionary
     from dictembed.serve import create_app
 
-    rd = ReverseDictionary.load(model_dir, dictionary=str(tmp_path / "gone.tsv"))
+    gone = tmp_path / "gone.tsv"
+    gone.write_text("word\tdefinition\ndog\ta pet\n", encoding="utf-8")
+    rd = ReverseDictionary.load(model_dir, dictionary=str(gone))  # checked here, read at the first search
+    gone.unlink()
     response = TestClient(create_app(reverse_dictionary=rd)).get("/api/reverse", params={"q": "a pet", "pos": "n"})
     assert response.status_code == 422 and "gone.tsv" in response.json()["error"]
     assert str(tmp_path) not in response.text
