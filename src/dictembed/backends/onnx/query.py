@@ -393,10 +393,12 @@ class OnnxQueryEncoder:
     def _check_vocabulary(self) -> None:
         """Refuse a tokenizer unfit for the graph's token embeddings, as `Encoder.load` does
         (`model_folder.vocabulary_problem`): ids past them would fail inside ONNX Runtime at the first sentence
-        holding one."""
-        vocabulary = self.tokenizer.get_vocab(with_added_tokens=True)
-        tokens = self.tokenizer.get_vocab_size(with_added_tokens=True)
-        if problem := vocabulary_problem(tokens, max(vocabulary.values(), default=-1), self.layout.embedding_rows):
+        holding one. The highest id is the model vocabulary's last or an added token's: reading the whole vocabulary
+        as a dict took 22 ms at every open for MiniLM, 347 ms for e5's 250,002 tokens."""
+        tokenizer = self.tokenizer
+        top = max(tokenizer.get_vocab_size(with_added_tokens=False) - 1, *tokenizer.get_added_tokens_decoder(), -1)
+        tokens = tokenizer.get_vocab_size(with_added_tokens=True)
+        if problem := vocabulary_problem(tokens, top, self.layout.embedding_rows):
             raise ModelLoadError(f"model folder {self.path}: {problem}")
 
     @property
