@@ -6,8 +6,6 @@ options without loading a model."""
 from __future__ import annotations
 
 import fnmatch
-import math
-import numbers
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -18,7 +16,7 @@ import re2
 
 from dictembed.cjk import check_pinyin, is_cjk, pinyin_matcher
 from dictembed.errors import DictEmbedError
-from dictembed.texts import check_texts, is_blank, is_whole_number, text_list
+from dictembed.texts import check_texts, is_blank, is_real_number, is_whole_number, text_list
 
 WordCount = Literal["any", "single", "phrase"]  # `words`: any, single words only, phrases only
 WORD_COUNTS: tuple[WordCount, ...] = get_args(WordCount)
@@ -274,11 +272,6 @@ class Filters:
 FILTER_DEFAULTS = {field.name: field.default for field in fields(Filters)}  # what `Filters.none_asked` compares with
 
 
-def _is_number_in(value: object, low: float, high: float) -> bool:
-    """Whether `value` is a real number (numpy's too, not a bool) from `low` to `high`."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and low <= float(value) <= high
-
-
 @dataclass(frozen=True)
 class Ranking:
     """How a search scores an entry for a query vector q:
@@ -311,7 +304,7 @@ class Ranking:
         """Refuse what no score can use; numpy's numbers are kept as Python's (the record and the API write JSON)."""
         for name in ("frequency_weight", "definition_weight", "headword_weight", "query_word_weight", "overlap_weight"):
             value = getattr(self, name)
-            if not _is_number_in(value, 0, math.inf) or math.isinf(value):
+            if not is_real_number(value, 0):
                 raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")
             if not isinstance(value, int):
                 object.__setattr__(self, name, float(value))
@@ -319,7 +312,7 @@ class Ranking:
             raise DictEmbedError(f"depth: a whole number >= 1, not {self.depth!r}")
         object.__setattr__(self, "depth", int(self.depth))
         floor = self.min_frequency
-        if floor is not None and not _is_number_in(floor, 0, 8):
+        if floor is not None and not is_real_number(floor, 0, 8):
             raise DictEmbedError(f"min_frequency: a Zipf frequency from 0 to 8, not {floor!r}")
         if floor is not None and not isinstance(floor, int):
             object.__setattr__(self, "min_frequency", float(floor))

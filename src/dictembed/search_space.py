@@ -22,6 +22,7 @@ import numpy as np
 
 from dictembed.errors import DictEmbedError
 from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
+from dictembed.texts import is_real_number
 
 if TYPE_CHECKING:
     from dictembed.entry_space import MatrixSpace
@@ -337,7 +338,7 @@ def temperature_problem(meta: dict[str, Any]) -> str | None:
     if "temperature" not in meta:
         return None
     value = meta["temperature"]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+    if not is_real_number(value, 0, above=True):
         return f"space.json: temperature {json.dumps(value)[:40]} is not a positive number"
     return None
 

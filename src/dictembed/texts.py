@@ -3,6 +3,7 @@ which no tokenizer takes, is refused in one line naming it); and of the batches 
 
 from __future__ import annotations
 
+import math
 import numbers
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +31,18 @@ def is_whole_number(value: object, low: int = 1, high: int | None = None) -> boo
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return False
     return low <= int(value) and (high is None or int(value) <= high)
+
+
+def is_real_number(value: object, low: float = -math.inf, high: float = math.inf, above: bool = False) -> bool:
+    """Whether `value` is a finite real number (numpy's too, not a bool) from `low` (above it, where `above`) to
+    `high`: the one test of the rates, ratios, weights and temperatures the API takes."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return False
+    return math.isfinite(number) and (number > low if above else number >= low) and number <= high
 
 
 def check_batch_size(batch_size: object) -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections import defaultdict
 
 import numpy as np
@@ -12,7 +10,7 @@ from dictembed.dictionary.builder import without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import normalize_key
 from dictembed.errors import DictEmbedError
-from dictembed.texts import is_whole_number
+from dictembed.texts import is_real_number, is_whole_number
 
 SPLITS = ("train", "dev", "test")
 
@@ -20,12 +18,7 @@ SPLITS = ("train", "dev", "test")
 def check_ratios(ratios: object) -> tuple[float, float, float]:
     """`ratios` as three floats, refused in one line unless three finite non-negative numbers with a positive sum."""
     values = tuple(ratios) if isinstance(ratios, tuple | list) else ()
-    if (
-        len(values) != 3
-        or not all(isinstance(r, numbers.Real) and not isinstance(r, bool) and math.isfinite(r) for r in values)
-        or any(r < 0 for r in values)
-        or sum(values) <= 0
-    ):
+    if len(values) != 3 or not all(is_real_number(r, 0) for r in values) or sum(values) <= 0:
         raise DictEmbedError(f"ratios must be three finite non-negative numbers with a positive sum, got {ratios!r}")
     return float(values[0]), float(values[1]), float(values[2])
 

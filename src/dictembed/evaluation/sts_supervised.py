@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import numbers
 import os
 import tempfile
 import time
@@ -30,7 +29,7 @@ from dictembed.io import staged_dir
 from dictembed.model_folder import resolve_model
 from dictembed.output_folder import check_not_a_file, check_output_folder
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
-from dictembed.texts import check_batch_size, is_whole_number
+from dictembed.texts import check_batch_size, is_real_number, is_whole_number
 
 logger = logging.getLogger(__name__)
 RESULTS = "results.json"  # a seed's scores and settings, written last into its folder
@@ -84,7 +83,7 @@ def check_limit(limit: object) -> None:
 
 def check_ratio(ratio: object) -> None:
     """Refuse a `ratio` that is not a number in (0, 1]."""
-    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0.0 < float(ratio) <= 1.0:
+    if not is_real_number(ratio, 0, 1, above=True):
         raise DictEmbedError(f"ratio must be in (0, 1], got {ratio!r}")
 
 
@@ -110,7 +109,7 @@ def check_settings(
     if not is_whole_number(epochs):
         raise DictEmbedError(f"epochs must be a whole number >= 1, got {epochs!r}")
     check_batch_size(batch_size)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0.0 < float(lr) < math.inf:
+    if not is_real_number(lr, 0, above=True):
         raise DictEmbedError(f"lr must be a finite number > 0, got {lr!r}")
     check_pooling(pooling)
     check_limit(limit)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import numbers
 import os
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from dictembed.errors import DictEmbedError
-from dictembed.texts import is_whole_number
+from dictembed.texts import is_real_number, is_whole_number
 
 
 def option(
@@ -106,10 +105,8 @@ def _number(kind: str, value: Any, positive: bool, maximum: float | None) -> int
     if kind == "int":
         fits = is_whole_number(value, 1 if positive else 0, None if maximum is None else int(maximum))
         return int(value) if fits else None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(number := float(value)):
-        return None
-    low_ok = number > 0 if positive else number >= 0
-    return number if low_ok and (maximum is None or number <= maximum) else None
+    fits = is_real_number(value, 0, math.inf if maximum is None else maximum, above=positive)
+    return float(cast(float, value)) if fits else None
 
 
 def _number_kind(kind: str, positive: bool, maximum: float | None) -> str:
