@@ -168,8 +168,7 @@ def module_folders(folder: Path, paths: list[str]) -> list[Path]:
 
 def load_sentence_transformer(folder: Path) -> Any:
     """`SentenceTransformer(folder)` on the CPU from local files only and safetensors weights only, its failures as
-    a ModelLoadError."""
-    module_paths(folder)
+    a ModelLoadError (its module list checked first: `load_parts`)."""
     try:
         model = SentenceTransformer(str(folder), device="cpu", local_files_only=True, model_kwargs=dict(SAFE_LOAD))
     except Exception as err:  # noqa: BLE001 - the loaders raise many types on garbage (tokenizers a bare Exception)
@@ -310,10 +309,11 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
     Pooling, Dense, Normalize and other standard modules are honoured), else a plain HF model. `saved_length`
     (the run record's encoder.max_length) takes precedence over the folder's own; both are checked against the
     model's positions (`fit_max_length`)."""
-    paths = module_paths(folder) if (folder / "modules.json").is_file() else []
-    refuse_pickles(folder, paths)
-    check_module_configs(folder, paths)
-    if not (folder / "modules.json").is_file():
+    sentence_transformer = (folder / "modules.json").is_file()
+    folders = module_folders(folder, module_paths(folder) if sentence_transformer else [])
+    refuse_pickles(folder, folders)
+    check_module_configs(folder, folders)
+    if not sentence_transformer:
         with warnings_logged():
             tokenizer, backbone = load_plain(folder)
         check_tokenizer(tokenizer, backbone, folder)
@@ -356,11 +356,11 @@ def read_pickles(directory: Path) -> list[Path]:
     return [p for p in pickles if p.name == named]
 
 
-def refuse_pickles(folder: Path, paths: list[str] | None = None) -> None:
-    """Refuse a folder whose weights, or the weights of a module (`paths`, from modules.json), would load from a
-    pickle (`read_pickles`): dictembed never unpickles a file of a model folder, so such weights are a one-line
-    error naming them, before any loader sees them."""
-    pickled = [p for directory in module_folders(folder, paths or []) for p in read_pickles(directory)]
+def refuse_pickles(folder: Path, folders: list[Path]) -> None:
+    """Refuse a model folder whose weights, or the weights of a module (`folders`: `module_folders`), would load
+    from a pickle (`read_pickles`): dictembed never unpickles a file of a model folder, so such weights are a
+    one-line error naming them, before any loader sees them."""
+    pickled = [p for directory in folders for p in read_pickles(directory)]
     if pickled:
         names = ", ".join(str(p.relative_to(folder)) for p in pickled)
         raise ModelLoadError(
@@ -369,11 +369,11 @@ def refuse_pickles(folder: Path, paths: list[str] | None = None) -> None:
         )
 
 
-def check_module_configs(folder: Path, paths: list[str]) -> None:
-    """Refuse a module config (`sentence_*_config.json`) that names files outside the folder (a tokenizer by path
-    or Hub name: `model_folder.outside_reference`) or asks for weights other than safetensors; one that does not
-    parse is left to the loader, whose error names it (`corrupt_file`)."""
-    for directory in module_folders(folder, paths):
+def check_module_configs(folder: Path, folders: list[Path]) -> None:
+    """Refuse a module config (`sentence_*_config.json`) in `folders` (`module_folders`) that names files outside
+    the model folder (a tokenizer by path or Hub name: `model_folder.outside_reference`) or asks for weights other
+    than safetensors; one that does not parse is left to the loader, whose error names it (`corrupt_file`)."""
+    for directory in folders:
         for path in sorted(directory.glob("sentence_*_config.json")):
             try:
                 config = json.loads(path.read_text(encoding="utf-8"))
