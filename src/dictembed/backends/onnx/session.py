@@ -99,7 +99,7 @@ def exported_file(folder: Path, manifest_name: str = ONNX_MANIFEST) -> tuple[Pat
     """The ONNX file a manifest in `onnx/` names (an export's, or a trained folder's query graph's), and the
     manifest. An export's manifest that does not parse or names no file of the onnx folder is a `BadExport`, its
     graph replaced since a `ReplacedGraph`; an export of an older version, whose manifest records no `file_print`,
-    runs with one warning that its graph is not checked (a trained folder's query graph without one is never run:
+    runs with one warning that its graph is not checked (as a trained folder's query graph without one does:
     `query_graph`)."""
     manifest_path = folder / ONNX_DIR / manifest_name
     error = BadExport if manifest_name == ONNX_MANIFEST else ModelLoadError
@@ -219,14 +219,14 @@ def query_graph_matches(folder: Path, manifest: dict[str, Any]) -> bool:
     named = str(manifest.get("weights_sha256"))
     if len(files) > 1 and named == _digests[key]:
         return True
-    if (key[0], named) not in _warned:
-        _warned.add((key[0], named))
-        log.warning(
-            "model folder %s: its query graph (%s/%s) was made from other weights; the weights answer instead",
-            folder,
-            ONNX_DIR,
-            QUERY_MANIFEST,
-        )
+    warn_once(
+        folder,
+        named,
+        "model folder %s: its query graph (%s/%s) was made from other weights; the weights answer instead",
+        folder,
+        ONNX_DIR,
+        QUERY_MANIFEST,
+    )
     return False
 
 
