@@ -30,7 +30,8 @@ from dictembed.backends.onnx.graph import (
     quantized_graph,
     unexportable,
 )
-from dictembed.backends.onnx.query import NoGraph, OnnxQueryEncoder, QueryLayout
+from dictembed.backends.onnx.query import OnnxQueryEncoder
+from dictembed.backends.onnx.query_layout import NoGraph, QueryLayout
 from dictembed.backends.onnx.session import graph_feeds, graph_print, weights_sha256
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
