@@ -20,7 +20,6 @@ from typing import Any, cast
 import numpy as np
 import torch
 from sentence_transformers.sentence_transformer import modules as st_modules
-from sentence_transformers.util import cos_sim
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -37,30 +36,12 @@ from dictembed.output_folder import check_output_folder
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.record import RunRecord
-from dictembed.st_encode import encode_keywords, encode_output
+from dictembed.st_encode import encode_keywords, encode_normalize, encode_output, prompt_text, similarity
 from dictembed.texts import check_batch_size, check_chunk, check_flag, check_prompt, check_texts, text_input, text_list
 from dictembed.tokenization import tokenize_counting_cuts
 
 log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "openvino")
-
-
-def _numeric_rows(x: object, name: str) -> torch.Tensor:
-    """`x` (one vector or a matrix: a tensor, kept as it is, gradient and dtype, or an array or list of numbers) as
-    a tensor, refused in one line naming `name` otherwise."""
-    if isinstance(x, torch.Tensor):
-        rows = x
-    else:
-        array = np.asarray(x, dtype=object if isinstance(x, str | bytes) else None)
-        if array.dtype.kind not in "fiub":
-            raise DictEmbedError(f"similarity: {name} must be vectors of numbers, not {type(x).__name__}")
-        keep = array.dtype.kind == "f" and isinstance(x, np.ndarray)  # an array's float dtype; lists as torch.tensor
-        rows = torch.as_tensor(array if keep else array.astype(np.float32))
-    if rows.ndim not in (1, 2) or rows.shape[-1] == 0:
-        raise DictEmbedError(
-            f"similarity: {name} must be one vector or a matrix of them, got shape {tuple(rows.shape)}"
-        )
-    return rows
 
 
 class Encoder(nn.Module):
@@ -326,19 +307,8 @@ class Encoder(nn.Module):
         return features["sentence_embedding"]
 
     def _prompt(self, prompt: str | None, prompt_name: str | None) -> str | None:
-        """The prompt text to prefix: `prompt` (over a `prompt_name` given too, with a warning), else the named one,
-        else the model's default."""
-        check_prompt(prompt)
-        if prompt is not None:
-            if prompt_name is not None:  # as sentence-transformers does
-                log.warning("encode: both prompt and prompt_name given; prompt_name %r is not used", prompt_name)
-            return prompt
-        name = prompt_name or self.default_prompt_name
-        if name is None:
-            return None
-        if name not in self.prompts:
-            raise DictEmbedError(f"unknown prompt_name {name!r}; this model has {sorted(self.prompts) or 'none'}")
-        return self.prompts[name]
+        """The prompt text to prefix (`st_encode.prompt_text`)."""
+        return prompt_text(self.prompts, self.default_prompt_name, prompt, prompt_name)
 
     @torch.no_grad()
     def encode(
@@ -368,11 +338,7 @@ class Encoder(nn.Module):
         """
         quantize = encode_keywords(quantize, precision, kwargs)
         texts, single = text_input(sentences)
-        check_flag("normalize_embeddings", normalize_embeddings)
-        check_flag("normalize", normalize, none=True)
-        if normalize is not None and normalize != normalize_embeddings and normalize_embeddings:
-            raise DictEmbedError("normalize (the older name) and normalize_embeddings disagree; give one")
-        normalize_embeddings = normalize if normalize is not None else normalize_embeddings
+        normalize_embeddings = encode_normalize(normalize_embeddings, normalize)
         show = show_progress if show_progress is not None else show_progress_bar
         if device is not None:
             self.to(resolve_device(device))
@@ -467,11 +433,8 @@ class Encoder(nn.Module):
 
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
         """Cosine similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`:
-        vectors or matrices of numbers (arrays, tensors or lists) of the same width."""
-        rows = [_numeric_rows(x, name) for x, name in ((a, "a"), (b, "b"))]
-        if rows[0].shape[-1] != rows[1].shape[-1]:
-            raise DictEmbedError(f"similarity: a has {rows[0].shape[-1]} dimensions, b {rows[1].shape[-1]}")
-        return cos_sim(*rows)
+        vectors or matrices of numbers (arrays, tensors or lists) of the same width (`st_encode.similarity`)."""
+        return similarity(a, b)
 
     def hash_weights(self, digest: Any) -> None:
         """Feed `digest` (a hashlib object) the bytes of every tensor that enters the vectors: the state dict but

@@ -1,18 +1,24 @@
 """`SentenceTransformer.encode`'s contract, as `Encoder.encode` keeps it: the keywords it takes (sentence-transformers'
-own options refused unless unset, a misspelt one named), its input (one string or a list), and its output
-(L2-normalised, quantised with `quantize_embeddings`, an array or a tensor, one vector for one string)."""
+own options refused unless unset, a misspelt one named; `normalize`, the older name of `normalize_embeddings`), its
+prompt (`prompt` over `prompt_name`, else the model's default), and its output (L2-normalised, quantised with
+`quantize_embeddings`, an array or a tensor, one vector for one string); and `SentenceTransformer.similarity`'s."""
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any, cast
 
 import numpy as np
 import torch
 from sentence_transformers import quantize_embeddings
+from sentence_transformers.util import cos_sim
 
 from dictembed.errors import DictEmbedError
 from dictembed.quantization import CALIBRATED, QUANTIZATIONS, Quantization
+from dictembed.texts import check_flag, check_prompt
+
+log = logging.getLogger(__name__)
 
 ST_ONLY_OPTIONS = ("truncate_dim", "pool", "chunk_size")  # sentence-transformers' encode options: taken when unset
 
@@ -35,6 +41,34 @@ def encode_keywords(quantize: str, precision: str | None, kwargs: dict[str, Any]
     return cast(Quantization, quantize)
 
 
+def encode_normalize(normalize_embeddings: object, normalize: object) -> bool:
+    """Whether to L2-normalise: `normalize_embeddings`, or `normalize` (its older name) where given; each True or
+    False, and the two not contradicting each other."""
+    check_flag("normalize_embeddings", normalize_embeddings)
+    check_flag("normalize", normalize, none=True)
+    if normalize is not None and normalize != normalize_embeddings and normalize_embeddings:
+        raise DictEmbedError("normalize (the older name) and normalize_embeddings disagree; give one")
+    return bool(normalize if normalize is not None else normalize_embeddings)
+
+
+def prompt_text(
+    prompts: dict[str, str], default_name: str | None, prompt: str | None, prompt_name: str | None
+) -> str | None:
+    """The prompt to prefix: `prompt` (over a `prompt_name` given too, with a warning, as sentence-transformers
+    does), else the one of `prompts` named `prompt_name`, else the default one (`default_name`), else None."""
+    check_prompt(prompt)
+    if prompt is not None:
+        if prompt_name is not None:
+            log.warning("encode: both prompt and prompt_name given; prompt_name %r is not used", prompt_name)
+        return prompt
+    name = prompt_name or default_name
+    if name is None:
+        return None
+    if name not in prompts:
+        raise DictEmbedError(f"unknown prompt_name {name!r}; this model has {sorted(prompts) or 'none'}")
+    return prompts[name]
+
+
 def encode_output(
     vectors: torch.Tensor, normalize: bool, quantize: Quantization, as_tensor: bool, single: bool
 ) -> np.ndarray | torch.Tensor:
@@ -54,3 +88,30 @@ def encode_output(
     if as_tensor:
         result = torch.from_numpy(np.asarray(result))
     return result[0] if single else result
+
+
+def similarity(a: object, b: object) -> torch.Tensor:
+    """Cosine similarity of every row of `a` with every row of `b` (sentence-transformers' `cos_sim`): vectors or
+    matrices of numbers of the same width, refused in one line otherwise."""
+    rows = [_numeric_rows(x, name) for x, name in ((a, "a"), (b, "b"))]
+    if rows[0].shape[-1] != rows[1].shape[-1]:
+        raise DictEmbedError(f"similarity: a has {rows[0].shape[-1]} dimensions, b {rows[1].shape[-1]}")
+    return cos_sim(*rows)
+
+
+def _numeric_rows(x: object, name: str) -> torch.Tensor:
+    """`x` (one vector or a matrix: a tensor, kept as it is, gradient and dtype, or an array or list of numbers) as
+    a tensor, refused in one line naming `name` otherwise."""
+    if isinstance(x, torch.Tensor):
+        rows = x
+    else:
+        array = np.asarray(x, dtype=object if isinstance(x, str | bytes) else None)
+        if array.dtype.kind not in "fiub":
+            raise DictEmbedError(f"similarity: {name} must be vectors of numbers, not {type(x).__name__}")
+        keep = array.dtype.kind == "f" and isinstance(x, np.ndarray)  # an array's float dtype; lists as torch.tensor
+        rows = torch.as_tensor(array if keep else array.astype(np.float32))
+    if rows.ndim not in (1, 2) or rows.shape[-1] == 0:
+        raise DictEmbedError(
+            f"similarity: {name} must be one vector or a matrix of them, got shape {tuple(rows.shape)}"
+        )
+    return rows
