@@ -14,7 +14,7 @@ percentages.
 from __future__ import annotations
 
 import logging
-import numbers
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -307,7 +307,7 @@ def check_protocol(seed: object, folds: object, inner_folds: object, jobs: objec
     for name, value in (("folds", folds), ("inner_folds", inner_folds)):
         if not is_whole_number(value, 2):
             raise DictEmbedError(f"{name} must be a whole number >= 2 (a cross-validation's folds), got {value!r}")
-    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs == 0:
+    if not is_whole_number(jobs, -sys.maxsize) or jobs == 0:
         raise DictEmbedError(f"jobs must be a whole number other than 0 (-1: one per core), got {jobs!r}")
 
 
