@@ -209,3 +209,29 @@ def test_a_distil_that_fails_while_saving_resumes_at_its_end(
     assert steps == [] and not checkpoint.exists() and f"wrote {out}" in stdout
     ours, theirs = load_file(out / "model.safetensors"), load_file(tmp_path / "straight" / "model.safetensors")
     assert ours.keys() == theirs.keys() and all(np.array_equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_the_teachers_vectors_on_its_graph_are_its_weights_vectors_and_int8_ones_are_kept_apart(
+    served_model, tmp_path, monkeypatch, caplog
+) -> None:
+    """On the CPU in fp32 the teacher encodes as a build does: its weights' graph on ONNX Runtime, whose vectors
+    are torch's to float rounding; vectors asked in int8 are kept under another name."""
+    import logging
+
+    from dictembed.device_choices import BUILD_BACKEND_VARIABLE
+    from dictembed.model_folder import ModelFolder
+    from dictembed.query_distillation import teacher_targets
+
+    folder, texts = ModelFolder.open(served_model), [d for _, d, _ in SERVED_WORDS] * 3
+    monkeypatch.setenv(BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = teacher_targets(folder, "cpu", "fp32", "k", texts, tmp_path / "torch")
+    monkeypatch.setenv(BUILD_BACKEND_VARIABLE, "onnx")
+    with caplog.at_level(logging.INFO, logger="dictembed"):
+        on_graph = teacher_targets(folder, "cpu", "fp32", "k", texts, tmp_path / "graph")
+    assert "encoding on ONNX Runtime" in caplog.text
+    np.testing.assert_allclose(on_graph, on_torch, atol=1e-5)
+    assert np.allclose(np.linalg.norm(on_graph, axis=1), 1, atol=1e-5)
+    monkeypatch.setenv(BUILD_BACKEND_VARIABLE, "int8")
+    teacher_targets(folder, "cpu", "fp32", "k", texts, tmp_path / "graph")
+    names = {p.name for p in (tmp_path / "graph").glob("teacher-*.safetensors")} - {"teacher-k.safetensors"}
+    assert len(names) == 1 and next(iter(names)).startswith("teacher-k-int8-")

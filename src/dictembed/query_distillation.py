@@ -23,13 +23,15 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save
 
+from dictembed.backends.onnx.runtime import int8_build_key
 from dictembed.backends.onnx.session import weights_sha256
 from dictembed.description_corpus import Description
+from dictembed.device_choices import build_choice
 from dictembed.devices import loader_device
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
-from dictembed.entry_vectors import encode_in_parts
+from dictembed.entry_vectors import builder, encode_in_parts
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
 from dictembed.model_folder import ModelFolder
@@ -127,6 +129,9 @@ def distillation_texts(
     return texts, counts
 
 
+TEACHER_BATCH = 64  # texts a batch of the teacher's vectors on torch (a build on the graph takes its own)
+
+
 def texts_fingerprint(texts: list[str]) -> str:
     return hashlib.sha1("\n".join(texts).encode()).hexdigest()[:16]
 
@@ -135,14 +140,21 @@ def teacher_targets(
     folder: ModelFolder, device: str, precision: str, key: str, texts: list[str], run_dir: Path
 ) -> np.ndarray:
     """The unit vectors of `texts` by the teacher `folder`'s encoder, encoded once (in parts, resumable) and kept
-    in `run_dir` under `key` (the teacher's and the texts' fingerprints); the teacher is loaded only to encode."""
+    in `run_dir` under `key` (the teacher's and the texts' fingerprints); the teacher is loaded only to encode.
+    They are encoded as a build is (`entry_vectors.builder`): on the CPU in fp32, its weights' graph on ONNX
+    Runtime gives the weights' vectors faster; a build asked in int8 (`$DICTEMBED_BUILD_BACKEND=int8`) is kept
+    apart."""
+    if build_choice() == "int8":
+        key = f"{key}-{int8_build_key()}"
     kept = run_dir / f"teacher-{key}.safetensors"
     if kept.is_file():
         return load_file(kept)["vectors"]
     teacher = Encoder.load(folder, device=loader_device(device)).set_precision(precision)
     parts = run_dir / f"teacher-{key}.parts"
     what = f"teacher's vectors of {len(texts):,} texts"
-    vectors = l2_normalize(np.asarray(encode_in_parts(teacher, texts, 64, parts, what), dtype=np.float32))
+    with builder(teacher, texts, TEACHER_BATCH) as (runner, size):
+        encoded = encode_in_parts(runner, texts, size, parts, what)
+    vectors = l2_normalize(np.asarray(encoded, dtype=np.float32))
     atomic_write(kept, save({"vectors": np.ascontiguousarray(vectors)}))
     shutil.rmtree(parts, ignore_errors=True)
     return vectors
