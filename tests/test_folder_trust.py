@@ -26,6 +26,7 @@ from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import (
     ONNX_DIR,
     ONNX_MANIFEST,
+    QUERY_FILE,
     QUERY_MANIFEST,
     RECORD_NAME,
     SEARCH_DIR,
@@ -86,6 +87,25 @@ def test_a_module_folder_holding_only_a_pickle_is_refused(saved_bert: Path, tmp_
     with pytest.raises(ModelLoadError, match=r"3_Dense/pytorch_model\.bin are a pickle, which dictembed never loads"):
         Encoder.load(folder, device="cpu")
     assert unpickled == []
+
+
+def test_a_folder_whose_encoder_is_refused_builds_no_search_index_first(
+    served_model: Path, tmp_path: Path, unpickled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder without its stored index whose weights are a pickle: refused before the index is built (seconds
+    for a large dictionary), the search index cache left empty."""
+    import dictembed.reverse_dictionary as reverse_dictionary
+
+    folder = damaged_copy(served_model, tmp_path / "m")
+    for name in (SEARCH_DIR, QUERY_FILE, QUERY_MANIFEST):
+        shutil.rmtree(folder / name) if (folder / name).is_dir() else (folder / name).unlink(missing_ok=True)
+    _backbone_pickle(folder)
+    (folder / WEIGHTS_FILE).unlink()
+    built: list[Path] = []
+    monkeypatch.setattr(reverse_dictionary, "folder_search_index", lambda f, *a: built.append(f.path))
+    with pytest.raises(ModelLoadError, match=r"pytorch_model\.bin are a pickle"):
+        reverse_dictionary.ReverseDictionary.load(folder, device="cpu")
+    assert unpickled == [] and built == []
 
 
 def test_a_stray_safetensors_file_does_not_let_the_pickle_load(saved_bert: Path, tmp_path: Path, unpickled) -> None:

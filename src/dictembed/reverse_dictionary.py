@@ -88,12 +88,22 @@ class Result:
 def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpace | SearchSpace, SearchIndex | None]:
     """A folder's saved entry space: a matrix space memory-mapped with its `SearchIndex` (built and cached for a
     folder without one), else the torch space (an MLM head)."""
+    space = opened_space(folder)
+    return space, space_index(folder, space, source)
+
+
+def opened_space(folder: ModelFolder) -> EntrySpace | SearchSpace:
+    """A folder's saved entry space, checked and opened: a matrix space memory-mapped, else the torch space."""
     if SearchSpace.saved_type(folder.path) in MATRIX_SPACES:
-        space = SearchSpace.open(folder.path)
-        return space, folder_search_index(folder, space, source)
+        return SearchSpace.open(folder.path)
     from dictembed.entry_space import EntrySpace
 
-    return EntrySpace.load(folder.path), None
+    return EntrySpace.load(folder.path)
+
+
+def space_index(folder: ModelFolder, space: EntrySpace | SearchSpace, source: ModelDictionary) -> SearchIndex | None:
+    """The `SearchIndex` of a matrix space opened from `folder` (stored, or built and cached), None for an MLM head."""
+    return folder_search_index(folder, space, source) if isinstance(space, SearchSpace) else None
 
 
 class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms):
@@ -178,13 +188,14 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         check_language(language)
         folder = ModelFolder.open(path)
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
-        space, index = saved_space(folder, source)
+        space = opened_space(folder)  # checked before the encoder, whose load may take seconds (torch)
         encoder = exported_query_encoder(folder, device, precision)
         if encoder is None:
             from dictembed.devices import loader_device
             from dictembed.encoder import Encoder
 
             encoder = cast(QueryEncoder, Encoder.load(folder, device=loader_device(device)).set_precision(precision))
+        index = space_index(folder, space, source)  # built only for a folder without one, once its encoder loaded
         return cls(encoder, space, dictionary=source, name=folder.name, ranking=ranking, language=language, index=index)
 
     # ------------------------------------------------------------------ search, for people
