@@ -46,6 +46,9 @@ from dictembed.io import read_lines
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
 COLUMN_NAMES = ("word", "definition", "example", "pos")
 SKIP = "-"
+# Names a header line commonly gives its columns besides COLUMN_NAMES ("headword<TAB>gloss"): a first line made of
+# them only is taken for a header when --columns reads every line as data (see `_looks_like_header`).
+HEADER_NAMES = frozenset(COLUMN_NAMES) | {"headword", "lemma", "term", "entry", "gloss", "meaning", "sense"}
 BOM = "\ufeff"
 REPEATED_HEADER = "repeated header lines"
 HEADER_LIKE = "first line that looks like a header (--columns reads every line as data)"
@@ -193,11 +196,11 @@ def table_columns(spec: str) -> str:
 
 def _looks_like_header(fields: list[str], columns: list[str]) -> bool:
     """Whether the first row of a file read with `columns` (see `parse_columns`) names columns rather than holding
-    data: its cells are the names `columns` gives (skipped columns aside), or each is one of COLUMN_NAMES (in any
+    data: its cells are the names `columns` gives (skipped columns aside), or each is one of HEADER_NAMES (in any
     case, see `column_key`)."""
     keys = [column_key(field) for field in fields]
     named = [(key, column) for key, column in zip(keys, columns, strict=True) if not column.startswith(SKIP)]
-    return all(key == column for key, column in named) or all(key in COLUMN_NAMES for key in keys)
+    return all(key == column for key, column in named) or all(key in HEADER_NAMES for key in keys)
 
 
 def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | None = None) -> Table:
