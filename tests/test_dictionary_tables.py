@@ -48,6 +48,16 @@ def test_two_spellings_of_one_column_are_a_repeated_column(tmp_path: Path) -> No
         load_dictionary(str(path))
 
 
+def test_jsonl_records_may_spell_a_key_differently_but_one_record_not_twice(tmp_path: Path) -> None:
+    mixed = '{"Word": "cat", "Definition": "a feline"}\n{"word": "dog", "definition ": "a canine", "POS": "n"}\n'
+    dictionary = load_dictionary(str(_write(tmp_path / "mixed.jsonl", mixed)))
+    assert dictionary.pairs() == [("cat", "a feline"), ("dog", "a canine")]
+    assert dictionary["dog"].senses[0].pos == "n"
+    twice = '{"word": "cat", "definition": "a feline"}\n{"word": "dog", "Word": "hound", "definition": "a canine"}\n'
+    with pytest.raises(DataFormatError, match=r"twice\.jsonl:2: key 'word' appears more than once in one record"):
+        load_dictionary(str(_write(tmp_path / "twice.jsonl", twice)))
+
+
 def test_a_header_naming_no_known_column_lists_the_names_and_offers_columns_for_a_headerless_file(
     tmp_path: Path,
 ) -> None:

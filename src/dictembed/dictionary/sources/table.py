@@ -249,7 +249,9 @@ def _json_record(path: Path, line: str, number: int) -> Row:
 def _jsonl_table(path: Path, lines: list[str]) -> Table:
     """The keys of a JSONL file's records (all of them, in order of first use: a key absent from the first
     record is still a column), the first record's line number, and (line number, record) per non-blank line.
-    A byte order mark at the start of a line (a joined file's) is dropped."""
+    Keys are matched by `column_key` across records ("Word" in one, "word" in another: one column, spelled as
+    first seen); one record naming a key twice so is a DataFormatError. A byte order mark at the start of a line
+    (a joined file's) is dropped."""
     records = [
         (number, _json_record(path, line, number))
         for number, line in enumerate((line.removeprefix(BOM) for line in lines), start=1)
@@ -257,8 +259,16 @@ def _jsonl_table(path: Path, lines: list[str]) -> Table:
     ]
     if not records:
         raise DataFormatError(path, "empty file (expected one JSON object per line)", line=1)
-    columns = list(dict.fromkeys(key for _, record in records for key in record))
-    return columns, records[0][0], iter(records)
+    spelling: dict[str, str] = {}  # a key as matched (`column_key`) -> its first spelling in the file
+    for number, record in records:
+        keys = [column_key(key) for key in record]
+        if len(set(keys)) < len(keys):
+            twice = next(key for key in keys if keys.count(key) > 1)
+            raise DataFormatError(path, f"key {twice!r} appears more than once in one record", line=number)
+        for key in record:
+            spelling.setdefault(column_key(key), key)
+    records = [(number, {spelling[column_key(k)]: v for k, v in record.items()}) for number, record in records]
+    return list(spelling.values()), records[0][0], iter(records)
 
 
 def _parses_as_json(line: str) -> bool:
