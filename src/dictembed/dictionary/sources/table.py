@@ -260,15 +260,27 @@ def _jsonl_table(path: Path, lines: list[str]) -> Table:
     if not records:
         raise DataFormatError(path, "empty file (expected one JSON object per line)", line=1)
     spelling: dict[str, str] = {}  # a key as matched (`column_key`) -> its first spelling in the file
-    for number, record in records:
-        keys = [column_key(key) for key in record]
-        if len(set(keys)) < len(keys):
-            twice = next(key for key in keys if keys.count(key) > 1)
-            raise DataFormatError(path, f"key {twice!r} appears more than once in one record", line=number)
-        for key in record:
-            spelling.setdefault(column_key(key), key)
-    records = [(number, {spelling[column_key(k)]: v for k, v in record.items()}) for number, record in records]
+    renames: dict[tuple[str, ...], dict[str, str]] = {}  # a record's keys -> those spelled otherwise before
+    for index, (number, record) in enumerate(records):
+        keys = tuple(record)  # records share a few layouts: each is matched once
+        if keys not in renames:
+            renames[keys] = _respelled(path, keys, spelling, number)
+        if rename := renames[keys]:
+            records[index] = (number, {rename.get(key, key): value for key, value in record.items()})
     return list(spelling.values()), records[0][0], iter(records)
+
+
+def _respelled(path: Path, keys: tuple[str, ...], spelling: dict[str, str], line: int) -> dict[str, str]:
+    """Each of a JSONL record's `keys` that an earlier record spelled otherwise (see `column_key`), to that
+    spelling; `spelling` (a key as matched -> its first spelling) gains the record's new keys. Two of `keys`
+    matching alike are a DataFormatError naming `line`."""
+    matched = [column_key(key) for key in keys]
+    if len(set(matched)) < len(matched):
+        twice = next(key for key in matched if matched.count(key) > 1)
+        raise DataFormatError(path, f"key {twice!r} appears more than once in one record", line=line)
+    for key, match in zip(keys, matched, strict=True):
+        spelling.setdefault(match, key)
+    return {key: spelling[match] for key, match in zip(keys, matched, strict=True) if spelling[match] != key}
 
 
 def _parses_as_json(line: str) -> bool:
