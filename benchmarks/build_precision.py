@@ -1,5 +1,5 @@
-"""Entry-space build throughput at fp32 (torch, and ONNX Runtime), bf16 and int8, and how far each moves the space
-from torch fp32.
+"""Entry-space build throughput at fp32 (torch, and ONNX Runtime), bf16 (torch, and OpenVINO) and int8, and how far
+each moves the space from torch fp32.
 
     python benchmarks/build_precision.py                          # 5,000 WordNet definitions, 300 queries
     python benchmarks/build_precision.py --limit 20000 --json build.json
@@ -10,7 +10,10 @@ The main job's entry space (`DefinitionSpace.build(encoder, wordnet, "amp")`, no
 - fp32: `Encoder` in torch fp32 (`DICTEMBED_BUILD_BACKEND=torch`); onnx: the same fp32 network's graph on ONNX
   Runtime as the product's builds run it (`DICTEMBED_BUILD_BACKEND=onnx`: `runtime.graph_twin`, exported at the
   start of the build and timed with it, batches of `GRAPH_BUILD_BATCH`); bf16: `Encoder.set_precision("bf16")` (torch
-  autocast; native on a CPU with AMX or AVX512_BF16, emulated and slow without: the script says which); int8: the
+  autocast; native on a CPU with AMX or AVX512_BF16, emulated and slow without: the script says which); openvino:
+  the bf16 encoder's builds on its fp32 graph compiled by OpenVINO with the bf16 hint (`DICTEMBED_BUILD_BACKEND=
+  openvino`: `openvino.openvino_twin`, what `auto` runs for a bf16 encoder, exported and compiled at the start of
+  the build and timed with it; without native bf16 OpenVINO runs f32 and says so); int8: the
   model's ONNX dynamic int8 export (`dictembed.backends.onnx.export.export`) on ONNX Runtime with `--threads`
   threads.
 Reported per precision: seconds and definitions/s; against fp32: the mean/min cosine of the entry vectors, and
@@ -43,7 +46,7 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.paths import default_model
 
-PRECISIONS = ("fp32", "onnx", "bf16", "int8")
+PRECISIONS = ("fp32", "onnx", "bf16", "openvino", "int8")
 
 
 def sample(n: int, queries: int, seed: int = 0) -> tuple[Dictionary, list[str]]:
@@ -58,11 +61,14 @@ def sample(n: int, queries: int, seed: int = 0) -> tuple[Dictionary, list[str]]:
 
 def encoder_at(precision: str, model: str, scratch: Path, threads: int) -> Encoder:
     """The model's encoder computing at `precision` (onnx: torch fp32, its builds on the fp32 graph as
-    `DICTEMBED_BUILD_BACKEND=onnx` makes them; int8: its ONNX int8 export, written into `scratch`)."""
+    `DICTEMBED_BUILD_BACKEND=onnx` makes them; openvino: torch bf16, its builds on OpenVINO as
+    `DICTEMBED_BUILD_BACKEND=openvino` makes them; int8: its ONNX int8 export, written into `scratch`)."""
     encoder = Encoder.load(model, device="cpu", backend="torch")
-    os.environ[BUILD_BACKEND_VARIABLE] = "onnx" if precision == "onnx" else "torch"
+    os.environ[BUILD_BACKEND_VARIABLE] = precision if precision in ("onnx", "openvino") else "torch"
     if precision == "onnx":
         return encoder
+    if precision == "openvino":
+        return encoder.set_precision("bf16")
     if precision != "int8":
         return encoder.set_precision(precision)
     from dictembed.backends.onnx.export import export
@@ -103,7 +109,9 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="default: the embedded all-MiniLM-L6-v2")
     parser.add_argument("--limit", type=int, default=5000, help="WordNet definitions in the space (default: 5000)")
     parser.add_argument("--queries", type=int, default=300, help="held-out definitions queried (default: 300)")
-    parser.add_argument("--precisions", default=",".join(PRECISIONS), help="comma list of fp32, onnx, bf16, int8")
+    parser.add_argument(
+        "--precisions", default=",".join(PRECISIONS), help="comma list of fp32, onnx, bf16, openvino, int8"
+    )
     parser.add_argument("--threads", type=int, default=physical_cores(), help="torch and ONNX Runtime threads")
     parser.add_argument("--quick", action="store_true", help="a smoke test: 100 definitions, 50 queries")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the result here")
@@ -120,7 +128,7 @@ def main() -> None:
         f"# a linear layer {result['bf16_gain']}x faster in bf16; --precision auto: {result['auto_precision']}",
         file=sys.stderr,
     )
-    if "bf16" in precisions and not result["bf16_native"]:
+    if {"bf16", "openvino"} & set(precisions) and not result["bf16_native"]:
         print("# no AMX or AVX512_BF16: bf16 is emulated here (slow); the figure says little", file=sys.stderr)
     dictionary, queries = sample(args.limit, args.queries)
     warm_up, _ = sample(16, 0, seed=1)

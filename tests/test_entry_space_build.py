@@ -345,12 +345,60 @@ def test_auto_builds_large_fp32_cpu_builds_on_the_graph(encoder, monkeypatch) ->
     assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN) == "torch"
     monkeypatch.undo()
     bf16 = Encoder.load(str(encoder.backbone.name_or_path), pooling="mean", device="cpu").set_precision("bf16")
-    assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN) == "torch"
+    assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN) == "openvino"  # bf16: OpenVINO's, where installed
+    assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN - 1) == "torch"
+    monkeypatch.setattr(runtime, "installed", lambda extra: extra != "openvino")
+    assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN) == "torch"  # no fp32 graph's vectors: as it is
+    assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN) == "onnx"
+    monkeypatch.undo()
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
     assert runtime.build_backend(encoder, 10**7) == "torch"
     monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "onnx")
     assert runtime.build_backend(encoder, 1) == "onnx"
     assert runtime.build_backend(bf16, 1) == "torch"  # asked, but bf16 is no fp32 graph's: torch, with a warning
+
+
+def test_a_build_on_openvino_gives_the_encoders_space(encoder, toy_dictionary, tmp_path, monkeypatch, caplog) -> None:
+    """DICTEMBED_BUILD_BACKEND=openvino: the weights' graph compiled by OpenVINO gives torch's vectors, in fp32 to
+    float rounding and in bf16 within bf16's rounding, says so, and records it beside the cache entry; the encoder
+    the caller holds still runs torch afterwards."""
+    bf16 = Encoder.load(str(encoder.backbone.name_or_path), pooling="mean", device="cpu").set_precision("bf16")
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = {e.compute_precision: DefinitionSpace.build(e, toy_dictionary, "amp") for e in (encoder, bf16)}
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "openvino")
+    with caplog.at_level(logging.INFO, logger="dictembed"):
+        on_openvino = {
+            e.compute_precision: DefinitionSpace.build(
+                e, toy_dictionary, "amp", cache_dir=tmp_path / e.compute_precision
+            )
+            for e in (encoder, bf16)
+        }
+    assert "encoding on OpenVINO, the weights' graph in fp32" in caplog.text
+    assert "encoding on OpenVINO, the weights' graph in bf16" in caplog.text
+    assert encoder.onnx is None and bf16.onnx is None
+    np.testing.assert_allclose(on_openvino["fp32"].vectors(), on_torch["fp32"].vectors(), atol=1e-4)
+    theirs, mine = on_openvino["bf16"].vectors(), on_torch["bf16"].vectors()
+    cosines = (theirs * mine).sum(1) / np.linalg.norm(theirs, axis=1) / np.linalg.norm(mine, axis=1)
+    assert cosines.min() > 0.999
+    for precision in ("fp32", "bf16"):
+        (sidecar,) = (tmp_path / precision).glob("definitions-*.json")
+        assert json.loads(sidecar.read_text())["backend"] == "openvino"
+
+
+def test_an_openvino_twin_that_disagrees_leaves_the_build_to_torch(
+    encoder, toy_dictionary, monkeypatch, caplog
+) -> None:
+    from dictembed.backends import openvino
+
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "torch")
+    on_torch = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+    monkeypatch.setenv(runtime.BUILD_BACKEND_VARIABLE, "openvino")
+    monkeypatch.setattr(openvino, "TWIN_AGREEMENT_BF16", 1.01)
+    with caplog.at_level(logging.INFO, logger="dictembed"):
+        space = DefinitionSpace.build(encoder, toy_dictionary, "amp")
+    assert "the build runs on torch: its ONNX graph gives other vectors than its weights (cosine" in caplog.text
+    assert "encoding on OpenVINO" not in caplog.text
+    assert np.array_equal(space.vectors(), on_torch.vectors())
 
 
 def test_an_unknown_build_backend_is_a_one_line_error(encoder, toy_dictionary, tmp_path, monkeypatch) -> None:

@@ -20,9 +20,11 @@ PRECISION_HELP = (
 CPU_PRECISION_VARIABLE = "DICTEMBED_CPU_PRECISION"  # what --precision auto means on the CPU
 CPU_PRECISIONS = ("auto", "fp32", "bf16")
 BUILD_BACKEND_VARIABLE = "DICTEMBED_BUILD_BACKEND"  # what encodes an fp32 build on the CPU
-# auto (the default): the fp32 graph from `runtime.graph_build_min` texts, else torch; onnx: the fp32 graph; int8:
-# the graph quantised as `export --quantize int8` does (other vectors: keyed apart in the cache, `builds_int8`)
-BUILD_BACKENDS = ("auto", "torch", "onnx", "int8")
+# auto (the default): from `runtime.graph_build_min` texts the fp32 graph (compiled by OpenVINO for an encoder that
+# computes in bf16, where the openvino extra is installed), else torch; onnx: the fp32 graph; int8:
+# the graph quantised as `export --quantize int8` does (other vectors: keyed apart in the cache, `builds_int8`);
+# openvino: the fp32 graph compiled by OpenVINO, in the encoder's compute precision (bf16 where it computes in bf16)
+BUILD_BACKENDS = ("auto", "torch", "onnx", "int8", "openvino")
 
 
 def cpu_precision_choice() -> str:

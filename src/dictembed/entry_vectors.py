@@ -154,11 +154,21 @@ def headword_vectors(
 def builder(encoder: Encoder, texts: list[str], batch_size: int) -> Iterator[tuple[Encoder, int]]:
     """What encodes a build of `texts` by `encoder`, and in batches of how many: `encoder` in batches of
     `batch_size`, or where `build_backend` says "onnx" (or "int8") its twin running the weights' fp32 graph (or
-    that graph quantised) on ONNX Runtime (`graph_twin`, checked on the first `PROBE_TEXTS` texts; the encoder
-    itself where the export fails or the twin disagrees) in batches of `GRAPH_BUILD_BATCH`, logged."""
+    that graph quantised) on ONNX Runtime (`graph_twin`), and where it says "openvino" its twin running that graph
+    compiled by OpenVINO in the encoder's compute precision (`openvino_twin`): checked on the first `PROBE_TEXTS`
+    texts (the encoder itself where the export fails or the twin disagrees), in batches of `GRAPH_BUILD_BATCH`,
+    logged."""
     backend = build_backend(encoder, len(texts))
     if backend == "torch":
         yield encoder, batch_size
+        return
+    if backend == "openvino":
+        from dictembed.backends.openvino import openvino_twin
+
+        with openvino_twin(encoder, texts[:PROBE_TEXTS]) as twin:
+            if twin is not encoder:
+                log.info("encoding on OpenVINO, the weights' graph in %s", encoder.compute_precision)
+            yield twin, batch_size if twin is encoder else GRAPH_BUILD_BATCH
         return
     with graph_twin(encoder, texts[:PROBE_TEXTS], int8=backend == "int8") as twin:
         if twin is encoder:
