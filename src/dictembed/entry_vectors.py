@@ -48,8 +48,9 @@ def space_tensors(
     With `cache_dir` they are cached there, keyed by `cache.cache_key`; concurrent builds of one space are
     serialised by a file lock, and the definitions are encoded in parts kept beside the cache entry until it is
     written, so that an interrupted build resumes from its last part (`encode_in_parts`). The backend that encoded
-    them (`builder`: torch, or the weights' fp32 graph on ONNX Runtime) is recorded beside the entry, not keyed:
-    both give the weights' fp32 vectors, as torch does on any CPU, to float rounding; a build asked in int8
+    them (`builder`: torch, the weights' fp32 graph on ONNX Runtime, or that graph on OpenVINO) is recorded beside
+    the entry, not keyed: in one compute precision they give the same vectors, as torch does on any CPU, to float
+    (or bf16) rounding, and the precision is keyed; a build asked in int8
     (`$DICTEMBED_BUILD_BACKEND=int8`, `builds_int8`), whose vectors are not the weights', is keyed apart."""
     source: dict[str, Any] = {
         "model": str(getattr(encoder.backbone, "name_or_path", "") or encoder.base_model),
