@@ -336,7 +336,7 @@ def test_headword_vectors_on_the_graph_are_the_weights_vectors(encoder, tmp_path
     assert not list(tmp_path.glob("*.parts"))  # no parts left behind
 
 
-def test_auto_builds_large_fp32_cpu_builds_on_the_graph(encoder, monkeypatch) -> None:
+def test_auto_builds_large_fp32_cpu_builds_on_the_graph(encoder, monkeypatch, caplog) -> None:
     monkeypatch.delenv(runtime.BUILD_BACKEND_VARIABLE, raising=False)
     assert runtime.graph_build_min(encoder) == runtime.GRAPH_BUILD_MIN  # a tiny model: the least
     assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN - 1) == "torch"  # the export would cost more
@@ -347,6 +347,11 @@ def test_auto_builds_large_fp32_cpu_builds_on_the_graph(encoder, monkeypatch) ->
     bf16 = Encoder.load(str(encoder.backbone.name_or_path), pooling="mean", device="cpu").set_precision("bf16")
     assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN) == "openvino"  # bf16: OpenVINO's, where installed
     assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN - 1) == "torch"
+    layered = Encoder.load(str(encoder.backbone.name_or_path), pooling="first_last_avg", device="cpu")
+    with caplog.at_level(logging.DEBUG, logger="dictembed"):  # no graph for it: torch, and no warning unasked
+        assert runtime.build_backend(layered.set_precision("bf16"), runtime.GRAPH_BUILD_MIN) == "torch"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("dictembed")]
+    assert "DICTEMBED_BUILD_BACKEND=auto: the build runs as the encoder does" in caplog.text
     monkeypatch.setattr(runtime, "installed", lambda extra: extra != "openvino")
     assert runtime.build_backend(bf16, runtime.GRAPH_BUILD_MIN) == "torch"  # no fp32 graph's vectors: as it is
     assert runtime.build_backend(encoder, runtime.GRAPH_BUILD_MIN) == "onnx"

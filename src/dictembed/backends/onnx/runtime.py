@@ -143,19 +143,19 @@ def build_backend(encoder: Any, count: int) -> str:
     graph quantised (faster still, other vectors); "openvino", that graph compiled by OpenVINO in the encoder's
     compute precision (bf16 or fp32); or "torch": the encoder as it is. `$DICTEMBED_BUILD_BACKEND`: auto (the
     default: from `graph_build_min` texts, openvino for an encoder computing in bf16 where the openvino extra is
-    installed, else onnx), torch, onnx, int8 or openvino (any count). Either way the encoder
-    as it is where the graph cannot stand in: on another device, in another compute precision than fp32 (bf16 on
-    AMX is faster still; openvino takes bf16 too), running a graph already (an export: its own), pooling
-    `first_last_avg`, or without the onnx extra (and for openvino the openvino extra)."""
-    choice = build_choice()
+    installed, else onnx), torch, onnx, int8 or openvino (any count). Either way the encoder as it is where the
+    graph cannot stand in: on another device, in another compute precision than fp32 (openvino takes bf16 too),
+    running a graph already (an export: its own), pooling `first_last_avg`, or without the onnx extra (and for
+    openvino the openvino extra); logged as a warning only where the variable asked for the graph."""
+    asked = choice = build_choice()
     if choice == "torch" or (choice == "auto" and count < graph_build_min(encoder)):
         return "torch"
     if choice == "auto" and encoder.compute_precision == "bf16" and installed("openvino"):
-        choice = "openvino"  # bf16 on the CPU: OpenVINO's bf16 encodes 1.3-1.4x torch's (AMX, AVX512_BF16)
+        choice = "openvino"  # bf16 on the CPU: OpenVINO's bf16 encodes 1.2-1.4x torch's (AMX, AVX512_BF16)
     reason = _torch_only(encoder, openvino=choice == "openvino")
     if reason is not None:
-        says = log.debug if choice == "auto" else log.warning
-        says("%s=%s: the build runs as the encoder does (%s)", BUILD_BACKEND_VARIABLE, choice, reason)
+        says = log.debug if asked == "auto" else log.warning
+        says("%s=%s: the build runs as the encoder does (%s)", BUILD_BACKEND_VARIABLE, asked, reason)
         return "torch"
     return choice if choice in ("int8", "openvino") else "onnx"
 
