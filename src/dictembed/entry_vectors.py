@@ -166,17 +166,17 @@ def builder(encoder: Encoder, texts: list[str], batch_size: int) -> Iterator[tup
     if backend == "openvino":
         from dictembed.backends.openvino import openvino_twin
 
-        with openvino_twin(encoder, texts[:PROBE_TEXTS]) as twin:
-            if twin is not encoder:
-                log.info("encoding on OpenVINO, the weights' graph in %s", encoder.compute_precision)
-            yield twin, batch_size if twin is encoder else GRAPH_BUILD_BATCH
-        return
-    with graph_twin(encoder, texts[:PROBE_TEXTS], int8=backend == "int8") as twin:
+        twin_of = openvino_twin(encoder, texts[:PROBE_TEXTS])
+        graph = f"OpenVINO, the weights' graph in {encoder.compute_precision}"
+    else:
+        twin_of = graph_twin(encoder, texts[:PROBE_TEXTS], int8=backend == "int8")
+        graph = "the weights' graph quantised to int8" if backend == "int8" else "the weights' fp32 graph"
+        graph = f"ONNX Runtime, {graph} ({BUILD_BACKEND_VARIABLE}=torch: on torch)"
+    with twin_of as twin:
         if twin is encoder:
             yield encoder, batch_size
             return
-        graph = "the weights' graph quantised to int8" if backend == "int8" else "the weights' fp32 graph"
-        log.info("encoding on ONNX Runtime, %s (%s=torch: on torch)", graph, BUILD_BACKEND_VARIABLE)
+        log.info("encoding on %s", graph)
         yield twin, GRAPH_BUILD_BATCH
 
 

@@ -8,12 +8,11 @@ Runtime int8 2.5x). Inference only: `Encoder.forward` refuses a forward with gra
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dictembed.backends.onnx.runtime import TWIN_AGREEMENT_BF16, backbone_graph, temporary_graph, twin_disagrees
+from dictembed.backends.onnx.runtime import TWIN_AGREEMENT_BF16, backbone_graph, graph_twin
 from dictembed.backends.onnx.session import BatchWorkers, graph_feeds, physical_cores
 from dictembed.devices import resolve_precision
 from dictembed.errors import DictEmbedError, ModelLoadError
@@ -172,29 +171,17 @@ def attach(encoder: Any, folder: str | Path, precision: str | None = None, threa
     return encoder.eval()
 
 
-@contextlib.contextmanager
-def openvino_twin(encoder: Any, probe: Sequence[str] = ()) -> Iterator[Any]:
-    """A twin of `encoder` (its weights and modules shared, not copied) whose backbone forward runs its fp32 graph,
-    exported now into a temporary folder, compiled by OpenVINO on as many threads as torch's: under the encoder's
-    autocast in bf16 (`OpenVinoBackbone`), else in fp32; `encoder` itself is left as it was. The twin must give
-    the encoder's vectors of the `probe` texts, each in the encoder's compute precision (cosine at least
-    `TWIN_AGREEMENT_BF16`: two bf16 roundings apart). Where the export fails, or the twin disagrees, `encoder`
-    itself, logged ($DICTEMBED_BUILD_BACKEND=openvino: `runtime.build_backend`)."""
-    twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
-    try:
-        require("openvino")
-        with temporary_graph(encoder) as (path, manifest):
-            network = read_graph(path, manifest, path.parent)  # in memory: the graph's folder goes on exit
-        twin.onnx = OpenVinoBackbone(network, min(physical_cores(), torch.get_num_threads()), manifest)
-        problem = twin_disagrees(encoder, twin, list(probe), TWIN_AGREEMENT_BF16)
-    except Exception as err:  # torch.onnx and OpenVINO raise many types; torch still encodes
-        problem = f"no OpenVINO network ({type(err).__name__}: {err})"
-    if problem is not None:
-        twin.onnx = None
-        log.warning("the build runs on torch: %s", problem)
-        yield encoder
-        return
-    yield twin
+def openvino_twin(encoder: Any, probe: Sequence[str] = ()) -> contextlib.AbstractContextManager[Any]:
+    """`runtime.graph_twin` with the graph compiled by OpenVINO: a twin of `encoder` that runs its fp32 graph under
+    the encoder's autocast in bf16 (`OpenVinoBackbone`), else in fp32, checked on the `probe` texts against the
+    encoder's vectors in its own compute precision (cosine at least `TWIN_AGREEMENT_BF16`: two bf16 roundings
+    apart); `encoder` itself where the graph fails or disagrees ($DICTEMBED_BUILD_BACKEND=openvino:
+    `runtime.build_backend`)."""
+
+    def opened(path: Path, threads: int, manifest: dict[str, Any]) -> OpenVinoBackbone:
+        return OpenVinoBackbone(read_graph(path, manifest, path.parent), threads, manifest)
+
+    return graph_twin(encoder, probe, opener=opened, least=TWIN_AGREEMENT_BF16)
 
 
 CALIBRATION_BATCH = 16  # calibration sentences a feed

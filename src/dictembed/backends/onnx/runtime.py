@@ -12,7 +12,7 @@ import json
 import logging
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -206,23 +206,32 @@ TWIN_AGREEMENT_BF16 = 0.999
 
 
 @contextlib.contextmanager
-def graph_twin(encoder: Any, probe: Sequence[str] = (), int8: bool = False) -> Iterator[Any]:
+def graph_twin(
+    encoder: Any,
+    probe: Sequence[str] = (),
+    int8: bool = False,
+    opener: Callable[[Path, int, dict[str, Any]], Any] | None = None,
+    least: float | None = None,
+) -> Iterator[Any]:
     """A twin of `encoder` (its weights and modules shared, not copied) whose backbone forward runs its fp32 graph
     (`int8`: that graph quantised with the export's `QuantizeSettings`), exported now into a temporary folder
-    (removed once the sessions hold the graph), on ONNX Runtime, on as many threads as torch's; `encoder` itself
-    is left as it was. The twin must give the weights' vectors of the `probe` texts (cosine at least
-    `TWIN_AGREEMENT`, `TWIN_AGREEMENT_INT8` for int8). Where the export fails, or the twin disagrees, `encoder`
-    itself, logged; for int8, which a user asked for and whose vectors are cached apart, a one-line error."""
+    (removed once the backbone holds the graph), opened by `opener(path, threads, manifest)` (default: ONNX
+    Runtime's `OnnxBackbone`; OpenVINO's: `openvino.openvino_twin`) on as many threads as torch's; `encoder`
+    itself is left as it was. The twin must give the encoder's vectors of the `probe` texts (cosine at least
+    `least`; default `TWIN_AGREEMENT`, `TWIN_AGREEMENT_INT8` for int8). Where the export fails, or the twin
+    disagrees, `encoder` itself, logged; for int8, which a user asked for and whose vectors are cached apart, a
+    one-line error."""
     twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
     try:
         with temporary_graph(encoder) as (path, manifest):
             if int8:
                 manifest = quantized_graph(path.parent, manifest)
                 path = path.parent / manifest["file"]
-            twin.onnx = OnnxBackbone(path, min(physical_cores(), torch.get_num_threads()), manifest)
-        least = TWIN_AGREEMENT_INT8 if int8 else TWIN_AGREEMENT
+            twin.onnx = (opener or OnnxBackbone)(path, min(physical_cores(), torch.get_num_threads()), manifest)
+        if least is None:
+            least = TWIN_AGREEMENT_INT8 if int8 else TWIN_AGREEMENT
         problem = twin_disagrees(encoder, twin, list(probe), least)
-    except Exception as err:  # torch.onnx and onnxruntime's optimizer raise many types; torch still encodes
+    except Exception as err:  # torch.onnx, onnxruntime's optimizer and OpenVINO raise many types; torch encodes
         problem = f"no ONNX graph ({type(err).__name__}: {err})"
     if problem is not None:
         twin.onnx = None  # its sessions go now, not after the build torch runs instead
