@@ -21,10 +21,11 @@ import json
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from published_terms import DATA, encode, frequent_single_words, gold_forms, rank, summary
+from published_terms import DATA, cell, encode, frequent_single_words, gold_forms, rank
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from dictembed.description_corpus import load_descriptions
@@ -132,6 +133,12 @@ def train(out: Path, descriptions: int, negatives: int, groups: int, lr: float, 
     )
 
 
+def load_reranker(out: Path) -> tuple[Any, torch.nn.Module]:
+    """The trained reranker in out/model and its tokenizer, for inference."""
+    model = out / "model"
+    return AutoTokenizer.from_pretrained(model), AutoModelForSequenceClassification.from_pretrained(model).eval()
+
+
 @torch.no_grad()
 def logits_of(model: torch.nn.Module, tokenizer, query: str, texts: list[str]) -> np.ndarray:
     """The reranker's logit of each (query, text) pair, fp32."""
@@ -154,8 +161,7 @@ def held_out(out: Path, model: str, limit: int) -> None:
     settings = json.loads((out / "train.json").read_text())
     _, rows = split_rows(out, settings["descriptions"], settings["negatives"], settings["seed"])
     rd = ReverseDictionary.load(model).prepare()
-    tokenizer = AutoTokenizer.from_pretrained(out / "model")
-    reranker = AutoModelForSequenceClassification.from_pretrained(out / "model").eval()
+    tokenizer, reranker = load_reranker(out)
     first = reranked_first = found = 0
     for row in rows[:limit]:
         texts = [candidate_text(r) for r in rd.search(row["query"], k=10, max_definitions=1)]
@@ -174,8 +180,7 @@ def rank_split(out: Path, model: str, split: str, depths: list[int], lambdas: li
     pairs = load_description_pairs(DATA, split=split)
     rd = ReverseDictionary.load(model).prepare()
     vocabulary, _ = frequent_single_words(rd.space.words, vocab)
-    tokenizer = AutoTokenizer.from_pretrained(out / "model")
-    reranker = AutoModelForSequenceClassification.from_pretrained(out / "model").eval()
+    tokenizer, reranker = load_reranker(out)
     deepest = max(depths)
     rows: dict[tuple[int, float], dict[str, list[float]]] = {}
     timings = []
@@ -195,11 +200,7 @@ def rank_split(out: Path, model: str, split: str, depths: list[int], lambdas: li
                     rows.setdefault((depth, lam), {}).setdefault(key, []).append(rank(ranked, gold))
     print(f"{model}, {split} ({len(pairs)}); reranking {deepest} took {1000 * np.median(timings):.1f} ms median")
     for (depth, lam), cells in rows.items():
-        text = "  ".join(
-            f"{key} {s['median']:g} / {s['acc@1']:.3f} / {s['acc@10']:.3f} / {s['acc@100']:.3f}"
-            for key, ranks in cells.items()
-            if (s := summary(ranks))
-        )
+        text = "  ".join(f"{key} {cell(ranks)}" for key, ranks in cells.items())
         print(f"  depth {depth:<3} lambda {lam:<5g} {text}", flush=True)
 
 
