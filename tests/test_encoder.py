@@ -69,6 +69,18 @@ def test_save_reload_identical(bert_path, tmp_path, pooling: str, pooler: str) -
     assert not (tmp_path / "model.partial").exists()
 
 
+def test_save_never_names_its_staging_folder(bert_path, tmp_path, caplog) -> None:
+    """At INFO (the CLI's level) a save logs nothing that names the temporary folder it writes into, and the
+    library's own level is left as it was."""
+    import logging
+
+    enc = Encoder.load(str(bert_path), device="cpu")
+    with caplog.at_level(logging.INFO):
+        enc.save(tmp_path / "model")
+    assert ".partial" not in caplog.text
+    assert logging.getLogger("sentence_transformers").level == logging.NOTSET
+
+
 def test_save_never_loses_what_it_was_not_asked_to_replace(saved_bert, tmp_path) -> None:
     """`Encoder.save` refuses a file and a non-empty folder that holds no model (both left as they were), and a model
     folder (its reverse dictionary's files too) unless `overwrite=True`, which replaces the folder whole."""

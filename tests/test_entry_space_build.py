@@ -131,6 +131,16 @@ def test_the_size_and_an_estimate_are_logged_after_the_first_part(
     assert "in 4 parts, kept in" in caplog.text
 
 
+def test_headword_vectors_are_counted_in_headwords(encoder, toy_dictionary, small_parts, tmp_path, caplog) -> None:
+    words = sorted({entry.headword for entry in toy_dictionary})[:8] * 2
+    with caplog.at_level(logging.INFO, logger="dictembed.entry_vectors"):
+        vectors = entry_vectors.headword_vectors(encoder, words, batch_size=BATCH, cache_dir=tmp_path)
+    assert vectors.shape == (len(words), encoder.dim)
+    lines = [r.getMessage() for r in caplog.records if "about" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].endswith(" headwords/s"), caplog.text
+    assert lines[0].startswith(f"building the headword vectors of {len(words)} entries, about ")
+
+
 def test_parts_of_another_batch_size_are_not_reused(
     encoder, toy_dictionary, small_parts, tmp_path, monkeypatch, caplog
 ) -> None:
@@ -426,6 +436,20 @@ def test_a_graph_that_cannot_be_exported_leaves_the_build_to_torch(
         space = DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=None)
     assert "the build runs on torch: no ONNX graph (RuntimeError: unsupported operator)" in caplog.text
     assert np.array_equal(space.vectors(), on_torch.vectors())
+
+
+def test_a_graph_that_cannot_be_opened_is_named_as_such(encoder, caplog) -> None:
+    """An export that works but whose runtime refuses the graph (an OpenVINO compile error, say) says so, not that
+    there was no graph; the encoder itself is what the build gets."""
+
+    def refuse(path, threads, manifest):
+        assert path.is_file()
+        raise RuntimeError("compile failed")
+
+    with caplog.at_level(logging.WARNING, logger="dictembed"):
+        with runtime.graph_twin(encoder, ["a dog"], opener=refuse) as runner:
+            assert runner is encoder
+    assert "the build runs on torch: its graph did not open (RuntimeError: compile failed)" in caplog.text
 
 
 def test_a_twin_that_disagrees_with_the_weights_leaves_the_build_to_torch(

@@ -146,7 +146,7 @@ def headword_vectors(
     `batch_size` for torch; a build on the graph (`builder`) takes its own."""
     with builder(encoder, words, batch_size) as (runner, size), runner.autocast():
         parts = headword_parts(encoder, words, size, cache_dir)
-        vectors = encode_in_parts(runner, words, size, parts, f"headword vectors of {len(words):,} entries")
+        vectors = encode_in_parts(runner, words, size, parts, f"headword vectors of {len(words):,} entries", "headword")
     shutil.rmtree(parts, ignore_errors=True)
     return torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(torch.float16)
 
@@ -200,7 +200,9 @@ def _cost(texts: list[str], max_length: int) -> np.ndarray:
     return np.minimum([len(t) for t in texts], 4 * max_length) + 8.0
 
 
-def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: Path | None, what: str) -> np.ndarray:
+def encode_in_parts(
+    encoder: Encoder, texts: list[str], batch_size: int, parts: Path | None, what: str, unit: str = "definition"
+) -> np.ndarray:
     """The float32 vectors of `texts`, in order, bit for bit those of `encoder.encode(texts, batch_size)`, encoded
     part by part (`part_sizes`) and each part kept in `parts` (`PartialBuild`) when given: a build interrupted
     (Ctrl-C, a kill, a crash) resumes from its last kept part.
@@ -208,7 +210,7 @@ def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: 
     `Encoder.embed` sorts texts by length (longest first, stable) and cuts them into batches; here the whole list
     is sorted once, the same way, and the parts are cut at batch boundaries, so every batch holds the texts it
     holds in one `encode` call (within a part the sort keeps the order). After the first part encoded, the size
-    of the build (`what`) and its time left are logged."""
+    of the build (`what`) and its time left are logged, counted in `unit`s."""
     count = len(texts)
     order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
     ordered = [texts[i] for i in order]
@@ -223,7 +225,7 @@ def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: 
     start = sum(sizes[: len(done)])
     if done:
         kept = f"{len(done)} of {len(sizes)} parts kept"
-        log.info("building the %s: resuming at definition %s (%s in %s)", what, f"{start:,}", kept, parts)
+        log.info("building the %s: resuming at %s %s (%s in %s)", what, unit, f"{start:,}", kept, parts)
     elif store is not None:
         log.info("building the %s in %d parts, kept in %s until it is finished", what, len(sizes), parts)
     prompt = encoder.default_prompt
@@ -242,7 +244,7 @@ def encode_in_parts(encoder: Encoder, texts: list[str], batch_size: int, parts: 
             total = elapsed * (1 + cost[end:].sum() / cost[start:end].sum())
             left = f", {count - start:,} of them left" if start else ""
             rate = (count - start) / total
-            log.info("building the %s%s, about %s at %.0f definitions/s", what, left, duration(total), rate)
+            log.info("building the %s%s, about %s at %.0f %ss/s", what, left, duration(total), rate, unit)
     result = np.empty((count, encoder.dim), dtype=np.float32)
     if done:
         result[order] = np.concatenate(done)

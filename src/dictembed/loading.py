@@ -456,4 +456,18 @@ def save_parts(folder: Path, parts: Parts) -> None:
     model = SentenceTransformer(
         modules=modules, device="cpu", prompts=parts.prompts or None, default_prompt_name=parts.default_prompt
     )
-    model.save(str(folder), create_model_card=False)
+    with below_warnings_unsaid("sentence_transformers"):  # "Saving model to" names the staging folder
+        model.save(str(folder), create_model_card=False)
+
+
+@contextmanager
+def below_warnings_unsaid(name: str) -> Iterator[None]:
+    """While inside, the logger `name` and those under it that set no level of their own say only warnings and
+    errors."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

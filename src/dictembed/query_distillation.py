@@ -153,7 +153,7 @@ def teacher_targets(
     parts = run_dir / f"teacher-{key}.parts"
     what = f"teacher's vectors of {len(texts):,} texts"
     with builder(teacher, texts, TEACHER_BATCH) as (runner, size):
-        encoded = encode_in_parts(runner, texts, size, parts, what)
+        encoded = encode_in_parts(runner, texts, size, parts, what, "text")
     vectors = l2_normalize(np.asarray(encoded, dtype=np.float32))
     atomic_write(kept, save({"vectors": np.ascontiguousarray(vectors)}))
     shutil.rmtree(parts, ignore_errors=True)

@@ -222,17 +222,20 @@ def graph_twin(
     disagrees, `encoder` itself, logged; for int8, which a user asked for and whose vectors are cached apart, a
     one-line error."""
     twin = copy.copy(encoder)  # a new attribute dict: setting `onnx` leaves the encoder's own unset
+    stage = "no ONNX graph"
     try:
         with temporary_graph(encoder) as (path, manifest):
             if int8:
                 manifest = quantized_graph(path.parent, manifest)
                 path = path.parent / manifest["file"]
+            stage = "its graph did not open"
             twin.onnx = (opener or OnnxBackbone)(path, min(physical_cores(), torch.get_num_threads()), manifest)
         if least is None:
             least = TWIN_AGREEMENT_INT8 if int8 else TWIN_AGREEMENT
+        stage = "its graph did not run"
         problem = twin_disagrees(encoder, twin, list(probe), least)
     except Exception as err:  # torch.onnx, onnxruntime's optimizer and OpenVINO raise many types; torch encodes
-        problem = f"no ONNX graph ({type(err).__name__}: {err})"
+        problem = f"{stage} ({type(err).__name__}: {err})"
     if problem is not None:
         twin.onnx = None  # its sessions go now, not after the build torch runs instead
         if int8:
