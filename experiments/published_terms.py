@@ -26,7 +26,7 @@ from lemminflect import getAllLemmas
 from dictembed.evaluation.descriptions import DESCRIPTION_SPLITS, load_description_pairs
 from dictembed.query_encoder import batch_invariant
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import HEADWORD_WEIGHT, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Filters, Ranking
+from dictembed.search_options import Filters
 from dictembed.word_frequency import zipf_frequencies
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
@@ -112,19 +112,17 @@ def main() -> None:
     parser.add_argument("--vocabulary", type=int, default=66_421, help="the N most frequent single-word headwords")
     parser.add_argument("--depth", type=int, default=1000, help="results searched for a gold word")
     parser.add_argument("--precision", default="fp32", help="the query encoder's compute precision (default: fp32)")
-    parser.add_argument("--headword-weight", type=float, default=HEADWORD_WEIGHT, help="the headword term's weight")
-    parser.add_argument("--query-word-weight", type=float, default=QUERY_WORD_WEIGHT, help="0: that lexical term off")
-    parser.add_argument("--overlap-weight", type=float, default=OVERLAP_WEIGHT, help="0: that lexical term off")
+    parser.add_argument("--headword-weight", type=float, help="the headword term's weight (default: the folder's)")
+    parser.add_argument("--query-word-weight", type=float, help="0: that lexical term off (default: the folder's)")
+    parser.add_argument("--overlap-weight", type=float, help="0: that lexical term off (default: the folder's)")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = parser.parse_args()
 
     pairs = load_description_pairs(args.data, split=args.split)
-    ranking = Ranking(
-        headword_weight=args.headword_weight,
-        query_word_weight=args.query_word_weight,
-        overlap_weight=args.overlap_weight,
-    )
-    rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=ranking).prepare()
+    names = ("headword_weight", "query_word_weight", "overlap_weight")
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=given).prepare()
+    print(f"headword weight {rd.ranking.headword_weight:g}")
     vocabulary, floor = frequent_single_words(rd.space.words, args.vocabulary)
     table = {
         "all entries, hint none": summary([rank_of(rd, q, gold_forms(e), None, args.depth, None) for q, e in pairs])

@@ -217,6 +217,7 @@ def served_model(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     tsv.write_text("word\tdefinition\tpos\n" + "".join(f"{w}\t{d}\t{p}\n" for w, d, p in SERVED_WORDS))
     out = root / "toy-reverse-dictionary"
     argv = ["train", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)]
+    argv += ["--descriptions", "none"]  # definitions alone: the default ranking (tests/test_saved_ranking.py)
     level = logging.getLogger().level
     with contextlib.redirect_stdout(io.StringIO()):
         assert main([*argv, "--lr-grid", "1e-3", "-q"]) == 0

@@ -29,6 +29,7 @@ BEST_PLUS = {
     "similarity": "cosine",
     "lrs": [1e-4],
     "group_by_length": True,
+    "descriptions": "everyday",
 }
 PAPER_PLUS = {
     "pooling": "cls",
@@ -233,7 +234,7 @@ def test_train_preset_paper_and_explicit_override(bert_path, toy_tsv, tmp_path, 
     saved = _flat(json.loads((tmp_path / "cls" / "dictembed.json").read_text())["config"])
     assert {k: saved[k] for k in BEST_PLUS} == {**BEST_PLUS, "pooling": "cls", "lrs": [1e-3]}
     assert saved["preset"] == "best"
-    assert "preset best: pooling=cls pooler=none descriptions=none " in caplog.text
+    assert "preset best: pooling=cls pooler=none descriptions=everyday " in caplog.text
     assert " entries=amp similarity=cosine" in caplog.text
     explicit = [line.split("set explicitly: ")[1] for line in caplog.text.splitlines() if "preset best:" in line]
     assert explicit and set(explicit[-1].rstrip(")").split(", ")) == {"pooling", "lrs", "dictionary"}

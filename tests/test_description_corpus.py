@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import dictionary_of
 
 from dictembed.description_corpus import CORPUS, Description, load_descriptions
 from dictembed.dictionary.core import Dictionary
@@ -110,3 +111,21 @@ def test_training_adds_descriptions_at_the_configured_ratio(bert_path, toy_tsv, 
     assert len(described) == min(round(ratio * len(definitions)), len(train)) and 0 < len(train) < 8
     names = list(stage.space.index)
     assert all(text.startswith(names[index] + " ") for text, index in described)  # each to its own word's entry
+
+
+def test_the_everyday_corpus_is_left_out_for_a_dictionary_in_another_language(caplog) -> None:
+    """`everyday` describes English words: a French or Chinese dictionary by name trains without it (said once in
+    the log), an English one, named or a file of English headwords, with it; a corpus file always applies."""
+    import logging
+
+    from dictembed.recipes.defsent import describes
+
+    english = dictionary_of("words", {w: [f"a {w}"] for w in ("dog", "house", "water", "bread", "river", "king")})
+    with caplog.at_level(logging.INFO, logger="dictembed"):
+        assert describes("everyday", "wordnet", english) and describes("everyday", "words.tsv", english)
+        assert not caplog.text
+        assert not describes("everyday", "fr-wiktionary", english)
+        assert not describes("everyday", "wordnet,cwn", english)
+        assert describes("my_descriptions.tsv", "fr-wiktionary", english)
+    assert caplog.text.count("the everyday descriptions describe English words; fr-wiktionary is not English") == 1
+    assert "wordnet,cwn is not English: trained without them" in caplog.text

@@ -319,7 +319,7 @@ def test_two_cpu_processes_train_like_one(tmp_path) -> None:
     toy = tmp_path / "toy.tsv"
     toy.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, ds in TOY_WORDS.items() for d in ds))
     flags = ["--model", str(model), "--dictionary", str(toy), "--batch-size", "4", "--epochs", "3", "--lr-grid", "1e-3"]
-    flags += ["--device", "cpu", "--precision", "fp32", "-q"]
+    flags += ["--device", "cpu", "--precision", "fp32", "--descriptions", "none", "-q"]
     assert main(["train", *flags, "--output", str(tmp_path / "one")]) == 0
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "dictembed", "train"]

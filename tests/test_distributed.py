@@ -163,7 +163,7 @@ def test_resume_after_one_ddp_process_is_killed(bert: Path, tmp_path: Path) -> N
     toy.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, ds in TOY_WORDS.items() for d in ds))
     flags = ["--model", str(bert), "--dictionary", str(toy), "--batch-size", "4", "--epochs", "8"]
     flags += ["--lr-grid", "1e-3", "--device", "cpu", "--precision", "fp32", "--checkpoint-every", "2"]
-    flags += ["--cache-dir", str(tmp_path / "cache")]
+    flags += ["--cache-dir", str(tmp_path / "cache"), "--descriptions", "none"]
     assert main(["train", *flags, "-q", "--output", str(tmp_path / "one")]) == 0
 
     two = [*LAUNCH, "-m", "dictembed", "train", *flags, "--output", str(tmp_path / "two")]

@@ -204,7 +204,7 @@ def test_headword_vectors_cut_short_resume_from_their_parts_and_leave_none(
     calls = _interrupt_after(monkeypatch, 99)
     with caplog.at_level(logging.INFO, logger="dictembed.entry_vectors"):
         resumed = headword_vectors(encoder, words, batch_size=BATCH, cache_dir=folder)
-    assert calls == [small_parts, small_parts] and "resuming at definition 8 (2 of 4 parts kept" in caplog.text
+    assert calls == [small_parts, small_parts] and "resuming at headword 8 (2 of 4 parts kept" in caplog.text
     assert torch.equal(resumed, straight) and not parts.exists()
 
 

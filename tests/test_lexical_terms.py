@@ -22,7 +22,7 @@ from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.lexical_terms import StemSets, query_stems, stem, stem_hash, stems
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import LEXICAL_DEPTH, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Ranking
+from dictembed.search_options import LEXICAL_DEPTH, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Ranking, ranking_over
 
 SENSES = {
     "bank": ["sloping land beside a body of water", "a financial institution that accepts deposits"],
@@ -188,7 +188,7 @@ def test_the_command_line_sets_both_weights() -> None:
     args = build_parser().parse_args(
         ["predict", "--model", "m", "x", "--query-word-weight", "0", "--overlap-weight", "0.5"]
     )
-    ranking = ranking_of(args)
+    ranking = ranking_over({}, ranking_of(args))
     assert (ranking.query_word_weight, ranking.overlap_weight) == (0, 0.5)
-    defaults = ranking_of(build_parser().parse_args(["predict", "--model", "m", "x"]))
+    defaults = ranking_over({}, ranking_of(build_parser().parse_args(["predict", "--model", "m", "x"])))
     assert (defaults.query_word_weight, defaults.overlap_weight) == (QUERY_WORD_WEIGHT, OVERLAP_WEIGHT)

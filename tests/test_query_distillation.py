@@ -92,12 +92,26 @@ def test_distil_writes_a_student_that_encodes_closer_to_the_teacher(
     record = read_record(out, required=True)
     assert record.method == "query-distillation" and record.details["teacher"] == served_model.name
     assert record.details["projection"] == "32 -> 16" and record.entry_space == "definitions-amp"
+    assert record.ranking == {}  # taught no descriptions: searched with the defaults
     assert f"A student of `{served_model.name}`" in (out / "README.md").read_text()
     rd = ReverseDictionary.load(out, device="cpu")
     assert rd.space.matrix.shape[1] == 16 and rd.space.headwords is not None
     results = rd.search("a domesticated animal that barks", k=3)
     assert len(results) == 3 and all(r.definitions for r in results)
     assert "dog" in [w for r in results for w in r.words]
+
+
+def test_a_student_taught_descriptions_saves_the_described_headword_weight(
+    served_model, student_path, tmp_path, capsys
+) -> None:
+    from dictembed.search_options import DESCRIBED_HEADWORD_WEIGHT
+
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text("description\tword\n" + "".join(f"the {w} you know\t{w}\n" for w, _, _ in SERVED_WORDS))
+    out = tmp_path / "distilled"
+    argv = ["distil", str(served_model), "--model", str(student_path), "--output", str(out), "--epochs", "1"]
+    cli_succeeds(capsys, [*argv, "--descriptions", str(corpus), "--device", "cpu", "--precision", "fp32"])
+    assert read_record(out, required=True).ranking == {"headword_weight": DESCRIBED_HEADWORD_WEIGHT}
 
 
 def test_a_teacher_without_an_entry_space_is_a_one_line_error(saved_bert, student_path, tmp_path, capsys) -> None:

@@ -193,8 +193,12 @@ def test_search_many_gives_each_query_its_own_results_under_bf16(rd) -> None:
 def test_load_refuses_a_missing_path_or_a_ranking_of_another_type(tmp_path) -> None:
     with pytest.raises(DictEmbedError, match="ReverseDictionary.load: a model folder or a Hub name, not NoneType"):
         ReverseDictionary.load(None)  # type: ignore[arg-type]
-    with pytest.raises(DictEmbedError, match="ranking: a search_options.Ranking, not dict"):
-        ReverseDictionary.load(tmp_path, ranking={"headword_weight": 0.5})  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="ranking: a search_options.Ranking or a dict of its settings, not list"):
+        ReverseDictionary.load(tmp_path, ranking=[0.5])  # type: ignore[arg-type]
+    with pytest.raises(DictEmbedError, match="ranking: no setting 'headword'; choose from frequency_weight, "):
+        ReverseDictionary.load(tmp_path, ranking={"headword": 0.5})
+    with pytest.raises(DictEmbedError, match="headword_weight: a finite number >= 0, not -1"):
+        ReverseDictionary.load(tmp_path, ranking={"headword_weight": -1})
 
 
 @pytest.mark.parametrize(

@@ -371,6 +371,10 @@ def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | 
             "```",
             "",
         ]
+        saved = record.get("ranking")
+        if isinstance(saved, dict) and saved:
+            settings = ", ".join(f"`{name}` {value}" for name, value in saved.items())
+            lines += [f"It is searched with {settings} unless `predict` or `serve` is told otherwise.", ""]
     return lines
 
 

@@ -38,6 +38,7 @@ from dictembed.model_folder import ModelFolder
 from dictembed.objectives.entry_prediction import token_lengths
 from dictembed.objectives.query_distillation import QueryDistillation, distillation_collate
 from dictembed.record import RunRecord
+from dictembed.search_options import saved_ranking
 from dictembed.search_space import l2_normalize
 from dictembed.training import Trainer, TrainSettings
 
@@ -241,5 +242,6 @@ def distil(
         final_loss=float(np.mean(losses[-50:])) if losses else None,
         details={"teacher": folder.name, "teacher_model": teacher_record.base_model, "texts": counts}
         | {"projection": f"{space.matrix.shape[1]} -> {student.dim}", "settings": asdict(settings)},
+        ranking=saved_ranking(bool(descriptions)),
     )
     return student, projected, dictionary, record

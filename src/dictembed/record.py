@@ -31,7 +31,7 @@ NUMBER = (int, float)
 # type is a damaged record, refused by name rather than failing later where the value is used.
 FIELD_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("method", "base_model", "entry_space", "entry_encoder", "data"), (str,)),
-    **dict.fromkeys(("config", "run", "dev", "details", "selection", "encoder", "sources"), (dict,)),
+    **dict.fromkeys(("config", "run", "dev", "details", "selection", "encoder", "sources", "ranking"), (dict,)),
     **dict.fromkeys(("lr", "throughput", "final_loss"), NUMBER),
     **dict.fromkeys(("seed", "pst_step", "train_examples"), (int,)),
 }
@@ -101,6 +101,9 @@ class RunRecord:
     encoder: dict[str, Any] = field(default_factory=dict)
     # the local sources the portable record names, by setting: {"dictionary": [{"name", "local", "sha256"}]}
     sources: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # the reverse dictionary's score as this folder is searched unless told otherwise (`search_options.Ranking`'s
+    # settings by name; empty: its defaults)
+    ranking: dict[str, Any] = field(default_factory=dict)
     version: int = RECORD_VERSION
 
     @classmethod

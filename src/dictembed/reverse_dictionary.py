@@ -53,7 +53,16 @@ from dictembed.query_encoder import (
 )
 from dictembed.ranking_terms import RankingTerms
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
-from dictembed.search_options import Filters, Ranking, check_queries, check_search, normalize_pos, query_list
+from dictembed.search_options import (
+    Filters,
+    Ranking,
+    RankingChoice,
+    check_queries,
+    check_search,
+    normalize_pos,
+    query_list,
+    ranking_over,
+)
 from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
 from dictembed.texts import check_batch_size
 from dictembed.word_frequency import check_language
@@ -166,7 +175,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         path: str | Path | ModelFolder,
         device: str | torch.device | None = None,
         precision: str | None = "fp32",
-        ranking: Ranking | None = None,
+        ranking: RankingChoice = None,
         language: str | None = "auto",
         dictionary: str | None = None,
     ) -> ReverseDictionary:
@@ -174,19 +183,20 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         (`ModelFolder.dictionary`: the given `dictionary`, else the folder's own definitions, else a public one its
         record names) is loaded on first use. `device` ("auto"/None: CUDA, else MPS, else CPU) and the compute
         `precision` (auto, fp32, bf16, fp16) are the encoder's (`Encoder.set_precision`); `ranking` weighs the
-        score (`Ranking`, default: the tuned weights) and `language` names the word-frequency prior's language
-        (`dictembed.word_frequency`).
+        score: a whole `Ranking`, or some of its settings by name set over the folder's own (its record's
+        `ranking`, else the tuned defaults; `search_options.ranking_over`); `language` names the word-frequency
+        prior's language (`dictembed.word_frequency`).
 
         A matrix space is memory-mapped with its stored `SearchIndex` (built and cached for a folder without one);
         an exported folder queries through ONNX Runtime alone (`OnnxQueryEncoder`), so torch is never imported."""
         if not isinstance(path, str | Path | ModelFolder):
             raise DictEmbedError(f"ReverseDictionary.load: a model folder or a Hub name, not {type(path).__name__}")
-        if ranking is not None and not isinstance(ranking, Ranking):
-            raise DictEmbedError(f"ranking: a search_options.Ranking, not {type(ranking).__name__}")
         if isinstance(device, (bool, int, float)):  # 0 would pass as "auto"
             raise DictEmbedError(f"device: a name such as 'cpu', 'cuda:0' or 'auto', not {device!r}")
         check_language(language)
+        ranking_over({}, ranking)  # the settings given, checked before anything opens
         folder = ModelFolder.open(path)
+        chosen = ranking_over(folder.record.ranking, ranking, f"model folder {folder.path}")
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
         space = opened_space(folder)  # checked before the encoder, whose load may take seconds (torch)
         encoder = exported_query_encoder(folder, device, precision)
@@ -196,7 +206,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
 
             encoder = cast(QueryEncoder, Encoder.load(folder, device=loader_device(device)).set_precision(precision))
         index = space_index(folder, space, source)  # built only for a folder without one, once its encoder loaded
-        return cls(encoder, space, dictionary=source, name=folder.name, ranking=ranking, language=language, index=index)
+        return cls(encoder, space, dictionary=source, name=folder.name, ranking=chosen, language=language, index=index)
 
     # ------------------------------------------------------------------ search, for people
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
@@ -38,6 +38,9 @@ DEFAULT_K = 10  # results a search lists unless asked for more or fewer
 FREQUENCY_WEIGHT = 0.0125  # x the word's Zipf frequency (dictembed.word_frequency)
 DEFINITION_WEIGHT = 0.75  # x the cosine to the entry's best single definition
 HEADWORD_WEIGHT = 0.2  # x the cosine to the entry's word itself, encoded as a description is
+# the same for a query encoder taught people's descriptions (`train --descriptions`, `distil`), saved in its folder's
+# record (`RunRecord.ranking`): its words' own vectors read descriptions better (docs/results.md, "The headword term")
+DESCRIBED_HEADWORD_WEIGHT = 0.5
 RERANK_DEPTH = 200  # the best results by the rest of the score that the definition and headword terms rerank
 # the lexical terms (`lexical_terms`), fitted on the description corpus (experiments/lexical_weights.py)
 QUERY_WORD_WEIGHT = 0.15  # taken off a result whose word the description itself uses
@@ -316,3 +319,33 @@ class Ranking:
             raise DictEmbedError(f"min_frequency: a Zipf frequency from 0 to 8, not {floor!r}")
         if floor is not None and not isinstance(floor, int):
             object.__setattr__(self, "min_frequency", float(floor))
+
+
+def saved_ranking(described: bool) -> dict[str, Any]:
+    """The ranking settings a trained folder saves in its record (`RunRecord.ranking`): a query encoder taught
+    people's descriptions reads its words' own vectors better (`DESCRIBED_HEADWORD_WEIGHT`); one taught definitions
+    alone keeps the defaults."""
+    return {"headword_weight": DESCRIBED_HEADWORD_WEIGHT} if described else {}
+
+
+RankingChoice = Ranking | Mapping[str, Any] | None  # a whole ranking, or some of its settings by name, or none
+
+
+def ranking_over(saved: Mapping[str, Any], given: RankingChoice = None, owner: str = "the folder") -> Ranking:
+    """The ranking a saved folder is searched with: `given` itself when it is a whole `Ranking`; else the folder's
+    own settings (`saved`, its record's `ranking`) with those `given` by name set over them; unnamed ones keep
+    `Ranking`'s defaults. A setting no `Ranking` has, or a value it refuses, is a one-line error naming its owner."""
+    if isinstance(given, Ranking):
+        return given
+    if given is not None and not isinstance(given, Mapping):
+        raise DictEmbedError(f"ranking: a search_options.Ranking or a dict of its settings, not {type(given).__name__}")
+    known = [field.name for field in fields(Ranking)]
+    for where, settings in ((f"{owner}'s saved ranking", saved), ("ranking", given or {})):
+        unknown = [name for name in settings if name not in known]
+        if unknown:
+            raise DictEmbedError(f"{where}: no setting {unknown[0]!r:.60}; choose from {', '.join(known)}")
+    try:
+        saved_ranking = Ranking(**saved)
+    except DictEmbedError as err:
+        raise DictEmbedError(f"{owner}'s saved ranking: {err}") from None
+    return Ranking(**{**{name: getattr(saved_ranking, name) for name in saved}, **(given or {})})

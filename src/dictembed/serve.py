@@ -57,7 +57,7 @@ from typing import Any
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import Ranking
+from dictembed.search_options import RankingChoice
 from dictembed.serve_limits import (
     MAX_BODY_BYTES,
     MAX_ENCODE_TOKENS,
@@ -94,7 +94,7 @@ def create_app(
     reverse_dictionary: ReverseDictionary | Sequence[ReverseDictionary] | None = None,
     device: str | None = None,
     precision: str | None = "auto",
-    ranking: Ranking | None = None,
+    ranking: RankingChoice = None,
     budget: EncodeBudget | None = None,
     dictionary: str | None = None,
     centring: bool = True,
@@ -159,7 +159,7 @@ def run_server(
     port: int = 8000,
     device: str | None = None,
     precision: str | None = "auto",
-    ranking: Ranking | None = None,
+    ranking: RankingChoice = None,
     dictionary: str | None = None,
     centring: bool = True,
 ) -> None:

@@ -43,7 +43,7 @@ from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder
 from dictembed.record import file_sha256
 from dictembed.reverse_dictionary import ReverseDictionary, saved_space
-from dictembed.search_options import Ranking
+from dictembed.search_options import RankingChoice, ranking_over
 from dictembed.search_space import SearchSpace, mapped_tensors
 from dictembed.serve_scheduling import ModelThread, QueryBatcher
 from dictembed.word_frequency import LANGUAGES, guess_language
@@ -157,23 +157,25 @@ def folder_reverse_dictionary(
     encoder: QueryEncoder | None,
     device: str | torch.device | None,
     precision: str | None,
-    ranking: Ranking | None,
+    ranking: RankingChoice,
     language: str | None,
     dictionary: str | None = None,
 ) -> ReverseDictionary:
-    """`ReverseDictionary.load` of a folder, or with `encoder`, already loaded from another folder, its space."""
+    """`ReverseDictionary.load` of a folder, or with `encoder`, already loaded from another folder, its space;
+    `ranking` as `load` takes it (set over the folder's own)."""
     if encoder is None:
         return ReverseDictionary.load(folder, device, precision, ranking, language, dictionary)
+    chosen = ranking_over(folder.record.ranking, ranking, f"model folder {folder.path}")
     source = folder.dictionary(dictionary)
     space, index = saved_space(folder, source)
-    return ReverseDictionary(encoder, space, source, folder.name, ranking, language, index)
+    return ReverseDictionary(encoder, space, source, folder.name, chosen, language, index)
 
 
 def open_served(
     paths: Sequence[str | Path],
     device: str | torch.device | None = None,
     precision: str | None = "auto",
-    ranking: Ranking | None = None,
+    ranking: RankingChoice = None,
     dictionary: str | None = None,
 ) -> list[ServedDictionary]:
     """The model folders of `paths`, labelled, each loaded as `ReverseDictionary.load` does (`dictionary`: the

@@ -19,13 +19,13 @@ from dictembed.pooling_names import ENCODER_POOLINGS
 from dictembed.search_options import (
     DEFAULT_K,
     DEFINITION_WEIGHT,
+    DESCRIBED_HEADWORD_WEIGHT,
     FREQUENCY_WEIGHT,
     HEADWORD_WEIGHT,
     OVERLAP_WEIGHT,
     POS_TAGS,
     QUERY_WORD_WEIGHT,
     WORD_COUNTS,
-    Ranking,
 )
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
@@ -274,45 +274,42 @@ def weight(text: str) -> float:
     return value
 
 
-def add_ranking(group: Group) -> None:
-    """The reverse dictionary's ranking options (`predict`, `serve`; read back by `ranking_of`)."""
-    group.add_argument(
-        "--frequency-weight",
-        type=weight,
-        default=FREQUENCY_WEIGHT,
-        help="word-frequency prior: add WEIGHT x the word's Zipf frequency to the score (wordfreq; English and "
-        "Chinese dictionaries), 0 turns it off",
-    )
-    group.add_argument(
-        "--definition-weight",
-        type=weight,
-        default=DEFINITION_WEIGHT,
-        help="mix the cosine to an entry's best single definition into the score with this weight: (entry cosine "
-        "+ WEIGHT x definition cosine) / (1 + WEIGHT), for a model whose entry space keeps its definition "
-        "vectors; 0 turns it off",
-    )
-    group.add_argument(
-        "--headword-weight",
-        type=weight,
-        default=HEADWORD_WEIGHT,
-        help="add WEIGHT x the cosine of the description to the word itself (encoded as a description is) to the "
-        "score, for a model whose entry space keeps its headword vectors; 0 turns it off",
-    )
-    group.add_argument(
-        "--query-word-weight",
-        type=weight,
-        default=QUERY_WORD_WEIGHT,
-        help="take WEIGHT off the score of a word the description itself uses (a description seldom names its "
-        "word); 0 turns it off",
-    )
-    group.add_argument(
-        "--overlap-weight",
-        type=weight,
-        default=OVERLAP_WEIGHT,
-        help="add WEIGHT x the number of the description's words (the rarer ones, stemmed) that an entry's "
-        "definitions use; 0 turns it off",
-    )
+RANKING_OPTIONS = (  # (setting, what it does): --frequency-weight ... as `add_ranking` registers them
+    (
+        "frequency_weight",
+        f"word-frequency prior: add WEIGHT x the word's Zipf frequency to the score (wordfreq; English and Chinese "
+        f"dictionaries), 0 turns it off (default {FREQUENCY_WEIGHT:g})",
+    ),
+    (
+        "definition_weight",
+        "mix the cosine to an entry's best single definition into the score with this weight: (entry cosine + "
+        "WEIGHT x definition cosine) / (1 + WEIGHT), for a model whose entry space keeps its definition vectors; "
+        f"0 turns it off (default {DEFINITION_WEIGHT:g})",
+    ),
+    (
+        "headword_weight",
+        "add WEIGHT x the cosine of the description to the word itself (encoded as a description is) to the "
+        "score, for a model whose entry space keeps its headword vectors; 0 turns it off (default: the folder's, "
+        f"{DESCRIBED_HEADWORD_WEIGHT:g} for a model trained on descriptions, else {HEADWORD_WEIGHT:g})",
+    ),
+    (
+        "query_word_weight",
+        "take WEIGHT off the score of a word the description itself uses (a description seldom names its word); "
+        f"0 turns it off (default {QUERY_WORD_WEIGHT:g})",
+    ),
+    (
+        "overlap_weight",
+        "add WEIGHT x the number of the description's words (the rarer ones, stemmed) that an entry's definitions "
+        f"use; 0 turns it off (default {OVERLAP_WEIGHT:g})",
+    ),
+)
 
+
+def add_ranking(group: Group) -> None:
+    """The reverse dictionary's ranking options (`predict`, `serve`; read back by `ranking_of`). Each one not given
+    leaves the setting the model folder saved, else `search_options.Ranking`'s default."""
+    for name, help_text in RANKING_OPTIONS:
+        group.add_argument("--" + name.replace("_", "-"), type=weight, default=None, metavar="WEIGHT", help=help_text)
     group.add_argument(
         "--min-frequency",
         type=zipf,
@@ -331,16 +328,11 @@ def zipf(text: str) -> float:
     return value
 
 
-def ranking_of(args: argparse.Namespace) -> Ranking:
-    """The `Ranking` of the options `add_ranking` registered."""
-    return Ranking(
-        args.frequency_weight,
-        args.definition_weight,
-        min_frequency=args.min_frequency,
-        headword_weight=args.headword_weight,
-        query_word_weight=args.query_word_weight,
-        overlap_weight=args.overlap_weight,
-    )
+def ranking_of(args: argparse.Namespace) -> dict[str, float]:
+    """The ranking settings given on the command line (`add_ranking`), by name, to set over a folder's own
+    (`search_options.ranking_over`)."""
+    names = [name for name, _ in RANKING_OPTIONS] + ["min_frequency"]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def add_top_k(group: Group) -> None:

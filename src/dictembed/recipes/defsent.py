@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from torch import nn
 
 from dictembed.cache import cache_folder
-from dictembed.description_corpus import corpus_choice, load_descriptions
+from dictembed.description_corpus import EVERYDAY, corpus_choice, load_descriptions
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary, seeded_sample, single_token_filter, split_by_headword
 from dictembed.dictionary.catalog import language_of
@@ -31,7 +31,7 @@ from dictembed.recipes.options import MethodOptions, option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
 from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root, space_fingerprint
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.word_frequency import most_frequent
+from dictembed.word_frequency import guess_language, most_frequent
 
 if TYPE_CHECKING:
     from dictembed.recipes.config import RunConfig
@@ -123,6 +123,21 @@ def stage_space(stage: Stage) -> EntrySpace:
     return cast(EntrySpace, stage.space)
 
 
+def describes(corpus: str, dictionary: str, train: Dictionary) -> bool:
+    """Whether the description `corpus` applies to the `dictionary` trained on: `everyday` describes English words,
+    so it is left out (logged) for a dictionary whose headwords are in another language (by name, else as its
+    training headwords read: `word_frequency.guess_language`); a corpus file always applies."""
+    if corpus != EVERYDAY:
+        return True
+    languages = {language_of(part.strip()) for part in dictionary.split(",")}
+    if "auto" in languages:
+        languages = (languages - {"auto"}) | {guess_language(train.headwords) or "unknown"}
+    if languages == {"en"}:
+        return True
+    log.info("the everyday descriptions describe English words; %s is not English: trained without them", dictionary)
+    return False
+
+
 class EntryRecipe(Recipe):
     """What DefSent and DefSent+ share: a frozen entry space, definitions as examples, entry dev metrics."""
 
@@ -132,11 +147,16 @@ class EntryRecipe(Recipe):
         train = stage.data["splits"]["train"]
         examples = seeded_sample(entry_examples(train, space), config.limit, seed)
         options = config.options_as(EntryOptions)
-        if options.descriptions:
+        details: dict[str, Any] = {}
+        if options.descriptions and describes(options.descriptions, config.dictionary, train):
             described = description_examples(load_descriptions(options.descriptions), train, space)
-            examples += seeded_sample(described, round(options.description_ratio * len(examples)), seed)
+            described = seeded_sample(described, round(options.description_ratio * len(examples)), seed)
+            examples += described
+            details["descriptions"] = len(described)
         lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
-        return Built(EntryPrediction(encoder, space), examples, entry_collate(encoder), lengths=lengths)
+        return Built(
+            EntryPrediction(encoder, space), examples, entry_collate(encoder), details=details, lengths=lengths
+        )
 
     def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
         return cast(EntryPrediction, objective).encoder  # the objective `build` made, unwrapped

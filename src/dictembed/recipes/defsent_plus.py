@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dictembed.cache import cache_folder
+from dictembed.description_corpus import EVERYDAY
 from dictembed.dictionary import split_by_headword
 from dictembed.entry_space import ENTRY_TEMPERATURE, DefinitionSpace
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
@@ -72,6 +73,8 @@ class DefSentPlus(EntryRecipe):
     # AMP entries and cosine logits (tau 0.05) at lr 1e-4 raised STS avg from 78.87 to 80.63; the paper's dot
     # logits gained at most 0.23 over four learning rates, and AC entries fell below the untouched model. Batches
     # grouped by length train 1.5x faster on the CPU with the same STS avg over seeds 0-2 (80.80 against 80.83).
+    # The everyday descriptions beside 20,000 definitions, searched with their headword weight, lift people's
+    # descriptions (test acc@10 over 66k words .579 -> .612) at STS avg 80.84 against 80.79.
     best: ClassVar[dict[str, Any]] = {
         "pooling": "mean",
         "pooler": "none",
@@ -80,6 +83,7 @@ class DefSentPlus(EntryRecipe):
         "entry_temperature": ENTRY_TEMPERATURE,
         "lrs": [1e-4],
         "group_by_length": True,
+        "descriptions": EVERYDAY,
     }
     card_keys = CARD_KEYS["defsent-plus"]
     defaults: ClassVar[dict[str, Any]] = {

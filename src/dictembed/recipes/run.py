@@ -39,6 +39,7 @@ from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
 from dictembed.record import RunRecord
 from dictembed.search_index import write_search_index
+from dictembed.search_options import saved_ranking
 from dictembed.training import Trainer, TrainSettings
 
 if TYPE_CHECKING:
@@ -264,6 +265,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
         details=built.details,
         **stage.record,
     )
+    record.ranking = saved_ranking(bool(built.details.get("descriptions")))
     if is_main_process():  # under a distributed launch every process holds the same weights
         save_run(recipe, stage, built, encoder, run_dir / "model", record, cache_folder(config.cache_dir))
     wait_for_everyone()
