@@ -39,7 +39,8 @@ FREQUENCY_WEIGHT = 0.0125  # x the word's Zipf frequency (dictembed.word_frequen
 DEFINITION_WEIGHT = 0.75  # x the cosine to the entry's best single definition
 HEADWORD_WEIGHT = 0.2  # x the cosine to the entry's word itself, encoded as a description is
 # the same for a query encoder taught people's descriptions (`train --descriptions`, `distil`), saved in its folder's
-# record (`RunRecord.ranking`): its words' own vectors read descriptions better (docs/results.md, "The headword term")
+# record (`RunRecord.ranking`): chosen on the dev descriptions (docs/results.md, "The headword weight of a folder
+# trained on descriptions")
 DESCRIBED_HEADWORD_WEIGHT = 0.5
 RERANK_DEPTH = 200  # the best results by the rest of the score that the definition and headword terms rerank
 # the lexical terms (`lexical_terms`), fitted on the description corpus (experiments/lexical_weights.py)
@@ -345,7 +346,7 @@ def ranking_over(saved: Mapping[str, Any], given: RankingChoice = None, owner: s
         if unknown:
             raise DictEmbedError(f"{where}: no setting {unknown[0]!r:.60}; choose from {', '.join(known)}")
     try:
-        saved_ranking = Ranking(**saved)
+        stored = Ranking(**saved)
     except DictEmbedError as err:
         raise DictEmbedError(f"{owner}'s saved ranking: {err}") from None
-    return Ranking(**{**{name: getattr(saved_ranking, name) for name in saved}, **(given or {})})
+    return Ranking(**{**{name: getattr(stored, name) for name in saved}, **(given or {})})
