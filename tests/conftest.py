@@ -331,8 +331,9 @@ def predict_in_a_process(model: Path, query: str, k: int = 3) -> tuple[list[list
 def torch_reverse_dictionary(path: Path) -> ReverseDictionary:
     """The folder searched with its torch weights (what `ReverseDictionary.load` ran before query graphs)."""
     from dictembed.encoder import Encoder
+    from dictembed.folder_search import saved_space
     from dictembed.model_folder import ModelFolder
-    from dictembed.reverse_dictionary import ReverseDictionary, saved_space  # noqa: F811
+    from dictembed.reverse_dictionary import ReverseDictionary  # noqa: F811
 
     folder = ModelFolder.open(path)
     source = folder.dictionary()

@@ -94,6 +94,7 @@ def test_a_folder_whose_encoder_is_refused_builds_no_search_index_first(
 ) -> None:
     """A folder without its stored index whose weights are a pickle: refused before the index is built (seconds
     for a large dictionary), the search index cache left empty."""
+    import dictembed.folder_search as folder_search
     import dictembed.reverse_dictionary as reverse_dictionary
 
     folder = damaged_copy(served_model, tmp_path / "m")
@@ -102,7 +103,7 @@ def test_a_folder_whose_encoder_is_refused_builds_no_search_index_first(
     _backbone_pickle(folder)
     (folder / WEIGHTS_FILE).unlink()
     built: list[Path] = []
-    monkeypatch.setattr(reverse_dictionary, "folder_search_index", lambda f, *a: built.append(f.path))
+    monkeypatch.setattr(folder_search, "folder_search_index", lambda f, *a: built.append(f.path))
     with pytest.raises(ModelLoadError, match=r"pytorch_model\.bin are a pickle"):
         reverse_dictionary.ReverseDictionary.load(folder, device="cpu")
     assert unpickled == [] and built == []

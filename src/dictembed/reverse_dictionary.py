@@ -37,6 +37,7 @@ from dictembed.entry_neighbours import EntryNeighbours
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.filter_masks import FilterMasks
+from dictembed.folder_search import folder_ranking, opened_space, space_index
 from dictembed.frequency_prior import FrequencyPrior
 from dictembed.lexical_terms import StemSets
 from dictembed.model_folder import ModelDictionary, ModelFolder
@@ -52,7 +53,7 @@ from dictembed.query_encoder import (
     search_threads,
 )
 from dictembed.ranking_terms import RankingTerms
-from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, folder_search_index, top_indices
+from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, top_indices
 from dictembed.search_options import (
     Filters,
     Ranking,
@@ -63,7 +64,7 @@ from dictembed.search_options import (
     query_list,
     ranking_over,
 )
-from dictembed.search_space import MATRIX_SPACES, SearchSpace, l2_normalize
+from dictembed.search_space import SearchSpace, l2_normalize
 from dictembed.texts import check_batch_size
 from dictembed.word_frequency import check_language
 
@@ -92,27 +93,6 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         return {"words": self.words, "score": round(self.score, 6), "definitions": self.definitions, "pos": self.pos}
-
-
-def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpace | SearchSpace, SearchIndex | None]:
-    """A folder's saved entry space: a matrix space memory-mapped with its `SearchIndex` (built and cached for a
-    folder without one), else the torch space (an MLM head)."""
-    space = opened_space(folder)
-    return space, space_index(folder, space, source)
-
-
-def opened_space(folder: ModelFolder) -> EntrySpace | SearchSpace:
-    """A folder's saved entry space, checked and opened: a matrix space memory-mapped, else the torch space."""
-    if SearchSpace.saved_type(folder.path) in MATRIX_SPACES:
-        return SearchSpace.open(folder.path)
-    from dictembed.entry_space import EntrySpace
-
-    return EntrySpace.load(folder.path)
-
-
-def space_index(folder: ModelFolder, space: EntrySpace | SearchSpace, source: ModelDictionary) -> SearchIndex | None:
-    """The `SearchIndex` of a matrix space opened from `folder` (stored, or built and cached), None for an MLM head."""
-    return folder_search_index(folder, space, source) if isinstance(space, SearchSpace) else None
 
 
 class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms):
@@ -196,7 +176,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         check_language(language)
         ranking_over({}, ranking)  # the settings given, checked before anything opens
         folder = ModelFolder.open(path)
-        chosen = ranking_over(folder.record.ranking, ranking, f"model folder {folder.path}")
+        chosen = folder_ranking(folder, ranking)
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
         space = opened_space(folder)  # checked before the encoder, whose load may take seconds (torch)
         encoder = exported_query_encoder(folder, device, precision)

@@ -9,7 +9,7 @@ import fnmatch
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
 import re2
@@ -349,4 +349,4 @@ def ranking_over(saved: Mapping[str, Any], given: RankingChoice = None, owner: s
         stored = Ranking(**saved)
     except DictEmbedError as err:
         raise DictEmbedError(f"{owner}'s saved ranking: {err}") from None
-    return Ranking(**{**{name: getattr(stored, name) for name in saved}, **(given or {})})
+    return replace(stored, **(given or {}))

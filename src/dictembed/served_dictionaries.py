@@ -30,6 +30,7 @@ import numpy as np
 from dictembed.card_metadata import base_languages
 from dictembed.dictionary.catalog import language_of
 from dictembed.errors import DictEmbedError
+from dictembed.folder_search import folder_ranking, saved_space
 from dictembed.language_centring import UNDETERMINED, CentredSpace, query_language, writes_latin
 from dictembed.model_folder import (
     DEFAULT_DICTIONARY,
@@ -42,8 +43,8 @@ from dictembed.model_folder import (
 from dictembed.paths import public_name
 from dictembed.query_encoder import QueryEncoder
 from dictembed.record import file_sha256
-from dictembed.reverse_dictionary import ReverseDictionary, saved_space
-from dictembed.search_options import RankingChoice, ranking_over
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import RankingChoice
 from dictembed.search_space import SearchSpace, mapped_tensors
 from dictembed.serve_scheduling import ModelThread, QueryBatcher
 from dictembed.word_frequency import LANGUAGES, guess_language
@@ -165,7 +166,7 @@ def folder_reverse_dictionary(
     `ranking` as `load` takes it (set over the folder's own)."""
     if encoder is None:
         return ReverseDictionary.load(folder, device, precision, ranking, language, dictionary)
-    chosen = ranking_over(folder.record.ranking, ranking, f"model folder {folder.path}")
+    chosen = folder_ranking(folder, ranking)
     source = folder.dictionary(dictionary)
     space, index = saved_space(folder, source)
     return ReverseDictionary(encoder, space, source, folder.name, chosen, language, index)
