@@ -21,28 +21,17 @@ class EntryPrediction(nn.Module):
     """Cross-entropy of the frozen entry space's logits toward the defined entry."""
 
     space: EntrySpace  # kept in __dict__, not registered as a submodule
-    words: EntrySpace | None  # the same, for `target_words`
 
     def __init__(self, encoder: Encoder, space: EntrySpace) -> None:
         super().__init__()
         self.encoder = encoder
         self.__dict__["space"] = space.freeze()  # not a submodule: frozen, never checkpointed or optimised
-        self.__dict__["words"] = None
-        self.word_weight = 0.0
-
-    def target_words(self, words: EntrySpace, weight: float) -> None:
-        """Add `weight` x the cross-entropy of a second frozen space of the same entries (their words' vectors)."""
-        self.__dict__["words"] = words.freeze()
-        self.word_weight = weight
 
     def forward(self, batch: tuple[dict[str, torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
         inputs, labels = batch
         h = self.encoder(inputs)
-        labels = labels.to(h.device)
         space: EntrySpace = self.space.to(h.device)
-        loss, acc = space.loss(h, labels)
-        if self.words is not None:
-            loss = loss + self.word_weight * self.words.to(h.device).loss(h, labels)[0]
+        loss, acc = space.loss(h, labels.to(h.device))
         return {"loss": loss, "acc": acc}
 
 

@@ -15,9 +15,8 @@ from dictembed.dictionary import load_dictionary, seeded_sample, single_token_fi
 from dictembed.dictionary.catalog import language_of
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace
-from dictembed.entry_vectors import headword_vectors
-from dictembed.errors import DictEmbedError, MissingHeadError
+from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
+from dictembed.errors import MissingHeadError
 from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.evaluation.sts_multi import evaluate_sts_dev
 from dictembed.objectives.entry_prediction import (
@@ -55,12 +54,6 @@ class EntryOptions(MethodOptions):
     # 0.25: the best description sets at the least STS cost over 0.25 / 1 / all on 5,000 definitions (docs/results.md)
     description_ratio: float = option(
         0.25, "description examples per definition example (a seeded sample; at most every description)", positive=False
-    )
-    headword_targets: float = option(
-        0.0,
-        "weight of a second cross-entropy toward each entry's word as the untrained model encodes it, over every "
-        "entry (a definition space; 0: off)",
-        positive=False,
     )
 
 
@@ -125,15 +118,6 @@ def entry_dev_metrics(encoder: Encoder, space: EntrySpace, dev: Dictionary, conf
     return metrics
 
 
-def word_targets(encoder: Encoder, space: EntrySpace, config: RunConfig) -> DefinitionSpace:
-    """The entries' words as the untrained `encoder` encodes them (`headword_vectors`), as a space of the same
-    entries, similarity and temperature: the targets of `--headword-targets`."""
-    if not isinstance(space, DefinitionSpace):
-        raise DictEmbedError(f"--headword-targets needs a definition space (DefSent+), not {space.kind}")
-    vectors = headword_vectors(encoder, space.words, cache_dir=cache_folder(config.cache_dir)).float()
-    return DefinitionSpace(space.words, vectors, space.similarity, space.temperature, "headwords")
-
-
 def stage_space(stage: Stage) -> EntrySpace:
     """The entry space of an entry recipe's stage (its `stage` always builds one)."""
     return cast(EntrySpace, stage.space)
@@ -170,10 +154,9 @@ class EntryRecipe(Recipe):
             examples += described
             details["descriptions"] = len(described)
         lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
-        objective = EntryPrediction(encoder, space)
-        if options.headword_targets > 0:
-            objective.target_words(word_targets(encoder, space, config), options.headword_targets)
-        return Built(objective, examples, entry_collate(encoder), details=details, lengths=lengths)
+        return Built(
+            EntryPrediction(encoder, space), examples, entry_collate(encoder), details=details, lengths=lengths
+        )
 
     def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
         return cast(EntryPrediction, objective).encoder  # the objective `build` made, unwrapped
