@@ -385,13 +385,10 @@ def human_size(size: int) -> str:
     return f"{value:.1f} GB"
 
 
-def cache_key(
-    encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool, build: str = "", text: str = "definition"
-) -> str:
+def cache_key(encoder: Encoder, dictionary: Dictionary, entries: str, ica: bool, build: str = "") -> str:
     """A hash of the encoder's weights (but the backbone's unused pooler), modules and default prompt, the
-    dictionary's pairs, the entry type and ICA; `build`, what encodes it where its vectors differ from the
-    encoder's own ("int8": `runtime.builds_int8`; "": none, the older keys); and `text`, what each definition
-    vector encodes (`entry_vectors.entry_texts`; "definition" keeps the older keys)."""
+    dictionary's pairs, the entry type and ICA; and `build`, what encodes it where its vectors differ from the
+    encoder's own ("int8": `runtime.builds_int8`; "": none, the older keys)."""
     digest = hashlib.sha1()
     encoder.hash_weights(digest)
     for headword, definition in dictionary.pairs():
@@ -399,8 +396,6 @@ def cache_key(
     digest.update(f"{entries}|{ica}|".encode() + _encoding(encoder))
     if build:
         digest.update(f"|build|{build}".encode())
-    if text != "definition":
-        digest.update(f"|text|{text}".encode())
     return digest.hexdigest()[:16]
 
 

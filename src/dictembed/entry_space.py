@@ -31,7 +31,7 @@ from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_logits import ENTRY_TEMPERATURE, cosine_logits, cosine_query
-from dictembed.entry_vectors import ICA_SUFFIX, EntryText, entry_means, space_tensors
+from dictembed.entry_vectors import ICA_SUFFIX, entry_means, space_tensors
 from dictembed.entry_vectors import encode_in_parts as encode_in_parts  # where callers find it
 from dictembed.entry_vectors import part_sizes as part_sizes
 from dictembed.errors import DictEmbedError, MissingHeadError
@@ -449,12 +449,10 @@ class DefinitionSpace(MatrixSpace):
         batch_size: int = 128,
         similarity: Literal["dot", "cosine"] = "dot",
         temperature: float = ENTRY_TEMPERATURE,
-        text: EntryText = "definition",
     ) -> DefinitionSpace:
         """Encode every definition (no grad, length-sorted batches) and average per headword; a plain (non-ICA)
         space keeps every definition's vector in float16 (`definitions`).
-        `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors. `text`:
-        what each vector encodes, the definition or `headword: definition` (`entry_vectors.entry_texts`).
+        `similarity` / `temperature` choose the logits (see MatrixSpace); they do not change the vectors.
 
         With `cache_dir` (recipes pass `dictembed.cache.default_cache_dir()`, i.e. $DICTEMBED_CACHE) the tensors
         are cached there, and an interrupted build resumes (`entry_vectors.space_tensors`)."""
@@ -462,7 +460,7 @@ class DefinitionSpace(MatrixSpace):
             raise DictEmbedError(f"unknown entry type {entries!r}; choose ac or amp")
         kind = f"definitions-{entries}" + (ICA_SUFFIX if ica else "")
         counts = np.array([len(e.senses) for e in dictionary])
-        tensors = space_tensors(encoder, dictionary, counts, entries, ica, cache_dir, batch_size, text)
+        tensors = space_tensors(encoder, dictionary, counts, entries, ica, cache_dir, batch_size)
         definitions = tensors.get("definitions")
         return cls(
             dictionary.headwords, tensors["matrix"], similarity, temperature, kind, None if ica else counts, definitions

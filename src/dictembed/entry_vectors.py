@@ -26,8 +26,6 @@ from dictembed.errors import DictEmbedError
 from dictembed.progress import duration
 
 log = logging.getLogger(__name__)
-EntryText = Literal["definition", "headword"]  # what a definition vector encodes (`entry_texts`)
-ENTRY_TEXTS: tuple[EntryText, ...] = ("definition", "headword")
 ICA_SUFFIX = "-ica"  # ends the kind of an ICA-transformed definition space ("definitions-amp-ica")
 # Definitions a part of a resumable build holds (rounded down to whole batches): a part is kept on disk as soon
 # as it is encoded, so an interrupted build loses at most one part (about 40 s of WordNet on 2 CPU cores).
@@ -43,7 +41,6 @@ def space_tensors(
     ica: bool,
     cache_dir: str | Path | None,
     batch_size: int,
-    text: EntryText = "definition",
 ) -> dict[str, torch.Tensor]:
     """The tensors of a definition space (`DefinitionSpace.build`): the float32 entry `matrix` and, for a plain
     space, the float16 `definitions`; `counts`: the definitions of each entry.
@@ -64,22 +61,21 @@ def space_tensors(
         "entry_count": len(dictionary),
         "definitions": int(counts.sum()),
         "precision": encoder.compute_precision,
-        **({"text": text} if text != "definition" else {}),
     }
 
     def computed(parts: Path | None) -> dict[str, torch.Tensor]:
         """The tensors computed (no cache lookup of their own); `parts`: where to keep the encoded definitions
         until the space is cached."""
         if ica:  # the ICA space transforms the plain one, which is itself cached
-            plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size, text)["matrix"]
+            plain = space_tensors(encoder, dictionary, counts, entries, False, cache_dir, batch_size)["matrix"]
             matrix = ica_transform(plain.double().numpy())
             return {"matrix": torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))}
-        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts, source, text)
+        return definition_tensors(encoder, dictionary, counts, entries, batch_size, parts, source)
 
     if cache_dir is None:
         return computed(None)
     build = int8_build_key() if int8_build(encoder, entries) else ""
-    path = space_path(cache_key(encoder, dictionary, entries, ica, build, text), cache_dir)
+    path = space_path(cache_key(encoder, dictionary, entries, ica, build), cache_dir)
     return cached_tensors(path, computed, source, needs=() if ica else ("definitions",))
 
 
@@ -91,14 +87,13 @@ def definition_tensors(
     batch_size: int,
     parts: Path | None,
     source: dict[str, Any] | None = None,
-    text: EntryText = "definition",
 ) -> dict[str, torch.Tensor]:
     """The float32 entry `matrix` of a plain (non-ICA) space, each entry the mean of its definitions' vectors
     ([CLS] for `ac`, mean pooling for `amp`), and the float16 vector of every definition (`definitions`);
     `counts`: the definitions of each entry; `parts`: where to keep the encoded definitions until the space is
     cached (`encode_in_parts`). `batch_size` for torch; a build on the graph (`builder`) takes its own. The
     backend that encoded them goes into `source["backend"]`."""
-    definitions = entry_texts(dictionary, text)
+    definitions = [d for _, d in dictionary.pairs()]
     pooled = entry_encoder(encoder, entries)
     if process_count() > 1:  # each process encodes a share; all end with every vector, in order
         if build_choice() == "int8":
@@ -117,14 +112,6 @@ def definition_tensors(
         "matrix": torch.from_numpy(entry_means(vectors, counts)),
         "definitions": torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(torch.float16),
     }
-
-
-def entry_texts(dictionary: Dictionary, text: EntryText) -> list[str]:
-    """What each definition vector of a space encodes, in `dictionary.pairs()` order: the definition alone
-    (`definition`, the paper's), or its headword, a colon and the definition (`headword`)."""
-    if text == "headword":
-        return [f"{headword}: {definition}" for headword, definition in dictionary.pairs()]
-    return [definition for _, definition in dictionary.pairs()]
 
 
 def entry_encoder(encoder: Encoder, entries: Literal["ac", "amp"]) -> Encoder:

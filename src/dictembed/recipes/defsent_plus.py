@@ -10,7 +10,6 @@ from dictembed.cache import cache_folder
 from dictembed.description_corpus import EVERYDAY
 from dictembed.dictionary import split_by_headword
 from dictembed.entry_space import ENTRY_TEMPERATURE, DefinitionSpace
-from dictembed.entry_vectors import ENTRY_TEXTS, EntryText
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.defsent import (
     EntryOptions,
@@ -42,11 +41,6 @@ class DefSentPlusOptions(EntryOptions):
         "dot", "entry logits: dot product (the paper) or cosine / --entry-temperature", choices=("dot", "cosine")
     )
     entry_temperature: float = option(ENTRY_TEMPERATURE, "tau of cosine entry logits")
-    entry_text: EntryText = option(
-        "definition",
-        "what each definition vector of the entry space encodes: the definition (the paper) or 'headword: definition'",
-        choices=ENTRY_TEXTS,
-    )
     pst_steps: int = option(1, "progressive separate training steps", run=False)
     ica: str = option("none", "ICA-transform the last step's entry space", choices=("none", "last"), run=False)
     # measured without benefit and removed (docs/results.md, "Chinese reverse dictionary (CWN)")
@@ -55,7 +49,7 @@ class DefSentPlusOptions(EntryOptions):
 
 def definition_space(config: RunConfig, encoder: Encoder, dictionary: Dictionary, ica: bool = False) -> DefinitionSpace:
     """The entry space of `dictionary` built by `encoder` as the run's options say (AC/AMP entries, dot/cosine
-    logits, the text each definition vector encodes), in the one entry-space cache every run shares."""
+    logits), in the one entry-space cache every run shares."""
     options = config.options_as(DefSentPlusOptions)
     return DefinitionSpace.build(
         encoder,
@@ -65,7 +59,6 @@ def definition_space(config: RunConfig, encoder: Encoder, dictionary: Dictionary
         cache_dir=cache_folder(config.cache_dir),  # one cache for every run
         similarity=options.similarity,
         temperature=options.entry_temperature,
-        text=options.entry_text,
     )
 
 
