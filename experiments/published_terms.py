@@ -115,11 +115,13 @@ def main() -> None:
     parser.add_argument("--headword-weight", type=float, help="the headword term's weight (default: the folder's)")
     parser.add_argument("--query-word-weight", type=float, help="0: that lexical term off (default: the folder's)")
     parser.add_argument("--overlap-weight", type=float, help="0: that lexical term off (default: the folder's)")
+    parser.add_argument("--frequency-weight", type=float, help="the frequency prior's weight (default: the folder's)")
+    parser.add_argument("--definition-weight", type=float, help="the best definition's weight (default: the folder's)")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = parser.parse_args()
 
     pairs = load_description_pairs(args.data, split=args.split)
-    names = ("headword_weight", "query_word_weight", "overlap_weight")
+    names = ("headword_weight", "query_word_weight", "overlap_weight", "frequency_weight", "definition_weight")
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=given).prepare()
     print(f"headword weight {rd.ranking.headword_weight:g}")
@@ -144,7 +146,7 @@ def main() -> None:
             json.dumps(
                 {"model": args.model, "split": args.split, "precision": args.precision}
                 | {"headword_weight": args.headword_weight, "floor": floor, "table": table}
-                | {"query_word_weight": args.query_word_weight, "overlap_weight": args.overlap_weight},
+                | {name: getattr(args, name) for name in names[1:]},
                 indent=1,
             )
         )
