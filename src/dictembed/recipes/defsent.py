@@ -31,7 +31,7 @@ from dictembed.recipes.options import MethodOptions, option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
 from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root, space_fingerprint
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.word_frequency import guess_language, most_frequent, zipf_frequencies
+from dictembed.word_frequency import guess_language, most_frequent
 
 if TYPE_CHECKING:
     from dictembed.recipes.config import RunConfig
@@ -54,9 +54,6 @@ class EntryOptions(MethodOptions):
     # 0.25: the best description sets at the least STS cost over 0.25 / 1 / all on 5,000 definitions (docs/results.md)
     description_ratio: float = option(
         0.25, "description examples per definition example (a seeded sample; at most every description)", positive=False
-    )
-    example_frequency: float = option(
-        0.0, "train on the definitions of headwords of at least this Zipf frequency only (0: every one)", positive=False
     )
 
 
@@ -148,13 +145,8 @@ class EntryRecipe(Recipe):
         encoder = base_encoder(config)
         space = stage_space(stage)
         train = stage.data["splits"]["train"]
+        examples = seeded_sample(entry_examples(train, space), config.limit, seed)
         options = config.options_as(EntryOptions)
-        examples = entry_examples(train, space)
-        if options.example_frequency > 0:
-            zipf = zipf_frequencies(space.words, language_of(config.dictionary), cache_folder(config.cache_dir))
-            examples = [example for example in examples if zipf[example[1]] >= options.example_frequency]
-            log.info("%d definitions of headwords of Zipf frequency >= %g", len(examples), options.example_frequency)
-        examples = seeded_sample(examples, config.limit, seed)
         details: dict[str, Any] = {}
         if options.descriptions and describes(options.descriptions, config.dictionary, train):
             described = description_examples(load_descriptions(options.descriptions), train, space)
