@@ -145,8 +145,8 @@ def main() -> None:
         args.json.write_text(
             json.dumps(
                 {"model": args.model, "split": args.split, "precision": args.precision}
-                | {"headword_weight": args.headword_weight, "floor": floor, "table": table}
-                | {name: getattr(args, name) for name in names[1:]},
+                | {"floor": floor, "table": table}
+                | {name: getattr(rd.ranking, name) for name in names},  # the weights searched with, given or saved
                 indent=1,
             )
         )
