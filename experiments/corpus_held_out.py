@@ -4,6 +4,10 @@ the words in sorted order, written as a description benchmark (`description`, `e
 that `experiments/published_terms.py --data FILE --split dev` ranks.
 
     python experiments/corpus_held_out.py /tmp/corpus_held_out.tsv      # 1,708 descriptions
+    python experiments/corpus_held_out.py /tmp/taught.tsv --taught /tmp/corpus_rest.tsv --words 1500
+
+`--taught REST` holds out one description of each corpus word among the training headwords instead, and writes the
+corpus without them to REST (for `dictembed train --descriptions REST`): a measure of the words training describes.
 
 Written with the corpus, of the corpus's register and of rarer words than the benchmark's: a larger set beside the
 benchmark's dev split for choosing among training variants, not a measure of people's own words.
@@ -15,20 +19,34 @@ import argparse
 import random
 from pathlib import Path
 
-from dictembed.description_corpus import EVERYDAY, load_descriptions
+from dictembed.description_corpus import CORPUS, EVERYDAY, load_descriptions
 from dictembed.dictionary import load_dictionary, split_by_headword
 
 
-def held_out_rows(split_seed: int, draw_seed: int) -> list[tuple[str, str]]:
-    """(description, word) for each corpus word among WordNet's dev and test headwords, one seeded draw a word."""
+def held_out_rows(
+    split_seed: int, draw_seed: int, taught: bool = False, words: int | None = None
+) -> list[tuple[str, str]]:
+    """(description, word) for each corpus word among WordNet's dev and test headwords (`taught`: its training
+    headwords; `words`: a seeded sample of that many of them), one seeded draw a word."""
     splits = split_by_headword(load_dictionary("wordnet"), seed=split_seed)
-    held = {h.lower() for name in ("dev", "test") for h in splits[name].headwords}
+    names = ("train",) if taught else ("dev", "test")
+    held = {h.lower() for name in names for h in splits[name].headwords}
     by_word: dict[str, list[str]] = {}
     for description in load_descriptions(EVERYDAY):
         if description.word.lower() in held:
             by_word.setdefault(description.word, []).append(description.text)
     rng = random.Random(draw_seed)
-    return [(rng.choice(by_word[word]), word) for word in sorted(by_word)]
+    chosen = sorted(by_word) if words is None else sorted(rng.sample(sorted(by_word), words))
+    return [(rng.choice(by_word[word]), word) for word in chosen]
+
+
+def corpus_without(rows: list[tuple[str, str]], path: Path) -> int:
+    """Write the corpus's lines less the held-out (description, word) rows to `path`; the count written."""
+    held = set(rows)
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if tuple(line.split("\t")[:2]) not in held]
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return len(kept) - sum(1 for line in kept if line.startswith("#") or line.startswith("description\t"))
 
 
 def main() -> None:
@@ -36,10 +54,15 @@ def main() -> None:
     parser.add_argument("output", type=Path, help="the TSV to write (refused if it exists)")
     parser.add_argument("--split-seed", type=int, default=0, help="the WordNet split's seed (train's --split-seed)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the draw of one description a word")
+    parser.add_argument("--taught", type=Path, help="hold out training words' descriptions; the rest go to this TSV")
+    parser.add_argument("--words", type=int, help="with --taught: hold out a seeded sample of this many words")
     args = parser.parse_args()
-    if args.output.exists():
-        parser.error(f"{args.output} exists; name a new file")
-    rows = held_out_rows(args.split_seed, args.seed)
+    for path in (args.output, args.taught):
+        if path is not None and path.exists():
+            parser.error(f"{path} exists; name a new file")
+    rows = held_out_rows(args.split_seed, args.seed, taught=args.taught is not None, words=args.words)
+    if args.taught is not None:
+        print(f"{args.taught}: {corpus_without(rows, args.taught)} descriptions, the held-out ones left out")
     lines = ["description\texpected\tsplit", *(f"{text}\t{word}\tdev" for text, word in rows)]
     args.output.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{args.output}: {len(rows)} descriptions of {len(rows)} words")
