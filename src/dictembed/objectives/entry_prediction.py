@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -66,20 +64,6 @@ def description_examples(descriptions: list[Description], dictionary: Dictionary
     if outside:
         log.info("%d of %d descriptions skipped: their word is not a training headword", outside, len(descriptions))
     return examples
-
-
-def word_first_sample(examples: list[Example], limit: int, seed: int) -> list[Example]:
-    """A seeded sample of `limit` examples, in their order, that takes one example of each entry before a second."""
-    if limit >= len(examples):
-        return examples
-    order = np.random.default_rng(seed).permutation(len(examples))
-    taken: Counter[int] = Counter()
-    rounds = []
-    for position, i in enumerate(order):
-        rounds.append((taken[examples[i][1]], position, int(i)))
-        taken[examples[i][1]] += 1
-    keep = sorted(i for _, _, i in sorted(rounds)[:limit])
-    return [examples[i] for i in keep]
 
 
 def token_lengths(encoder: Encoder, texts: list[str]) -> list[int]:

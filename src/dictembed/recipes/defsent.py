@@ -25,7 +25,6 @@ from dictembed.objectives.entry_prediction import (
     entry_collate,
     entry_examples,
     token_lengths,
-    word_first_sample,
 )
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.options import MethodOptions, option
@@ -55,11 +54,6 @@ class EntryOptions(MethodOptions):
     # 0.25: the best description sets at the least STS cost over 0.25 / 1 / all on 5,000 definitions (docs/results.md)
     description_ratio: float = option(
         0.25, "description examples per definition example (a seeded sample; at most every description)", positive=False
-    )
-    description_sampling: str = option(
-        "random",
-        "how the sample of descriptions is drawn: 'random', or 'words' (one description of each word before a second)",
-        choices=("random", "words"),
     )
 
 
@@ -156,11 +150,7 @@ class EntryRecipe(Recipe):
         details: dict[str, Any] = {}
         if options.descriptions and describes(options.descriptions, config.dictionary, train):
             described = description_examples(load_descriptions(options.descriptions), train, space)
-            count = round(options.description_ratio * len(examples))
-            if options.description_sampling == "words":
-                described = word_first_sample(described, count, seed)
-            else:
-                described = seeded_sample(described, count, seed)
+            described = seeded_sample(described, round(options.description_ratio * len(examples)), seed)
             examples += described
             details["descriptions"] = len(described)
         lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
