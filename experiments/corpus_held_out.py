@@ -41,12 +41,13 @@ def held_out_rows(
 
 
 def corpus_without(rows: list[tuple[str, str]], path: Path) -> int:
-    """Write the corpus's lines less the held-out (description, word) rows to `path`; the count written."""
+    """Write the corpus less the held-out (description, word) rows to `path`, its lines as they are (fields compared
+    stripped, as `load_descriptions` reads them); the number of descriptions written."""
     held = set(rows)
-    lines = CORPUS.read_text(encoding="utf-8").splitlines()
-    kept = [line for line in lines if tuple(line.split("\t")[:2]) not in held]
-    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
-    return len(kept) - sum(1 for line in kept if line.startswith("#") or line.startswith("description\t"))
+    header, *lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if tuple(field.strip() for field in line.split("\t")[:2]) not in held]
+    path.write_text("\n".join([header, *kept]) + "\n", encoding="utf-8")
+    return sum(1 for line in kept if line.strip())  # the reader skips blank lines
 
 
 def main() -> None:
