@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=1000, help="results searched for a gold word")
     parser.add_argument("--precision", default="fp32", help="the query encoder's compute precision (default: fp32)")
     parser.add_argument("--headword-weight", type=float, help="the headword term's weight (default: the folder's)")
+    parser.add_argument("--second-dictionary-weight", type=float, help="that term's weight (default: the Ranking's)")
     parser.add_argument("--query-word-weight", type=float, help="0: that lexical term off (default: the folder's)")
     parser.add_argument("--overlap-weight", type=float, help="0: that lexical term off (default: the folder's)")
     parser.add_argument("--frequency-weight", type=float, help="the frequency prior's weight (default: the folder's)")
@@ -122,6 +123,7 @@ def main() -> None:
 
     pairs = load_description_pairs(args.data, split=args.split)
     names = ("headword_weight", "query_word_weight", "overlap_weight", "frequency_weight", "definition_weight")
+    names += ("second_dictionary_weight",)
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=given).prepare()
     print(f"headword weight {rd.ranking.headword_weight:g}")

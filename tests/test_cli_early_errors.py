@@ -146,6 +146,7 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     (["train", "--dictionary", "words.txt", "--output", "new"], 1, ("words.txt", "unknown dictionary")),
     (["train", "--config", "no-such-run", "--output", "new"], 1, ("no-such-run", "dictembed.json missing")),
     (["train", "--descriptions", "missing.tsv", "--output", "new"], 1, ("missing.tsv", "not found")),
+    (["train", "--second-dictionary", "missing.tsv", "--output", "new"], 1, ("missing.tsv", "not found")),
     (["train", "--descriptions", "in.txt", "--output", "new"], 1, ("in.txt", "header")),
     (["-q", "train", "--output=run", "--lr-grid", "1e-5", "--seeds", "0"], 1, ("--output run", "--overwrite")),
 ]

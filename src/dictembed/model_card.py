@@ -134,8 +134,14 @@ def _saved_space(folder: Path | None) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- sections
 def _dictionary_spec(record: dict[str, Any]) -> str | None:
-    """The dictionary a model was trained on, as its record names it (`wordnet`, `wordnet,mine.tsv`), or None."""
+    """The dictionaries a model folder holds, as its record names them (`wordnet`, `wordnet,mine.tsv`): the one it
+    was trained on, and the second dictionary whose definitions its entry space keeps (`details`), or None."""
     spec = _settings(record).get("dictionary") or record.get("data")
+    details = record.get("details")
+    second = details.get("second_dictionary") if isinstance(details, dict) else None
+    name = second.get("name") if isinstance(second, dict) else None
+    if spec and isinstance(name, str) and name and name not in str(spec).split(","):
+        spec = f"{spec},{name}"
     return str(spec) if spec else None
 
 

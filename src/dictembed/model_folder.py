@@ -40,6 +40,7 @@ LEGACY_RECORD_NAME = "defsent.json"  # the record of models saved under the pack
 SPACE_DIR = "entry_space"
 SPACE_META = "space.json"
 SPACE_TENSORS = "tensors.safetensors"
+SECOND_TENSORS = "second.safetensors"  # a second dictionary's definition vectors (`second_dictionary`)
 DEFINITIONS_FILE = "definitions.jsonl"
 SEARCH_DIR = "search_index"
 ONNX_DIR = "onnx"

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from dictembed.lexical_terms import StemSets, query_stems
-from dictembed.search_options import LEXICAL_DEPTH, Ranking
-from dictembed.search_space import SearchSpace, as_float32, row_norms
+from dictembed.search_options import LEXICAL_DEPTH, SECOND_FLOOR, Ranking
+from dictembed.search_space import SearchSpace, as_float32, definition_rows, row_norms
 
 if TYPE_CHECKING:
     from dictembed.entry_space import EntrySpace
     from dictembed.search_index import EntryGroups
+    from dictembed.second_dictionary import SecondDefinitions
 
 
 def best_cosines(
@@ -56,19 +57,20 @@ class RankingTerms:
     @property
     def score_kind(self) -> str:
         """`cosine` for spaces with an entry matrix, `+definition` when the best single definition reranks
-        (`reranks`), `+headword` the word itself, `+words` the lexical terms (`reranks_by_words`), `+frequency`
-        with the word-frequency prior (`group_prior`); else `probability` (softmax of
-        the model's logits)."""
+        (`reranks`), `+headword` the word itself, `+second` a second dictionary's definitions, `+words` the lexical
+        terms (`reranks_by_words`), `+frequency` with the word-frequency prior (`group_prior`); else `probability`
+        (softmax of the model's logits)."""
         if not isinstance(self.space, SearchSpace):
             return "probability"
         kind = "cosine" + "+definition" * self.reranks_by_definition + "+headword" * self.reranks_by_headword
+        kind += "+second" * self.reranks_by_second
         return kind + "+words" * self.reranks_by_words + "+frequency" * (self.group_prior is not None)
 
     @property
     def reranks(self) -> bool:
         """Whether searches rerank their best results (`Ranking`): by definition, by headword, by the
         description's words, or several."""
-        return self.reranks_by_definition or self.reranks_by_headword or self.reranks_by_words
+        return self.reranks_by_definition or self.reranks_by_headword or self.reranks_by_second or self.reranks_by_words
 
     @property
     def reranks_by_words(self) -> bool:
@@ -91,6 +93,30 @@ class RankingTerms:
         a headword weight above 0."""
         space = self.space
         return isinstance(space, SearchSpace) and space.headwords is not None and self.ranking.headword_weight > 0
+
+    @property
+    def reranks_by_second(self) -> bool:
+        """Whether searches rerank by a second dictionary's definitions: a space that keeps them
+        (`second_dictionary`), and a second-dictionary weight above 0."""
+        space = self.space
+        return isinstance(space, SearchSpace) and space.second is not None and self.ranking.second_dictionary_weight > 0
+
+    def _second_term(self, top: np.ndarray, query: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """Per group of `top`: the second-dictionary weight times the best cosine of the unit `query` to a second
+        dictionary's definition of one of its words that the entry `mask` (None: all) keeps, less `SECOND_FLOOR`,
+        floored at 0 (0 for a group none of whose words it defines)."""
+        second = cast("SecondDefinitions", cast(SearchSpace, self.space).second)
+        members, starts = self.groups.members_of(top)
+        counts = second.counts[members]
+        if mask is not None:
+            counts = np.where(mask[members], counts, 0)
+        best = np.full(len(members), -1.0, dtype=np.float32)
+        defined = np.flatnonzero(counts)
+        if len(defined):
+            rows, begins = definition_rows(second.first, second.counts, members[defined])
+            best[defined] = best_cosines(second.definitions, rows, begins, query)
+        gain = np.maximum(np.maximum.reduceat(best, starts) - SECOND_FLOOR, 0)
+        return (np.float32(self.ranking.second_dictionary_weight) * gain).astype(np.float32)
 
     def _rerank(
         self,
@@ -120,6 +146,8 @@ class RankingTerms:
             keep = mask[members] if mask is not None else None
             best = best_cosines(cast(np.ndarray, space.headwords), members, starts, query, keep)
             combined = combined + self.ranking.headword_weight * best
+        if self.reranks_by_second:
+            combined = combined + self._second_term(top, query, mask)
         order = np.lexsort((top, -combined))
         top, combined = top[order], combined[order]
         if text is not None and self.reranks_by_words:

@@ -42,6 +42,11 @@ HEADWORD_WEIGHT = 0.2  # x the cosine to the entry's word itself, encoded as a d
 # record (`RunRecord.ranking`): chosen on the dev descriptions (docs/results.md, "The headword weight of a folder
 # trained on descriptions")
 DESCRIBED_HEADWORD_WEIGHT = 0.5
+# x (the best cosine to a second dictionary's definition of the entry's word, less SECOND_FLOOR, floored at 0), for a
+# folder that keeps them (`second_dictionary`): chosen on the dev descriptions (docs/results.md, "A second
+# dictionary's definitions")
+SECOND_DICTIONARY_WEIGHT = 0.5
+SECOND_FLOOR = 0.3
 RERANK_DEPTH = 200  # the best results by the rest of the score that the definition and headword terms rerank
 # the lexical terms (`lexical_terms`), fitted on the description corpus (experiments/lexical_weights.py)
 QUERY_WORD_WEIGHT = 0.15  # taken off a result whose word the description itself uses
@@ -283,10 +288,12 @@ class Ranking:
         (cos(q, entry vector) + definition_weight x max over its definitions cos(q, definition vector))
         / (1 + definition_weight) + frequency_weight x Zipf frequency of its word
         + headword_weight x cos(q, the vector of the word itself)
+        + second_dictionary_weight x max(0, max over a second dictionary's definitions of it cos(q, definition) - 0.3)
         - query_word_weight x [the description uses the word] + overlap_weight x (words shared with its definitions)
 
     The definition term needs the space's definition vectors (`DefinitionSpace.definitions`), the headword term
-    its headword vectors (`DefinitionSpace.headwords`: each word encoded as a description is); both rerank only
+    its headword vectors (`DefinitionSpace.headwords`: each word encoded as a description is), the second-dictionary
+    term a second dictionary's definition vectors (`second_dictionary`); they rerank only
     the `depth` best entries by the rest of the score (or the k asked for, when more), so they cost a few
     hundred dot products a query. Results that are several words (identical entries) take their best word's
     headword cosine. The two lexical terms (`lexical_terms`: the description's text, not its vector; the overlap
@@ -301,12 +308,14 @@ class Ranking:
     depth: int = RERANK_DEPTH
     min_frequency: float | None = None
     headword_weight: float = HEADWORD_WEIGHT
+    second_dictionary_weight: float = SECOND_DICTIONARY_WEIGHT
     query_word_weight: float = QUERY_WORD_WEIGHT
     overlap_weight: float = OVERLAP_WEIGHT
 
     def __post_init__(self) -> None:
         """Refuse what no score can use; numpy's numbers are kept as Python's (the record and the API write JSON)."""
-        for name in ("frequency_weight", "definition_weight", "headword_weight", "query_word_weight", "overlap_weight"):
+        weights = ("frequency_weight", "definition_weight", "headword_weight", "second_dictionary_weight")
+        for name in (*weights, "query_word_weight", "overlap_weight"):
             value = getattr(self, name)
             if not is_real_number(value, 0):
                 raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import numpy as np
 
 from dictembed.errors import DictEmbedError
-from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
+from dictembed.model_folder import SECOND_TENSORS, SPACE_DIR, SPACE_META, SPACE_TENSORS
+from dictembed.second_dictionary import SecondDefinitions, second_problem
 from dictembed.texts import is_real_number
 
 if TYPE_CHECKING:
@@ -143,7 +144,8 @@ def l2_normalize(rows: np.ndarray) -> np.ndarray:
 class SearchSpace:
     """A matrix space's words and arrays in numpy (memory maps when opened from a folder): `matrix` [entries, dim]
     (float16 or float32), `counts` and `definitions` (a definition space's per-entry definition counts and float16
-    definition vectors, or None) and `headwords` (its float16 vector of each entry's word, or None)."""
+    definition vectors, or None), `headwords` (its float16 vector of each entry's word, or None) and `second` (a
+    second dictionary's definition vectors of its words, `second_dictionary`, or None)."""
 
     words: list[str]
     matrix: np.ndarray
@@ -154,6 +156,7 @@ class SearchSpace:
     counts: np.ndarray | None = None
     definitions: np.ndarray | None = None
     headwords: np.ndarray | None = None
+    second: SecondDefinitions | None = None
 
     def __len__(self) -> int:
         return len(self.words)
@@ -225,6 +228,7 @@ class SearchSpace:
             tensors.get("counts"),
             tensors.get("definitions"),
             tensors.get("headwords"),
+            open_second(space_dir, len(words), int(tensors["matrix"].shape[1])),
         )
 
     def unit_rows(self, rows: np.ndarray, inverse_norms: np.ndarray) -> np.ndarray:
@@ -257,6 +261,26 @@ class SearchSpace:
         rows, starts = self.definition_rows(entries)
         chosen = as_float32(self.definitions[rows])
         return np.split((chosen @ query) / np.maximum(row_norms(chosen), 1e-12), starts[1:])
+
+
+def open_second(space_dir: Path, entries: int, dim: int) -> SecondDefinitions | None:
+    """The second dictionary's definition vectors saved in `space_dir` (`second_dictionary`), mapped, or None when
+    it holds none; tensors that do not fit a space of `entries` entries of `dim` dimensions, or that hold NaN or
+    infinite values, are a one-line error naming the file."""
+    path = space_dir / SECOND_TENSORS
+    if not path.exists():
+        return None
+    tensors = mapped_tensors(path)
+    counts, definitions = tensors.get("counts"), tensors.get("definitions")
+    if counts is None or definitions is None:
+        problem: str | None = "it needs counts and definitions"
+    else:
+        problem = second_problem(counts, definitions, entries, dim)
+        if problem is None and not all_finite(definitions):
+            problem = "its definitions hold NaN or infinite values"
+    if problem or counts is None or definitions is None:
+        raise DictEmbedError(f"{path}: the second dictionary's definitions cannot be trusted: {problem}")
+    return SecondDefinitions("second", counts, definitions)
 
 
 def definition_rows(first: np.ndarray, counts: np.ndarray, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

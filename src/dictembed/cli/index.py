@@ -63,13 +63,14 @@ def index_folder(
 ) -> dict[str, Any]:
     """Write the folder `output` (staged: a failure leaves what was there) for `model` (None: the embedded model)
     over `dictionary` (its table files read in `encoding`; headerless ones by `columns`), with the settings of
-    `train`'s `best` preset (`recipes.resolve`; an e5 model's entry temperature, 0.01); what was written."""
+    `train`'s `best` preset (`recipes.resolve`; an e5 model's entry temperature, 0.01; GCIDE's definitions beside an
+    English dictionary, `second_dictionary`); what was written."""
     from dictembed.backends.onnx.export import write_query_graph
     from dictembed.io import staged_dir
     from dictembed.model_card import write_model_card
     from dictembed.model_folder import read_record
     from dictembed.recipes.defsent import base_encoder, config_dictionary
-    from dictembed.recipes.defsent_plus import DefSentPlus, definition_space
+    from dictembed.recipes.defsent_plus import DefSentPlus, definition_space, second_of
     from dictembed.recipes.presets import DEFAULT_PRESET
     from dictembed.recipes.resolve import E5_NAME, E5_TEMPERATURE, resolve_train_config
     from dictembed.recipes.run import save_model_folder
@@ -84,9 +85,10 @@ def index_folder(
     encoder = base_encoder(config)
     log.info("building the entry space of %s (%s entries) with %s", dictionary, f"{len(loaded):,}", config.model)
     space = definition_space(config, encoder, loaded)
+    second = second_of(config, encoder, space)  # the preset's: GCIDE beside an English dictionary, when installed
     record = RunRecord(base_model=config.model, entry_space=space.kind, entry_encoder=config.model, data=dictionary)
     with staged_dir(output) as staging:
-        save_model_folder(staging, encoder, record, space, loaded, config.cache_dir)
+        save_model_folder(staging, encoder, record, space, loaded, config.cache_dir, second)
         saved = read_record(staging, required=True)
         write_model_card(staging, saved, name=Path(output).name)  # now with its entry space
         write_query_graph(staging, encoder)

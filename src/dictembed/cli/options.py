@@ -25,6 +25,8 @@ from dictembed.search_options import (
     OVERLAP_WEIGHT,
     POS_TAGS,
     QUERY_WORD_WEIGHT,
+    SECOND_DICTIONARY_WEIGHT,
+    SECOND_FLOOR,
     WORD_COUNTS,
 )
 
@@ -291,6 +293,12 @@ RANKING_OPTIONS = (  # (setting, what it does): --frequency-weight ... as `add_r
         "add WEIGHT x the cosine of the description to the word itself (encoded as a description is) to the "
         "score, for a model whose entry space keeps its headword vectors; 0 turns it off (default: the folder's, "
         f"{DESCRIBED_HEADWORD_WEIGHT:g} for a model trained on descriptions, else {HEADWORD_WEIGHT:g})",
+    ),
+    (
+        "second_dictionary_weight",
+        "add WEIGHT x (the best cosine of the description to a second dictionary's definition of the word, less "
+        f"{SECOND_FLOOR:g}, floored at 0) to the score, for a model folder that keeps a second dictionary's "
+        f"definitions (train --second-dictionary); 0 turns it off (default {SECOND_DICTIONARY_WEIGHT:g})",
     ),
     (
         "query_word_weight",

@@ -127,8 +127,8 @@ def register(subparsers: Any) -> None:
 
 def check_train(args: argparse.Namespace) -> None:
     """What `train` checks before the training code loads: a --config that is not there, an --output that would
-    lose something (`check_run_output`), a --model path that is not there, a --dictionary that cannot be read, a
-    --descriptions corpus that cannot be read."""
+    lose something (`check_run_output`), a --model path that is not there, a --dictionary or --second-dictionary
+    that cannot be read (a name whose package is missing too), a --descriptions corpus that cannot be read."""
     from dictembed.description_corpus import load_descriptions
     from dictembed.dictionary.load import check_sources
 
@@ -139,6 +139,9 @@ def check_train(args: argparse.Namespace) -> None:
     check_model(args.model)
     if args.dictionary is not None:
         check_sources(args.dictionary, args.columns)
+    second = getattr(args, "second_dictionary", None)
+    if second and second != "none":
+        check_sources(second)
     if getattr(args, "descriptions", None):
         load_descriptions(args.descriptions)  # read in full: a bad line is refused before the model loads
 
@@ -157,7 +160,7 @@ def check_command_line(argv: list[str]) -> None:
     parser = LenientParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     from dictembed.description_corpus import corpus_choice
 
-    for name in ("--output", "--config", "--model", "--dictionary", "--columns"):
+    for name in ("--output", "--config", "--model", "--dictionary", "--columns", "--second-dictionary"):
         parser.add_argument(name)
     parser.add_argument("--descriptions", type=corpus_choice)  # as the full parser reads it: none is no corpus
     parser.add_argument("--overwrite", action="store_true")

@@ -40,6 +40,7 @@ from dictembed.recipes.papers import Paper
 from dictembed.record import RunRecord
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
+from dictembed.second_dictionary import SecondDefinitions
 from dictembed.training import Trainer, TrainSettings
 
 if TYPE_CHECKING:
@@ -129,8 +130,15 @@ class Recipe(ABC):
         """Save the trained run: the encoder with its record, the stage's entry space, the definitions of its
         dictionary and the search index (`save_model_folder`; the headword vectors' parts in `cache_dir`)."""
         dictionary = stage.data.get("dictionary")
+        second = stage.data.get("second")
         save_model_folder(
-            folder, encoder, record, stage.space, dictionary if isinstance(dictionary, Dictionary) else None, cache_dir
+            folder,
+            encoder,
+            record,
+            stage.space,
+            dictionary if isinstance(dictionary, Dictionary) else None,
+            cache_dir,
+            second if isinstance(second, SecondDefinitions) else None,
         )
 
 
@@ -141,20 +149,28 @@ def save_model_folder(
     space: EntrySpace | None,
     dictionary: Dictionary | None,
     cache_dir: str | Path | None = None,
+    second: SecondDefinitions | None = None,
 ) -> None:
     """Write a model folder: the encoder with its record, and with an entry space the space, the definitions of
     its `dictionary` beside it (so the folder serves as a reverse dictionary from anywhere) and its search index.
     A plain definition space is saved with its headword vectors, encoded by `encoder` (the query encoder) as a
     description is (`entry_vectors.headword_vectors`, their parts kept in the entry-space cache `cache_dir`,
-    default: `cache.default_cache_dir()`, until saved). A space whose vectors were built on the int8 graph
+    default: `cache.default_cache_dir()`, until saved), and with `second` a second dictionary's definitions of its
+    words (`second_dictionary`). A space whose vectors were built on the int8 graph
     (`$DICTEMBED_BUILD_BACKEND=int8`) is said so in the record's details (`entry_build`)."""
     if isinstance(space, DefinitionSpace) and space.entries is not None and int8_build(encoder, space.entries):
         record.details["entry_build"] = "onnx-int8"
+    if second is not None and space is not None:
+        entries = int((second.counts > 0).sum())
+        record.details["second_dictionary"] = {"name": second.name, "definitions": len(second.definitions)}
+        record.details["second_dictionary"]["entries"] = entries
     encoder.save(folder, record, overwrite=True)  # the run's own folder (`save_run`)
     if space is not None:
         if isinstance(space, DefinitionSpace) and space.headwords is None and not space.is_ica:
             space = space.with_headwords(headword_vectors(encoder, space.words, cache_dir=cache_dir))
         space.save(folder)
+        if second is not None:
+            second.save(folder)
         if dictionary is not None:
             write_definitions(folder, dictionary)
         write_search_index(folder, dictionary)

@@ -1,0 +1,119 @@
+"""A second dictionary's definitions of an entry space's words (GCIDE beside WordNet), which the reverse dictionary's
+score reads (`search_options.Ranking.second_dictionary_weight`): a description worded as another dictionary words
+its answer finds it there. Each definition is encoded as the entry space's own are (the frozen encoder that built
+it, AMP or AC, in the one entry-space cache) and saved in `entry_space/second.safetensors`: `counts`, the second
+dictionary's definitions of each entry (0 for a word it lacks), and `definitions`, their float16 vectors, entry by
+entry in the space's order. The candidates stay the entry space's words; the second dictionary adds none."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.errors import DictEmbedError
+from dictembed.io import with_umask
+from dictembed.model_folder import SECOND_TENSORS, SPACE_DIR
+
+if TYPE_CHECKING:
+    from dictembed.encoder import Encoder
+
+log = logging.getLogger(__name__)
+GCIDE = "gcide"  # the `best` preset's second dictionary for English entry spaces
+
+
+@dataclass
+class SecondDefinitions:
+    """The second dictionary `name`'s definition vectors of an entry space's words: `counts[i]` rows of
+    `definitions` [rows, dim] (float16) for entry i, one entry after another."""
+
+    name: str
+    counts: np.ndarray
+    definitions: np.ndarray
+
+    def __post_init__(self) -> None:
+        problem = second_problem(self.counts, self.definitions, len(self.counts), self.definitions.shape[-1])
+        if problem:
+            raise DictEmbedError(f"the second dictionary {self.name}: {problem}")
+
+    @cached_property
+    def first(self) -> np.ndarray:
+        """The row where each entry's definitions start."""
+        return np.cumsum(self.counts) - self.counts
+
+    def save(self, model_dir: str | Path) -> Path:
+        """Write `model_dir/entry_space/second.safetensors` (the entry space's folder, saved before)."""
+        import torch
+        from safetensors.torch import save_file
+
+        path = Path(model_dir) / SPACE_DIR / SECOND_TENSORS
+        tensors = {
+            "counts": torch.from_numpy(np.ascontiguousarray(self.counts, dtype=np.int64)),
+            "definitions": torch.from_numpy(np.ascontiguousarray(self.definitions, dtype=np.float16)),
+        }
+        save_file(tensors, str(path), metadata={"dictionary": json.dumps(self.name)})
+        with_umask(path)  # safetensors writes 0600
+        return path
+
+
+def second_problem(counts: np.ndarray, definitions: np.ndarray, entries: int, dim: int) -> str | None:
+    """What makes saved second-dictionary tensors unusable for a space of `entries` entries of `dim` dimensions,
+    or None."""
+    if counts.ndim != 1 or counts.shape[0] != entries or counts.dtype.kind not in "iu":
+        return f"{entries} entries need as many whole counts, got {counts.shape} {counts.dtype}"
+    if len(counts) and counts.min() < 0:
+        return "a negative count"
+    if definitions.ndim != 2 or definitions.shape != (int(counts.sum()), dim) or definitions.dtype.kind != "f":
+        return f"{definitions.shape} definition vectors do not fit the counts and the space's {dim} dimensions"
+    return None
+
+
+def matched(second: Dictionary, words: list[str]) -> Dictionary:
+    """The senses of `second` under the entry `words` they define, in the words' order: a headword spelt as the
+    word, else those equal to it in lower case (GCIDE's *Giraffe* defines *giraffe*); words it lacks are left out."""
+    exact = {entry.headword: entry for entry in second}
+    folded: dict[str, list] = {}
+    for entry in second:
+        folded.setdefault(entry.headword.lower(), []).append(entry)
+    chosen = Dictionary(name=f"{second.name}:matched")
+    for word in words:
+        for entry in [exact[word]] if word in exact else folded.get(word.lower(), []):
+            for sense in dict.fromkeys(s.definition for s in entry.senses):
+                chosen.add(word, sense)
+    return chosen
+
+
+def second_definitions(
+    encoder: Encoder,
+    words: list[str],
+    second: Dictionary,
+    entries: Literal["ac", "amp"],
+    cache_dir: str | Path | None,
+) -> SecondDefinitions:
+    """The definitions of `second` of the entry `words` encoded by `encoder` (the entry space's, pooled as its
+    `entries` are), in the entry-space cache `cache_dir` (resumable, as an entry space's build is)."""
+    from dictembed.entry_space import DefinitionSpace
+
+    chosen = matched(second, words)
+    if not len(chosen):
+        raise DictEmbedError(f"the second dictionary {second.name} defines none of the {len(words):,} entries' words")
+    space = DefinitionSpace.build(encoder, chosen, entries, cache_dir=cache_dir)
+    counts = np.zeros(len(words), dtype=np.int64)
+    index = {word: i for i, word in enumerate(words)}
+    for word, count in zip(space.words, np.asarray(space.check_counts()), strict=True):
+        counts[index[word]] = count
+    definitions = np.asarray(space.definitions if space.definitions is not None else [], dtype=np.float16)
+    log.info(
+        "second dictionary %s: %s definitions of %s of %s entries",
+        second.name,
+        f"{len(definitions):,}",
+        f"{len(chosen):,}",
+        f"{len(words):,}",
+    )
+    return SecondDefinitions(second.name, counts, definitions)

@@ -1,0 +1,186 @@
+"""A second dictionary's definitions in the reverse dictionary's score: matched to the entry words, encoded as the
+entry space's own definitions are, saved and mapped with the folder, refused when they do not fit, and the term
+against a score computed by hand; `train --second-dictionary` saves them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import dictionary_of
+from safetensors.torch import load_file, save_file
+
+from dictembed.dictionary.core import Dictionary
+from dictembed.encoder import Encoder
+from dictembed.entry_space import DefinitionSpace
+from dictembed.errors import DictEmbedError
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_options import SECOND_FLOOR, Ranking
+from dictembed.search_space import SearchSpace
+from dictembed.second_dictionary import SecondDefinitions, matched, second_definitions
+
+NO_WORDS = {"query_word_weight": 0, "overlap_weight": 0}
+ONLY_SECOND = {"frequency_weight": 0, "definition_weight": 0, "headword_weight": 0, **NO_WORDS}
+SENSES = {
+    "bank": ["sloping land beside a body of water", "a financial institution that accepts deposits"],
+    "lender": ["a person or company that lends money"],
+    "loaner": ["a person or company that lends money"],
+    "river": ["a large natural stream of water"],
+    "vault": ["a strongroom for keeping money and valuables"],
+}
+SECOND = {  # "River" defines river (case folded); "harbour" is no entry; vault's two senses
+    "River": ["a stream of water flowing to the sea"],
+    "vault": ["an arched ceiling of stone", "a leap over a bar with the hands on it"],
+    "harbour": ["a sheltered port"],
+}
+
+
+@pytest.fixture(scope="module")
+def encoder(mean_encoder) -> Encoder:
+    return mean_encoder
+
+
+@pytest.fixture(scope="module")
+def dictionary() -> Dictionary:
+    return dictionary_of("first", SENSES, pos="n")
+
+
+@pytest.fixture(scope="module")
+def space(encoder, dictionary) -> DefinitionSpace:
+    return DefinitionSpace.build(encoder, dictionary, "amp", similarity="cosine")
+
+
+@pytest.fixture(scope="module")
+def second(encoder, space) -> SecondDefinitions:
+    return second_definitions(encoder, space.words, dictionary_of("second", SECOND), "amp", None)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_a_headword_spelt_as_the_word_wins_over_one_equal_in_lower_case() -> None:
+    second = dictionary_of("s", {"Bank": ["a place for money"], "bank": ["the side of a river"], "Vault": ["a jump"]})
+    chosen = matched(second, ["bank", "river", "vault"])
+    assert chosen.headwords == ["bank", "vault"]
+    assert [e.definitions for e in chosen] == [["the side of a river"], ["a jump"]]
+
+
+def test_each_entry_gets_its_second_definitions_encoded_as_its_own_are(second, space, encoder) -> None:
+    assert space.words == ["bank", "lender", "loaner", "river", "vault"]
+    assert second.counts.tolist() == [0, 0, 0, 1, 2] and second.definitions.dtype == np.float16
+    texts = SECOND["River"] + SECOND["vault"]
+    expected = _unit(encoder.with_pooling("mean").encode(texts))
+    got = _unit(second.definitions.astype(np.float32))
+    np.testing.assert_allclose((got * expected).sum(axis=1), 1.0, atol=2e-3)
+
+
+def test_a_second_dictionary_that_defines_no_entry_word_is_refused(encoder, space) -> None:
+    with pytest.raises(DictEmbedError, match="defines none of the 5 entries' words"):
+        second_definitions(encoder, space.words, dictionary_of("far", {"harbour": ["a port"]}), "amp", None)
+
+
+def test_the_definitions_are_saved_and_mapped_with_the_space(space, second, tmp_path) -> None:
+    space.save(tmp_path)
+    second.save(tmp_path)
+    mapped = SearchSpace.open(tmp_path).second
+    assert mapped is not None and mapped.counts.tolist() == second.counts.tolist()
+    assert np.array_equal(mapped.definitions, second.definitions)
+    plain = tmp_path / "plain"
+    space.save(plain)
+    assert SearchSpace.open(plain).second is None
+
+
+@pytest.mark.parametrize("fault", ["short counts", "negative count", "nan", "width"])
+def test_second_definitions_that_do_not_fit_the_space_are_refused(space, second, tmp_path, fault) -> None:
+    space.save(tmp_path)
+    second.save(tmp_path)
+    path = tmp_path / "entry_space" / "second.safetensors"
+    tensors = load_file(str(path))
+    counts, vectors = tensors["counts"], tensors["definitions"]
+    if fault == "short counts":
+        counts = counts[:-1].contiguous()
+    elif fault == "negative count":
+        counts = torch.tensor([0, 0, -1, 2, 2])
+    elif fault == "nan":
+        vectors = vectors.clone()
+        vectors[1, 3] = float("nan")
+    else:
+        vectors = vectors[:, :-1].contiguous()
+    save_file({"counts": counts, "definitions": vectors}, str(path))
+    with pytest.raises(DictEmbedError, match=r"second\.safetensors: the second dictionary's definitions cannot"):
+        SearchSpace.open(tmp_path)
+
+
+def test_the_score_adds_the_best_second_definition_past_the_floor_as_computed_by_hand(
+    space, second, encoder, dictionary
+) -> None:
+    w = 2.0
+    view = dataclasses.replace(SearchSpace.of(space), second=second)
+    rd = ReverseDictionary(encoder, view, dictionary, ranking=Ranking(second_dictionary_weight=w, **ONLY_SECOND))
+    assert rd.score_kind == "cosine+second" and rd.reranks_by_second
+    query = "a stream flowing to the sea"
+    h = _unit(encoder.encode(query))
+    entry = _unit(space.matrix.numpy()) @ h
+    defs = _unit(second.definitions.astype(np.float32)) @ h
+    gain = {3: max(defs[0] - SECOND_FLOOR, 0), 4: max(max(defs[1], defs[2]) - SECOND_FLOOR, 0)}
+    expected = {
+        ("bank",): entry[0],
+        ("lender", "loaner"): entry[1],
+        ("river",): entry[3] + w * gain[3],
+        ("vault",): entry[4] + w * gain[4],
+    }
+    got = {tuple(r.words): r.score for r in rd.search(query, k=4)}
+    assert got == pytest.approx(expected, abs=1e-3) and gain[3] > 0
+
+
+def test_weight_zero_or_no_second_dictionary_ranks_as_before(space, second, encoder, dictionary) -> None:
+    query = "a leap over a bar"
+    with_second = dataclasses.replace(SearchSpace.of(space), second=second)
+    off = ReverseDictionary(encoder, with_second, dictionary, ranking=Ranking(second_dictionary_weight=0, **NO_WORDS))
+    bare = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(**NO_WORDS))
+    on = ReverseDictionary(encoder, with_second, dictionary, ranking=Ranking(second_dictionary_weight=10, **NO_WORDS))
+    assert "+second" not in off.score_kind and "+second" not in bare.score_kind and "+second" in on.score_kind
+    assert [r.to_dict() for r in off.search(query, k=4)] == [r.to_dict() for r in bare.search(query, k=4)]
+    assert on.search(query, k=1)[0].words == ["vault"]
+
+
+def test_a_filtered_out_word_adds_nothing(space, encoder, dictionary) -> None:
+    # lender and loaner are one result; only loaner has a second definition, and the filter keeps only lender
+    query = "someone who lends money"
+    own = np.asarray(encoder.encode([query]), dtype=np.float16)  # cosine 1 to the query
+    second = SecondDefinitions("s", np.array([0, 0, 1, 0, 0]), own)
+    view = dataclasses.replace(SearchSpace.of(space), second=second)
+    rd = ReverseDictionary(encoder, view, dictionary, ranking=Ranking(second_dictionary_weight=5, **ONLY_SECOND))
+    (kept,) = rd.search(query, k=5, pattern="lender")
+    (other,) = rd.search(query, k=5, pattern="loaner")
+    assert kept.words == ["lender"] and other.words == ["loaner"]
+    assert other.score == pytest.approx(kept.score + 5 * (1 - SECOND_FLOOR), abs=1e-3)
+
+
+def test_train_saves_the_second_dictionary_and_predict_reads_it(bert_path, toy_tsv, tmp_path, capsys) -> None:
+    from dictembed.cli import main
+
+    table = tmp_path / "second.tsv"
+    words = [line.split("\t")[0] for line in toy_tsv.read_text().splitlines()[1:]]
+    table.write_text("word\tdefinition\n" + "".join(f"{w}\tanother wording of {w}\n" for w in words[:3]))
+    out = tmp_path / "out"
+    argv = ["train", "--model", str(bert_path), "--dictionary", str(toy_tsv), "--output", str(out)]
+    assert (
+        main([*argv, "--second-dictionary", str(table), "--cache-dir", str(tmp_path / "c"), "--lr-grid", "1e-3"]) == 0
+    )
+    saved = SearchSpace.open(out).second
+    assert saved is not None and int((saved.counts > 0).sum()) == len(set(words[:3]))
+    record = json.loads((out / "dictembed.json").read_text())
+    assert record["details"]["second_dictionary"]["entries"] == len(set(words[:3]))
+    assert f"dictionary `{table.name}`" in (out / "README.md").read_text()  # the card's licences name it
+    assert "+second" in ReverseDictionary.load(out).score_kind
+    capsys.readouterr()
+    assert main(["predict", "a word", "--model", str(out), "--second-dictionary-weight", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert main(["export", "--model", str(out), "--output", str(tmp_path / "int8"), "--quantize", "int8"]) == 0
+    exported = SearchSpace.open(tmp_path / "int8").second
+    assert exported is not None and np.array_equal(exported.definitions, saved.definitions)
