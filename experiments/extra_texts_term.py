@@ -57,6 +57,21 @@ def encoded(texts: list[str], cache: Path) -> np.ndarray:
     return vectors
 
 
+def term_variants(
+    best: list[float], own: list[float], floors: list[float], weights: list[float]
+) -> list[tuple[str, float, list[float]]]:
+    """Per result (its best cosine to the texts, NaN for none; `own`: to its own dictionary's definitions), the term
+    of each variant and weight: past a floor (`floor F`), the texts' cosine in place of the own one where there are
+    texts (`stand-in`), and the texts' gain over the own one (`gain`)."""
+    pairs = list(zip(best, own, strict=True))
+    variants = [
+        (f"floor {f:g}", w, [max(b - f, 0.0) if b == b else 0.0 for b in best]) for f in floors for w in weights
+    ]
+    variants += [("stand-in", w, [b if b == b else o for b, o in pairs]) for w in weights if w]
+    variants += [("gain", w, [max(b - o, 0.0) if b == b else 0.0 for b, o in pairs]) for w in weights if w]
+    return variants
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="a trained model folder (its entry space built by the embedded MiniLM)")
@@ -102,24 +117,17 @@ def main() -> None:
         rows: dict[tuple[str, float], tuple[list[float], list[float]]] = {}
         for q, (_, gold) in enumerate(queries):
             cosine = vectors @ h[q]
-            best, own = [], []
+            best: list[float] = []
             for r in results[q]:
                 found = [owners[w.lower()] for w in r.words if w.lower() in owners]
                 best.append(float(cosine[np.concatenate(found)].max()) if found else math.nan)
             entries = np.array([index[r.words[0]] for r in results[q]])
             mine = space.definition_cosines(entries, h[q])
             own = [float(c.max()) if len(c) else 0.0 for c in mine]
-            variants = [
-                (f"floor {f:g}", w, [max(b - f, 0.0) if b == b else 0.0 for b in best]) for f in floors for w in weights
-            ]
-            variants += [("stand-in", w, [b if b == b else o for b, o in zip(best, own)]) for w in weights if w]
-            variants += [
-                ("gain", w, [max(b - o, 0.0) if b == b else 0.0 for b, o in zip(best, own)]) for w in weights if w
-            ]
+            variants = term_variants(best, own, floors, weights)
             for kind, weight, term in variants:
-                scored = sorted(
-                    ((r.score + weight * t, r.words) for r, t in zip(results[q], term)), key=lambda x: -x[0]
-                )
+                pairs = zip(results[q], term, strict=True)
+                scored = sorted(((r.score + weight * t, r.words) for r, t in pairs), key=lambda x: -x[0])
                 every, top = rows.setdefault((kind, weight), ([], []))
                 every.append(rank(scored, gold))
                 top.append(rank(scored, gold, vocabulary))

@@ -122,8 +122,8 @@ def main() -> None:
     args = parser.parse_args()
 
     pairs = load_description_pairs(args.data, split=args.split)
-    names = ("headword_weight", "query_word_weight", "overlap_weight", "frequency_weight", "definition_weight")
-    names += ("second_dictionary_weight",)
+    names: tuple[str, ...] = ("headword_weight", "query_word_weight", "overlap_weight", "frequency_weight")
+    names += ("definition_weight", "second_dictionary_weight")
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=given).prepare()
     print(f"headword weight {rd.ranking.headword_weight:g}")

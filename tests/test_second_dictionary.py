@@ -184,3 +184,31 @@ def test_train_saves_the_second_dictionary_and_predict_reads_it(bert_path, toy_t
     assert main(["export", "--model", str(out), "--output", str(tmp_path / "int8"), "--quantize", "int8"]) == 0
     exported = SearchSpace.open(tmp_path / "int8").second
     assert exported is not None and np.array_equal(exported.definitions, saved.definitions)
+
+
+def test_a_distilled_student_keeps_the_teachers_second_definitions_projected(
+    served_model, bert_path, tmp_path, capsys
+) -> None:
+    import shutil
+
+    from safetensors.numpy import load_file as load_numpy
+
+    from dictembed.cli import main
+
+    teacher = tmp_path / "teacher"
+    shutil.copytree(served_model, teacher)
+    words = SearchSpace.open(teacher).words
+    counts = np.zeros(len(words), dtype=np.int64)
+    counts[:2] = [1, 2]
+    vectors = np.random.default_rng(0).standard_normal((3, 32)).astype(np.float16)
+    SecondDefinitions("mine", counts, vectors).save(teacher)
+    out = tmp_path / "student"
+    argv = ["distil", str(teacher), "--model", str(bert_path), "--output", str(out), "--descriptions", "none"]
+    argv += ["--epochs", "1", "--device", "cpu", "--precision", "fp32", "-q"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    projection = load_numpy(tmp_path / "student-runs" / "distil" / "projection.safetensors")["projection"]
+    second = SearchSpace.open(out).second
+    assert second is not None and second.counts.tolist() == counts.tolist()
+    expected = _unit(vectors.astype(np.float32) @ projection)
+    np.testing.assert_allclose(second.definitions.astype(np.float32), expected, atol=2e-3)

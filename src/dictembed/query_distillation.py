@@ -34,12 +34,13 @@ from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.entry_vectors import builder, encode_in_parts
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
-from dictembed.model_folder import ModelFolder
+from dictembed.model_folder import SPACE_DIR, ModelFolder
 from dictembed.objectives.entry_prediction import token_lengths
 from dictembed.objectives.query_distillation import QueryDistillation, distillation_collate
 from dictembed.record import RunRecord
 from dictembed.search_options import saved_ranking
-from dictembed.search_space import l2_normalize
+from dictembed.search_space import l2_normalize, open_second
+from dictembed.second_dictionary import SecondDefinitions
 from dictembed.training import Trainer, TrainSettings
 
 log = logging.getLogger(__name__)
@@ -185,9 +186,10 @@ def distil(
     device: str = "auto",
     precision: str = "auto",
     resume: bool = False,
-) -> tuple[Encoder, DefinitionSpace, Dictionary, RunRecord]:
+) -> tuple[Encoder, DefinitionSpace, Dictionary, RunRecord, SecondDefinitions | None]:
     """Train `student_path` on the teacher folder's query vectors; the trained student, the projected space, the
-    teacher's dictionary and the record to save them with (`recipes.run.save_model_folder`). The last step's
+    teacher's dictionary, the record to save them with (`recipes.run.save_model_folder`) and the teacher's second
+    dictionary's definitions projected as its space is (`second_dictionary`; None when it keeps none). The last step's
     checkpoint stays in `run_dir` until `training.discard_checkpoints(run_dir)`, once they are saved."""
     folder = ModelFolder.open(teacher_path)
     space = teacher_space(folder)
@@ -244,4 +246,5 @@ def distil(
         | {"projection": f"{space.matrix.shape[1]} -> {student.dim}", "settings": asdict(settings)},
         ranking=saved_ranking(bool(descriptions)),
     )
-    return student, projected, dictionary, record
+    second = open_second(folder.path / SPACE_DIR, len(space.words), int(space.matrix.shape[1]))
+    return student, projected, dictionary, record, None if second is None else second.projected(projection)

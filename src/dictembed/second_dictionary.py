@@ -47,6 +47,13 @@ class SecondDefinitions:
         """The row where each entry's definitions start."""
         return np.cumsum(self.counts) - self.counts
 
+    def projected(self, projection: np.ndarray) -> SecondDefinitions:
+        """These definitions seen through `projection` (their dimension x k), each re-normalised, as
+        `DefinitionSpace.projected` sees an entry space's own (a distilled student's)."""
+        rows = np.asarray(self.definitions, dtype=np.float32) @ np.asarray(projection, dtype=np.float32)
+        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        return SecondDefinitions(self.name, np.array(self.counts), rows.astype(np.float16))
+
     def save(self, model_dir: str | Path) -> Path:
         """Write `model_dir/entry_space/second.safetensors` (the entry space's folder, saved before)."""
         import torch

@@ -96,11 +96,11 @@ def run_distil(args: argparse.Namespace) -> Report:
     )
     student_model = args.model or str(default_model())
     run_dir = Path(f"{args.output}-runs") / "distil"
-    student, space, dictionary, record = distil(
+    student, space, dictionary, record, second = distil(
         args.teacher, student_model, args.description_rows, settings, run_dir, args.device, args.precision, args.resume
     )
     with staged_dir(args.output) as staging:
-        save_model_folder(staging, student, record, space, dictionary)
+        save_model_folder(staging, student, record, space, dictionary, second=second)
         write_model_card(staging, read_record(staging, required=True), name=Path(args.output).name)
         write_query_graph(staging, student)
     discard_checkpoints(run_dir)

@@ -13,6 +13,7 @@ from dictembed.dictionary.catalog import language_of
 from dictembed.dictionary.load import check_installed
 from dictembed.entry_space import ENTRY_TEMPERATURE, DefinitionSpace
 from dictembed.extras import MissingExtraError
+from dictembed.paths import public_name
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.defsent import (
     EntryOptions,
@@ -93,7 +94,8 @@ def second_of(config: RunConfig, encoder: Encoder, space: DefinitionSpace) -> Se
             log.warning("%s; the folder is saved without a second dictionary", err)
             return None
     second = load_dictionary(name, encoding=config.encoding)  # a table with its header: --columns is the first one's
-    return second_definitions(encoder, space.words, second, options.entries, cache_folder(config.cache_dir))
+    chosen = second_definitions(encoder, space.words, second, options.entries, cache_folder(config.cache_dir))
+    return SecondDefinitions(public_name(name), chosen.counts, chosen.definitions)  # as the card names sources
 
 
 class DefSentPlus(EntryRecipe):
