@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import dictionary_of
 from safetensors.torch import load_file, save_file
+from test_headword_rerank import SENSES  # bank, lender = loaner (one result), river, vault
 
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
@@ -24,13 +25,6 @@ from dictembed.second_dictionary import SecondDefinitions, matched, second_defin
 
 NO_WORDS = {"query_word_weight": 0, "overlap_weight": 0}
 ONLY_SECOND = {"frequency_weight": 0, "definition_weight": 0, "headword_weight": 0, **NO_WORDS}
-SENSES = {
-    "bank": ["sloping land beside a body of water", "a financial institution that accepts deposits"],
-    "lender": ["a person or company that lends money"],
-    "loaner": ["a person or company that lends money"],
-    "river": ["a large natural stream of water"],
-    "vault": ["a strongroom for keeping money and valuables"],
-}
 SECOND = {  # "River" defines river (case folded); "harbour" is no entry; vault's two senses
     "River": ["a stream of water flowing to the sea"],
     "vault": ["an arched ceiling of stone", "a leap over a bar with the hands on it"],
@@ -169,9 +163,8 @@ def test_train_saves_the_second_dictionary_and_predict_reads_it(bert_path, toy_t
     table.write_text("word\tdefinition\n" + "".join(f"{w}\tanother wording of {w}\n" for w in words[:3]))
     out = tmp_path / "out"
     argv = ["train", "--model", str(bert_path), "--dictionary", str(toy_tsv), "--output", str(out)]
-    assert (
-        main([*argv, "--second-dictionary", str(table), "--cache-dir", str(tmp_path / "c"), "--lr-grid", "1e-3"]) == 0
-    )
+    argv += ["--second-dictionary", str(table), "--cache-dir", str(tmp_path / "c"), "--lr-grid", "1e-3"]
+    assert main(argv) == 0
     saved = SearchSpace.open(out).second
     assert saved is not None and int((saved.counts > 0).sum()) == len(set(words[:3]))
     record = json.loads((out / "dictembed.json").read_text())
@@ -184,6 +177,12 @@ def test_train_saves_the_second_dictionary_and_predict_reads_it(bert_path, toy_t
     assert main(["export", "--model", str(out), "--output", str(tmp_path / "int8"), "--quantize", "int8"]) == 0
     exported = SearchSpace.open(tmp_path / "int8").second
     assert exported is not None and np.array_equal(exported.definitions, saved.definitions)
+    other = tmp_path / "other.tsv"  # another second dictionary: the run is not reused with the first one's
+    other.write_text("word\tdefinition\n" + "".join(f"{w}\tyet another wording\n" for w in words[-1:]))
+    argv[argv.index(str(table))] = str(other)
+    assert main([*argv, "--overwrite"]) == 0
+    again = SearchSpace.open(out).second
+    assert again is not None and int((again.counts > 0).sum()) == 1
 
 
 def test_a_distilled_student_keeps_the_teachers_second_definitions_projected(

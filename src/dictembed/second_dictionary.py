@@ -7,6 +7,7 @@ entry in the space's order. The candidates stay the entry space's words; the sec
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -46,6 +47,13 @@ class SecondDefinitions:
     def first(self) -> np.ndarray:
         """The row where each entry's definitions start."""
         return np.cumsum(self.counts) - self.counts
+
+    def fingerprint(self) -> str:
+        """A hash of the name, counts and vectors: a run saved with other second definitions is not reused."""
+        digest = hashlib.sha1(self.name.encode())
+        digest.update(np.ascontiguousarray(self.counts, dtype=np.int64).tobytes())
+        digest.update(np.ascontiguousarray(self.definitions, dtype=np.float16).tobytes())
+        return digest.hexdigest()[:16]
 
     def projected(self, projection: np.ndarray) -> SecondDefinitions:
         """These definitions seen through `projection` (their dimension x k), each re-normalised, as

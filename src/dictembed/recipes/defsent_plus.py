@@ -151,7 +151,10 @@ class DefSentPlus(EntryRecipe):
             "PST step %d/%d: building the %s entry space%s", step, options.pst_steps, options.entries, " (ICA)" * ica
         )
         space = definition_space(config, encoder, data["dictionary"], ica)
-        data = {**data, "second": second_of(config, encoder, space)}
+        second = second_of(config, encoder, space)
+        data = {**data, "second": second}
         record = {"entry_space": space.kind, "entry_encoder": entry_model, "pst_step": step}
         root = runs_root(config.output) / f"step{step}"
-        return Stage(root, config.select_on, data, space, record, space_fingerprint(space))
+        fingerprint = space_fingerprint(space)  # a run saved with other second definitions is trained again
+        fingerprint += "" if second is None else f"+{second.fingerprint()}"
+        return Stage(root, config.select_on, data, space, record, fingerprint)
