@@ -88,7 +88,7 @@ def test_the_definitions_are_saved_and_mapped_with_the_space(space, second, tmp_
     assert SearchSpace.open(plain).second is None
 
 
-@pytest.mark.parametrize("fault", ["short counts", "negative count", "nan", "width"])
+@pytest.mark.parametrize("fault", ["short counts", "negative count", "nan", "width", "unsigned", "overflow"])
 def test_second_definitions_that_do_not_fit_the_space_are_refused(space, second, tmp_path, fault) -> None:
     space.save(tmp_path)
     second.save(tmp_path)
@@ -99,6 +99,10 @@ def test_second_definitions_that_do_not_fit_the_space_are_refused(space, second,
         counts = counts[:-1].contiguous()
     elif fault == "negative count":
         counts = torch.tensor([0, 0, -1, 2, 2])
+    elif fault == "unsigned":
+        counts = counts.to(torch.uint8)
+    elif fault == "overflow":  # sums to the 3 rows, wrapping around
+        counts = torch.tensor([2**63 - 1, 2**63 - 1, 3, 0, 0])
     elif fault == "nan":
         vectors = vectors.clone()
         vectors[1, 3] = float("nan")
@@ -211,3 +215,27 @@ def test_a_distilled_student_keeps_the_teachers_second_definitions_projected(
     assert second is not None and second.counts.tolist() == counts.tolist()
     expected = _unit(vectors.astype(np.float32) @ projection)
     np.testing.assert_allclose(second.definitions.astype(np.float32), expected, atol=2e-3)
+
+
+def test_index_keeps_a_second_dictionary_given_by_file(bert_path, toy_tsv, tmp_path, capsys) -> None:
+    from dictembed.cli import main
+
+    table = tmp_path / "second.tsv"
+    words = [line.split("\t")[0] for line in toy_tsv.read_text().splitlines()[1:]]
+    table.write_text("word\tdefinition\n" + f"{words[0]}\tanother wording\n")
+    base = ["index", "--model", str(bert_path), "--dictionary", str(toy_tsv)]
+    assert main([*base, "--second-dictionary", str(table), "--output", str(tmp_path / "a")]) == 0
+    assert main([*base, "--output", str(tmp_path / "b")]) == 0  # a table file: no GCIDE beside it
+    capsys.readouterr()
+    kept = SearchSpace.open(tmp_path / "a").second
+    assert kept is not None and int(kept.counts.sum()) == 1
+    assert SearchSpace.open(tmp_path / "b").second is None
+    assert main([*base, "--second-dictionary", str(tmp_path / "missing.tsv"), "--output", str(tmp_path / "c")]) == 1
+    assert "missing.tsv" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+def test_a_centred_space_keeps_no_second_definitions(space, second) -> None:
+    from dictembed.language_centring import centred_space, mean_entry
+
+    view = dataclasses.replace(SearchSpace.of(space), second=second)
+    assert centred_space(view, mean_entry(view)).second is None

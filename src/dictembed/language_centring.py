@@ -87,11 +87,11 @@ def shifted(rows: np.ndarray, shift: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def centred_space(space: SearchSpace, mean: np.ndarray) -> SearchSpace:
     """`space` with `mean` subtracted from its entry vectors and its definition vectors, in memory, each in its
-    saved precision (float16 or float32); without its headword vectors, which are in the headwords' language (a
-    cross-lingual search is not reranked by them)."""
+    saved precision (float16 or float32); without its headword vectors, which are in the headwords' language, and
+    without a second dictionary's definitions (a cross-lingual search is reranked by neither)."""
     definitions = None if space.definitions is None else shifted(space.definitions, mean, space.definitions.dtype)
     matrix = shifted(space.matrix, mean, space.matrix.dtype)
-    return replace(space, matrix=matrix, definitions=definitions, headwords=None)
+    return replace(space, matrix=matrix, definitions=definitions, headwords=None, second=None)
 
 
 class ShiftedEncoder:

@@ -4,7 +4,8 @@ may reference, which is nothing outside itself.
 A model folder is a sentence-transformers folder plus dictembed's own files:
 
     dictembed.json          the run record (`dictembed.record.RunRecord`; `defsent.json` in old saves)
-    entry_space/            the entry space: space.json and tensors.safetensors (`dictembed.entry_space`)
+    entry_space/            the entry space: space.json and tensors.safetensors (`dictembed.entry_space`), and
+                            second.safetensors: a second dictionary's definitions (`dictembed.second_dictionary`)
     definitions.jsonl       the definitions of the model's dictionary, so that it serves them from anywhere
     search_index/           what a search reads, ready to map: entry groups, the coarse index, the definitions
                             of each entry (`dictembed.search_index`); rebuilt from the two above when missing

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import random
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -193,6 +193,7 @@ def distil(
     checkpoint stays in `run_dir` until `training.discard_checkpoints(run_dir)`, once they are saved."""
     folder = ModelFolder.open(teacher_path)
     space = teacher_space(folder)
+    second = open_second(folder.path / SPACE_DIR, len(space.words), int(space.matrix.shape[1]))  # before training
     dictionary = folder.dictionary().load()
     student = Encoder.load(student_path, device=loader_device(device)).set_precision(precision)
     texts, counts = distillation_texts(dictionary, space.words, descriptions, settings)
@@ -246,5 +247,8 @@ def distil(
         | {"projection": f"{space.matrix.shape[1]} -> {student.dim}", "settings": asdict(settings)},
         ranking=saved_ranking(bool(descriptions)),
     )
-    second = open_second(folder.path / SPACE_DIR, len(space.words), int(space.matrix.shape[1]))
-    return student, projected, dictionary, record, None if second is None else second.projected(projection)
+    if second is not None:  # named as the teacher's record names it, for the student's card
+        saved = teacher_record.details.get("second_dictionary")
+        name = saved.get("name") if isinstance(saved, dict) else None
+        second = replace(second.projected(projection), name=name if isinstance(name, str) and name else second.name)
+    return student, projected, dictionary, record, second

@@ -80,10 +80,10 @@ class SecondDefinitions:
 def second_problem(counts: np.ndarray, definitions: np.ndarray, entries: int, dim: int) -> str | None:
     """What makes saved second-dictionary tensors unusable for a space of `entries` entries of `dim` dimensions,
     or None."""
-    if counts.ndim != 1 or counts.shape[0] != entries or counts.dtype.kind not in "iu":
-        return f"{entries} entries need as many whole counts, got {counts.shape} {counts.dtype}"
-    if len(counts) and counts.min() < 0:
-        return "a negative count"
+    if counts.ndim != 1 or counts.shape[0] != entries or counts.dtype != np.int64:
+        return f"{entries} entries need as many int64 counts, got {counts.shape} {counts.dtype}"
+    if len(counts) and (counts.min() < 0 or counts.max() > definitions.shape[0]):
+        return "a count below 0 or above the definitions' rows"
     if definitions.ndim != 2 or definitions.shape != (int(counts.sum()), dim) or definitions.dtype.kind != "f":
         return f"{definitions.shape} definition vectors do not fit the counts and the space's {dim} dimensions"
     return None

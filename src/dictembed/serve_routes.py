@@ -97,7 +97,8 @@ class ReverseAnswer(BaseModel):
     dictionary: str = Field(description="the name of the dictionary searched")
     score_kind: str = Field(
         description="cosine, with +definition ((cosine + w x the cosine to the entry's best single definition) / "
-        "(1 + w)), +headword (the cosine to the word itself, encoded as a description), +words (the description's "
+        "(1 + w)), +headword (the cosine to the word itself, encoded as a description), +second (w x its best "
+        "cosine to a second dictionary's definition of the word, past 0.3), +words (the description's "
         "own words: one of them as the result's word, shared with its definitions) and +frequency (+ weight x the "
         "word's Zipf frequency) when they are in use; or probability for a "
         "space without a matrix; in mode similar cosine+senses (the entry vectors' cosine mixed with the best pair "

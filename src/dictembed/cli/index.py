@@ -33,6 +33,12 @@ def register(subparsers: Any) -> None:
     add_device(shared)
     add_encoding(shared, "utf-8", "encoding of a --dictionary table file (.tsv, .csv, .jsonl)")
     shared.add_argument("--columns", type=table_columns, default=None, help=COLUMNS_HELP)
+    shared.add_argument(
+        "--second-dictionary",
+        default=None,
+        help="a second dictionary whose definitions of the entry words the folder keeps for the score: a name or a "
+        "file, or none (default: gcide beside a named English dictionary, as train's best preset)",
+    )
     output.add_argument(
         "--output",
         required=True,
@@ -48,6 +54,8 @@ def check_index(args: argparse.Namespace) -> None:
     from dictembed.dictionary.load import check_sources
 
     check_sources(args.dictionary, args.columns)
+    if args.second_dictionary and args.second_dictionary != "none":
+        check_sources(args.second_dictionary)
     check_output_folder(args.output, args.overwrite)
     check_model(args.model)
 
@@ -60,6 +68,7 @@ def index_folder(
     precision: str = "auto",
     encoding: str = "utf-8",
     columns: str | None = None,
+    second_dictionary: str | None = None,
 ) -> dict[str, Any]:
     """Write the folder `output` (staged: a failure leaves what was there) for `model` (None: the embedded model)
     over `dictionary` (its table files read in `encoding`; headerless ones by `columns`), with the settings of
@@ -78,6 +87,8 @@ def index_folder(
 
     given: dict[str, Any] = {"model": model, "dictionary": dictionary, "device": device, "precision": precision}
     given |= {"encoding": encoding, "columns": columns}
+    if second_dictionary is not None:
+        given["second_dictionary"] = "" if second_dictionary == "none" else second_dictionary
     if model and E5_NAME.search(model):
         given["entry_temperature"] = E5_TEMPERATURE
     config = resolve_train_config(DefSentPlus.name, DEFAULT_PRESET, given, output=str(output)).config
@@ -105,7 +116,14 @@ def index_folder(
 
 def run_index(args: argparse.Namespace) -> Report:
     data = index_folder(
-        args.model, args.dictionary, args.output, args.device, args.precision, args.encoding, args.columns
+        args.model,
+        args.dictionary,
+        args.output,
+        args.device,
+        args.precision,
+        args.encoding,
+        args.columns,
+        args.second_dictionary,
     )
     text = f"wrote {data['output']}: {data['entries']:,} entries of {data['dictionary']} ({data['entry_space']})"
     return Report(data, text)

@@ -76,7 +76,8 @@ def definition_space(config: RunConfig, encoder: Encoder, dictionary: Dictionary
 def second_of(config: RunConfig, encoder: Encoder, space: DefinitionSpace) -> SecondDefinitions | None:
     """The second dictionary's definitions of `space`'s words that the run's options name, encoded by the space's
     `encoder` (`second_dictionary`); None when they name none, for an ICA space, and for the `best` preset's GCIDE
-    where the entries are not English or its package is not installed (each logged)."""
+    beside anything but a named English dictionary (WordNet: a table file's language is not known by its name), one
+    that holds GCIDE already, and where its package is not installed (each logged)."""
     options = config.options_as(DefSentPlusOptions)
     name = options.second_dictionary
     if not name or name == "none":
@@ -85,8 +86,12 @@ def second_of(config: RunConfig, encoder: Encoder, space: DefinitionSpace) -> Se
         log.info("an ICA entry space is searched without a second dictionary")
         return None
     if name == GCIDE:
-        if {language_of(part.strip()) for part in config.dictionary.split(",")} != {"en"}:
-            log.info("GCIDE defines English words; %s is not English: saved without it", config.dictionary)
+        parts = [part.strip() for part in config.dictionary.split(",")]
+        if GCIDE in parts:
+            log.info("%s holds GCIDE already: saved without it as a second dictionary", config.dictionary)
+            return None
+        if {language_of(part) for part in parts} != {"en"}:
+            log.info("GCIDE defines English words; %s is not a named English dictionary: saved without it", parts)
             return None
         try:
             check_installed(GCIDE)
@@ -121,7 +126,7 @@ class DefSentPlus(EntryRecipe):
         "group_by_length": True,
         "descriptions": EVERYDAY,
         # GCIDE's definitions of WordNet's words in the reverse dictionary's score lift every description set (test
-        # acc@10 over 66k words .612 -> .645) and the dictionaries' own (docs/results.md); English entry spaces only
+        # acc@10 over 66k words .612 -> .626) and the dictionaries' own (docs/results.md); English entry spaces only
         "second_dictionary": GCIDE,
     }
     card_keys = CARD_KEYS["defsent-plus"]
