@@ -30,6 +30,7 @@ BEST_PLUS = {
     "lrs": [1e-4],
     "group_by_length": True,
     "descriptions": "everyday",
+    "second_dictionary": "gcide",
 }
 PAPER_PLUS = {
     "pooling": "cls",

@@ -18,10 +18,11 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
+from dictembed.recipes.defsent_plus import second_definitions
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_options import SECOND_FLOOR, Ranking
 from dictembed.search_space import SearchSpace
-from dictembed.second_dictionary import SecondDefinitions, matched, second_definitions
+from dictembed.second_dictionary import SecondDefinitions, matched
 
 NO_WORDS = {"query_word_weight": 0, "overlap_weight": 0}
 ONLY_SECOND = {"frequency_weight": 0, "definition_weight": 0, "headword_weight": 0, **NO_WORDS}

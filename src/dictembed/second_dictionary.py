@@ -1,19 +1,18 @@
 """A second dictionary's definitions of an entry space's words (GCIDE beside WordNet), which the reverse dictionary's
 score reads (`search_options.Ranking.second_dictionary_weight`): a description worded as another dictionary words
-its answer finds it there. Each definition is encoded as the entry space's own are (the frozen encoder that built
-it, AMP or AC, in the one entry-space cache) and saved in `entry_space/second.safetensors`: `counts`, the second
-dictionary's definitions of each entry (0 for a word it lacks), and `definitions`, their float16 vectors, entry by
-entry in the space's order. The candidates stay the entry space's words; the second dictionary adds none."""
+its answer finds it there. Each definition is encoded as the entry space's own are (by the frozen encoder that
+built it, AMP or AC, in the one entry-space cache: `recipes.defsent_plus.second_definitions`) and saved in
+`entry_space/second.safetensors`: `counts`, the second dictionary's definitions of each entry (0 for a word it
+lacks), and `definitions`, their float16 vectors, entry by entry in the space's order. The candidates stay the
+entry space's words; the second dictionary adds none."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -22,11 +21,12 @@ from dictembed.errors import DictEmbedError
 from dictembed.io import with_umask
 from dictembed.model_folder import SECOND_TENSORS, SPACE_DIR
 
-if TYPE_CHECKING:
-    from dictembed.encoder import Encoder
-
-log = logging.getLogger(__name__)
 GCIDE = "gcide"  # the `best` preset's second dictionary for English entry spaces
+
+
+def second_choice(spec: str) -> str:
+    """A `--second-dictionary` value as a run keeps it: "" for none (`none`, any case), else `spec` as given."""
+    return "" if spec.strip().lower() in ("", "none") else spec
 
 
 @dataclass
@@ -102,33 +102,3 @@ def matched(second: Dictionary, words: list[str]) -> Dictionary:
             for sense in dict.fromkeys(s.definition for s in entry.senses):
                 chosen.add(word, sense)
     return chosen
-
-
-def second_definitions(
-    encoder: Encoder,
-    words: list[str],
-    second: Dictionary,
-    entries: Literal["ac", "amp"],
-    cache_dir: str | Path | None,
-) -> SecondDefinitions:
-    """The definitions of `second` of the entry `words` encoded by `encoder` (the entry space's, pooled as its
-    `entries` are), in the entry-space cache `cache_dir` (resumable, as an entry space's build is)."""
-    from dictembed.entry_space import DefinitionSpace
-
-    chosen = matched(second, words)
-    if not len(chosen):
-        raise DictEmbedError(f"the second dictionary {second.name} defines none of the {len(words):,} entries' words")
-    space = DefinitionSpace.build(encoder, chosen, entries, cache_dir=cache_dir)
-    counts = np.zeros(len(words), dtype=np.int64)
-    index = {word: i for i, word in enumerate(words)}
-    for word, count in zip(space.words, np.asarray(space.check_counts()), strict=True):
-        counts[index[word]] = count
-    definitions = np.asarray(space.definitions if space.definitions is not None else [], dtype=np.float16)
-    log.info(
-        "second dictionary %s: %s definitions of %s of %s entries",
-        second.name,
-        f"{len(definitions):,}",
-        f"{len(chosen):,}",
-        f"{len(words):,}",
-    )
-    return SecondDefinitions(second.name, counts, definitions)

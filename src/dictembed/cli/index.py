@@ -54,7 +54,7 @@ def check_index(args: argparse.Namespace) -> None:
     from dictembed.dictionary.load import check_sources
 
     check_sources(args.dictionary, args.columns)
-    if args.second_dictionary and args.second_dictionary != "none":
+    if args.second_dictionary and args.second_dictionary.strip().lower() != "none":
         check_sources(args.second_dictionary)
     check_output_folder(args.output, args.overwrite)
     check_model(args.model)
@@ -88,7 +88,7 @@ def index_folder(
     given: dict[str, Any] = {"model": model, "dictionary": dictionary, "device": device, "precision": precision}
     given |= {"encoding": encoding, "columns": columns}
     if second_dictionary is not None:
-        given["second_dictionary"] = "" if second_dictionary == "none" else second_dictionary
+        given["second_dictionary"] = second_dictionary
     if model and E5_NAME.search(model):
         given["entry_temperature"] = E5_TEMPERATURE
     config = resolve_train_config(DefSentPlus.name, DEFAULT_PRESET, given, output=str(output)).config

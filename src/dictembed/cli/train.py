@@ -140,7 +140,7 @@ def check_train(args: argparse.Namespace) -> None:
     if args.dictionary is not None:
         check_sources(args.dictionary, args.columns)
     second = getattr(args, "second_dictionary", None)
-    if second and second != "none":
+    if second and second.strip().lower() != "none":
         check_sources(second)
     if getattr(args, "descriptions", None):
         load_descriptions(args.descriptions)  # read in full: a bad line is refused before the model loads

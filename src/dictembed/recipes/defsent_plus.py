@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
 
 from dictembed.cache import cache_folder
 from dictembed.description_corpus import EVERYDAY
@@ -12,6 +15,7 @@ from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.dictionary.catalog import language_of
 from dictembed.dictionary.load import check_installed
 from dictembed.entry_space import ENTRY_TEMPERATURE, DefinitionSpace
+from dictembed.errors import DictEmbedError
 from dictembed.extras import MissingExtraError
 from dictembed.paths import public_name
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
@@ -25,7 +29,7 @@ from dictembed.recipes.defsent import (
 from dictembed.recipes.options import option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
 from dictembed.recipes.run import RunResult, Stage, runs_root, space_fingerprint
-from dictembed.second_dictionary import GCIDE, SecondDefinitions, second_definitions
+from dictembed.second_dictionary import GCIDE, SecondDefinitions, matched, second_choice
 
 if TYPE_CHECKING:
     from dictembed.dictionary.core import Dictionary
@@ -53,6 +57,7 @@ class DefSentPlusOptions(EntryOptions):
         "a second dictionary (a name or a file, as --dictionary takes) whose definitions of the entry words the saved "
         "folder keeps for the reverse dictionary's score (searching only; the candidates stay the entries), or none",
         run=False,
+        parse=second_choice,
     )
     # measured without benefit and removed (docs/results.md, "Chinese reverse dictionary (CWN)")
     removed: ClassVar[dict[str, Any]] = {"targets": "entry", "train_entries": "all"}
@@ -73,6 +78,34 @@ def definition_space(config: RunConfig, encoder: Encoder, dictionary: Dictionary
     )
 
 
+def second_definitions(
+    encoder: Encoder,
+    words: list[str],
+    second: Dictionary,
+    entries: Literal["ac", "amp"],
+    cache_dir: str | Path | None,
+) -> SecondDefinitions:
+    """The definitions of `second` of the entry `words` encoded by `encoder` (the entry space's, pooled as its
+    `entries` are), in the entry-space cache `cache_dir` (resumable, as an entry space's build is)."""
+    chosen = matched(second, words)
+    if not len(chosen):
+        raise DictEmbedError(f"the second dictionary {second.name} defines none of the {len(words):,} entries' words")
+    space = DefinitionSpace.build(encoder, chosen, entries, cache_dir=cache_dir)
+    counts = np.zeros(len(words), dtype=np.int64)
+    index = {word: i for i, word in enumerate(words)}
+    for word, count in zip(space.words, np.asarray(space.check_counts()), strict=True):
+        counts[index[word]] = count
+    definitions = np.asarray(space.definitions if space.definitions is not None else [], dtype=np.float16)
+    log.info(
+        "second dictionary %s: %s definitions of %s of %s entries",
+        second.name,
+        f"{len(definitions):,}",
+        f"{len(chosen):,}",
+        f"{len(words):,}",
+    )
+    return SecondDefinitions(second.name, counts, definitions)
+
+
 def second_of(config: RunConfig, encoder: Encoder, space: DefinitionSpace) -> SecondDefinitions | None:
     """The second dictionary's definitions of `space`'s words that the run's options name, encoded by the space's
     `encoder` (`second_dictionary`); None when they name none, for an ICA space, and for the `best` preset's GCIDE
@@ -80,7 +113,7 @@ def second_of(config: RunConfig, encoder: Encoder, space: DefinitionSpace) -> Se
     that holds GCIDE already, and where its package is not installed (each logged)."""
     options = config.options_as(DefSentPlusOptions)
     name = options.second_dictionary
-    if not name or name == "none":
+    if not name:
         return None
     if space.is_ica:
         log.info("an ICA entry space is searched without a second dictionary")
