@@ -16,7 +16,7 @@ import hashlib
 import logging
 import random
 import shutil
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -247,8 +247,9 @@ def distil(
         | {"projection": f"{space.matrix.shape[1]} -> {student.dim}", "settings": asdict(settings)},
         ranking=saved_ranking(bool(descriptions)),
     )
-    if second is not None:  # named as the teacher's record names it, for the student's card
+    if second is not None:  # projected as the definitions are, named as the teacher's record names it (the card's)
         saved = teacher_record.details.get("second_dictionary")
         name = saved.get("name") if isinstance(saved, dict) else None
-        second = replace(second.projected(projection), name=name if isinstance(name, str) and name else second.name)
+        vectors = l2_normalize(np.asarray(second.definitions, dtype=np.float32) @ projection).astype(np.float16)
+        second = SecondDefinitions(name if isinstance(name, str) and name else second.name, second.counts, vectors)
     return student, projected, dictionary, record, second

@@ -116,7 +116,7 @@ class RankingTerms:
             rows, begins = definition_rows(second.first, second.counts, members[defined])
             best[defined] = best_cosines(second.definitions, rows, begins, query)
         gain = np.maximum(np.maximum.reduceat(best, starts) - SECOND_FLOOR, 0)
-        return (np.float32(self.ranking.second_dictionary_weight) * gain).astype(np.float32)
+        return np.float32(self.ranking.second_dictionary_weight) * gain
 
     def _rerank(
         self,

@@ -55,22 +55,15 @@ class SecondDefinitions:
         digest.update(np.ascontiguousarray(self.definitions, dtype=np.float16).tobytes())
         return digest.hexdigest()[:16]
 
-    def projected(self, projection: np.ndarray) -> SecondDefinitions:
-        """These definitions seen through `projection` (their dimension x k), each re-normalised, as
-        `DefinitionSpace.projected` sees an entry space's own (a distilled student's)."""
-        rows = np.asarray(self.definitions, dtype=np.float32) @ np.asarray(projection, dtype=np.float32)
-        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-        return SecondDefinitions(self.name, np.array(self.counts), rows.astype(np.float16))
-
     def save(self, model_dir: str | Path) -> Path:
         """Write `model_dir/entry_space/second.safetensors` (the entry space's folder, saved before)."""
         import torch
         from safetensors.torch import save_file
 
         path = Path(model_dir) / SPACE_DIR / SECOND_TENSORS
-        tensors = {
-            "counts": torch.from_numpy(np.ascontiguousarray(self.counts, dtype=np.int64)),
-            "definitions": torch.from_numpy(np.ascontiguousarray(self.definitions, dtype=np.float16)),
+        tensors = {  # copies: the arrays may be read-only maps of another folder's file (a distilled teacher's)
+            "counts": torch.from_numpy(np.array(self.counts, dtype=np.int64)),
+            "definitions": torch.from_numpy(np.array(self.definitions, dtype=np.float16)),
         }
         save_file(tensors, str(path), metadata={"dictionary": json.dumps(self.name)})
         with_umask(path)  # safetensors writes 0600

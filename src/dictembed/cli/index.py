@@ -52,9 +52,10 @@ def check_index(args: argparse.Namespace) -> None:
     """A --dictionary that is no name and no readable file, an --output that would lose something (a folder that
     holds a model only with --overwrite), a --model path that is not there: refused before anything loads."""
     from dictembed.dictionary.load import check_sources
+    from dictembed.second_dictionary import second_choice
 
     check_sources(args.dictionary, args.columns)
-    if args.second_dictionary and args.second_dictionary.strip().lower() != "none":
+    if args.second_dictionary and second_choice(args.second_dictionary):
         check_sources(args.second_dictionary)
     check_output_folder(args.output, args.overwrite)
     check_model(args.model)

@@ -131,6 +131,7 @@ def check_train(args: argparse.Namespace) -> None:
     that cannot be read (a name whose package is missing too), a --descriptions corpus that cannot be read."""
     from dictembed.description_corpus import load_descriptions
     from dictembed.dictionary.load import check_sources
+    from dictembed.second_dictionary import second_choice
 
     if args.config and not Path(args.config).exists():
         read_record(Path(args.config), required=True)  # the error of a missing saved configuration
@@ -140,7 +141,7 @@ def check_train(args: argparse.Namespace) -> None:
     if args.dictionary is not None:
         check_sources(args.dictionary, args.columns)
     second = getattr(args, "second_dictionary", None)
-    if second and second.strip().lower() != "none":
+    if second and second_choice(second):  # none is no second dictionary, as the option reads it
         check_sources(second)
     if getattr(args, "descriptions", None):
         load_descriptions(args.descriptions)  # read in full: a bad line is refused before the model loads

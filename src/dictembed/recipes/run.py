@@ -161,9 +161,8 @@ def save_model_folder(
     if isinstance(space, DefinitionSpace) and space.entries is not None and int8_build(encoder, space.entries):
         record.details["entry_build"] = "onnx-int8"
     if second is not None and space is not None:
-        entries = int((second.counts > 0).sum())
-        record.details["second_dictionary"] = {"name": second.name, "definitions": len(second.definitions)}
-        record.details["second_dictionary"]["entries"] = entries
+        entries, definitions = int((second.counts > 0).sum()), len(second.definitions)
+        record.details["second_dictionary"] = {"name": second.name, "definitions": definitions, "entries": entries}
     encoder.save(folder, record, overwrite=True)  # the run's own folder (`save_run`)
     if space is not None:
         if isinstance(space, DefinitionSpace) and space.headwords is None and not space.is_ica:
