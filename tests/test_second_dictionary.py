@@ -240,3 +240,41 @@ def test_a_centred_space_keeps_no_second_definitions(space, second) -> None:
 
     view = dataclasses.replace(SearchSpace.of(space), second=second)
     assert centred_space(view, mean_entry(view)).second is None
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 10.0])
+def test_training_adds_the_second_dictionarys_definitions_of_training_words_at_the_ratio(
+    bert_path, toy_tsv, tmp_path, ratio
+) -> None:
+    from dictembed.recipes.config import RunConfig
+    from dictembed.recipes.registry import get_recipe
+
+    words = [line.split("\t")[0] for line in toy_tsv.read_text().splitlines()[1:]]
+    table = tmp_path / "second.tsv"  # each word once, in upper case: matched to its entry in lower case
+    table.write_text("word\tdefinition\n" + "".join(f"{w.upper()}\telsewhere {w}\n" for w in dict.fromkeys(words)))
+    config = RunConfig.create(
+        "defsent-plus",
+        model=str(bert_path),
+        dictionary=str(toy_tsv),
+        output=str(tmp_path / "out"),
+        pooling="mean",
+        pooler="none",
+        entries="amp",
+        second_dictionary=str(table),
+        second_dictionary_ratio=ratio,
+        split_seed=1,
+        cache_dir=str(tmp_path / "cache"),
+    )
+    recipe = get_recipe("defsent-plus")
+    stage = recipe.stage(config, 1, None, None)
+    built = recipe.build(config, stage, 0)
+    train = stage.data["splits"]["train"]
+    definitions = [text for text, _ in built.examples if not text.startswith("elsewhere ")]
+    further = [(text, index) for text, index in built.examples if text.startswith("elsewhere ")]
+    assert len(definitions) == train.num_definitions() and 0 < len(train) < len(set(words))
+    # one per training word (never a dev or test word's), at most ratio x definitions, each to its own entry
+    assert len(further) == min(round(ratio * len(definitions)), len(train))
+    assert built.details.get("second_dictionary_queries", 0) == len(further)
+    names = list(stage.space.index)
+    assert {names[index] for _, index in further} <= set(train.headwords)
+    assert all(text == f"elsewhere {names[index]}" for text, index in further)
