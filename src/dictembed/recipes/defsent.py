@@ -21,7 +21,6 @@ from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.evaluation.sts_multi import evaluate_sts_dev
 from dictembed.objectives.entry_prediction import (
     EntryPrediction,
-    Example,
     description_examples,
     entry_collate,
     entry_examples,
@@ -147,25 +146,17 @@ class EntryRecipe(Recipe):
         space = stage_space(stage)
         train = stage.data["splits"]["train"]
         examples = seeded_sample(entry_examples(train, space), config.limit, seed)
-        further, details = self.further_queries(config, stage, len(examples), seed)
-        examples += further
+        options = config.options_as(EntryOptions)
+        details: dict[str, Any] = {}
+        if options.descriptions and describes(options.descriptions, config.dictionary, train):
+            described = description_examples(load_descriptions(options.descriptions), train, space)
+            described = seeded_sample(described, round(options.description_ratio * len(examples)), seed)
+            examples += described
+            details["descriptions"] = len(described)
         lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
         return Built(
             EntryPrediction(encoder, space), examples, entry_collate(encoder), details=details, lengths=lengths
         )
-
-    def further_queries(
-        self, config: RunConfig, stage: Stage, definitions: int, seed: int
-    ) -> tuple[list[Example], dict[str, Any]]:
-        """Queries of the training headwords' entries beside their `definitions` definition examples: a seeded
-        sample of the description corpus's (`description_ratio` per definition), and their counts by kind."""
-        options = config.options_as(EntryOptions)
-        train = stage.data["splits"]["train"]
-        if not (options.descriptions and describes(options.descriptions, config.dictionary, train)):
-            return [], {}
-        described = description_examples(load_descriptions(options.descriptions), train, stage_space(stage))
-        described = seeded_sample(described, round(options.description_ratio * definitions), seed)
-        return described, {"descriptions": len(described)}
 
     def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
         return cast(EntryPrediction, objective).encoder  # the objective `build` made, unwrapped

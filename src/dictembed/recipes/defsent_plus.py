@@ -11,13 +11,12 @@ import numpy as np
 
 from dictembed.cache import cache_folder
 from dictembed.description_corpus import EVERYDAY
-from dictembed.dictionary import load_dictionary, seeded_sample, split_by_headword
+from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.dictionary.catalog import language_of
 from dictembed.dictionary.load import check_installed
 from dictembed.entry_space import ENTRY_TEMPERATURE, DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.extras import MissingExtraError
-from dictembed.objectives.entry_prediction import Example, entry_examples
 from dictembed.paths import public_name
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.defsent import (
@@ -26,7 +25,6 @@ from dictembed.recipes.defsent import (
     base_encoder,
     config_dictionary,
     load_encoder,
-    stage_space,
 )
 from dictembed.recipes.options import option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
@@ -60,12 +58,6 @@ class DefSentPlusOptions(EntryOptions):
         "folder keeps for the reverse dictionary's score (searching only; the candidates stay the entries), or none",
         run=False,
         parse=second_choice,
-    )
-    second_dictionary_ratio: float = option(
-        0.0,
-        "the second dictionary's definitions of training headwords as further queries of their entries, per "
-        "definition example (a seeded sample; 0: none)",
-        positive=False,
     )
     # measured without benefit and removed (docs/results.md, "Chinese reverse dictionary (CWN)")
     removed: ClassVar[dict[str, Any]] = {"targets": "entry", "train_entries": "all"}
@@ -204,17 +196,3 @@ class DefSentPlus(EntryRecipe):
         fingerprint = space_fingerprint(space)  # a run saved with other second definitions is trained again
         fingerprint += "" if second is None else f"+{second.fingerprint()}"
         return Stage(root, config.select_on, data, space, record, fingerprint)
-
-    def further_queries(
-        self, config: RunConfig, stage: Stage, definitions: int, seed: int
-    ) -> tuple[list[Example], dict[str, Any]]:
-        """The descriptions, and a seeded sample of the second dictionary's definitions of the training headwords
-        (`second_dictionary_ratio` per definition; only where the stage keeps a second dictionary)."""
-        queries, details = super().further_queries(config, stage, definitions, seed)
-        options = config.options_as(DefSentPlusOptions)
-        if options.second_dictionary_ratio <= 0 or stage.data.get("second") is None:
-            return queries, details
-        second = load_dictionary(options.second_dictionary, encoding=config.encoding)
-        defined = entry_examples(matched(second, stage.data["splits"]["train"].headwords), stage_space(stage))
-        defined = seeded_sample(defined, round(options.second_dictionary_ratio * definitions), seed)
-        return queries + defined, {**details, "second_dictionary_queries": len(defined)}
