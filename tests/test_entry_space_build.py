@@ -94,6 +94,28 @@ def test_encoding_in_parts_is_one_encode_bit_for_bit(encoder, toy_dictionary, sm
     assert np.array_equal(encode_in_parts(encoder, texts, batch_size, None, "test"), expected)
 
 
+def test_a_repeated_definition_is_encoded_once_and_every_repeat_gets_its_vector(
+    encoder, toy_dictionary, small_parts, tmp_path, monkeypatch
+) -> None:
+    """WordNet's synonyms share their synset's gloss (206,978 definitions, 116,697 distinct): each distinct text is
+    encoded once, in parts that resume as any build's, and its repeats are its vector bit for bit."""
+    texts = [d for _, d in toy_dictionary.pairs()]
+    repeated = texts + texts[:3] + [texts[0]]
+    encoded: list[str] = []
+    real = Encoder._embed_chunk
+
+    def chunk(self, batch, *args, **kwargs):
+        encoded.extend(batch)
+        return real(self, batch, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "_embed_chunk", chunk)
+    vectors = encode_in_parts(encoder, repeated, BATCH, tmp_path / "parts", "test")
+    assert sorted(encoded) == sorted(set(texts)) and len(set(texts)) == len(texts)
+    assert np.array_equal(vectors[: len(texts)], encode_in_parts(encoder, texts, BATCH, None, "test"))
+    assert np.array_equal(vectors[len(texts) :], vectors[[0, 1, 2, 0]])
+    assert np.array_equal(vectors[: len(texts)], encoder.encode(texts, batch_size=BATCH))
+
+
 def test_an_interrupted_build_resumes_from_its_last_part_and_equals_an_uninterrupted_one(
     encoder, toy_dictionary, small_parts, tmp_path, monkeypatch, caplog
 ) -> None:
@@ -185,7 +207,8 @@ def test_cache_clear_removes_the_parts_of_an_unfinished_build(
 def test_headword_vectors_cut_short_resume_from_their_parts_and_leave_none(
     encoder, toy_dictionary, small_parts, tmp_path, monkeypatch, caplog
 ) -> None:
-    words = [entry.headword for entry in toy_dictionary] * 2  # 16 words: 4 parts of 4
+    words = [entry.headword for entry in toy_dictionary]
+    words += [word.upper() for word in words]  # 16 distinct words: 4 parts of 4
     straight = headword_vectors(encoder, words, batch_size=BATCH, cache_dir=tmp_path / "a")
     assert not any((tmp_path / "a").iterdir())  # nothing is left in the cache
 
