@@ -24,6 +24,7 @@ from dictembed.distributed import encode_across_processes, process_count
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.progress import duration
+from dictembed.texts import unique_index
 
 log = logging.getLogger(__name__)
 ICA_SUFFIX = "-ica"  # ends the kind of an ICA-transformed definition space ("definitions-amp-ica")
@@ -98,7 +99,7 @@ def definition_tensors(
     if process_count() > 1:  # each process encodes a share; all end with every vector, in order
         if build_choice() == "int8":
             log.warning("%s=int8: a build across processes runs on torch", BUILD_BACKEND_VARIABLE)
-        texts, back = distinct(definitions)
+        texts, (back,) = unique_index(definitions)
         with pooled.autocast():  # the encoder's compute precision (fp32: none); vectors come back float32
             vectors = encode_across_processes(pooled, texts, batch_size, show_progress_bar=True)[back]
         backend = pooled.backend
@@ -213,10 +214,11 @@ def encode_in_parts(
     is sorted once, the same way, and the parts are cut at batch boundaries, so every batch holds the texts it
     holds in one `encode` call (within a part the sort keeps the order). After the first part encoded, the size
     of the build (`what`) and its time left are logged, counted in `unit`s."""
-    unique, back = distinct(texts)
-    if len(unique) < len(texts):  # a text is encoded once: WordNet's synonyms share their synset's gloss
-        log.info("%s: %s distinct texts of %s", what, f"{len(unique):,}", f"{len(texts):,}")
-        return encode_in_parts(encoder, unique, batch_size, parts, what, unit)[back]
+    if all(isinstance(text, str) for text in texts):  # else the encoder's check names the one that is not
+        unique, (back,) = unique_index(texts)
+        if len(unique) < len(texts):  # a text is encoded once: WordNet's synonyms share their synset's gloss
+            log.info("%s: %s distinct texts of %s", what, f"{len(unique):,}", f"{len(texts):,}")
+            return encode_in_parts(encoder, unique, batch_size, parts, what, unit)[back]
     count = len(texts)
     order = np.argsort([-len(s) if isinstance(s, str) else 0 for s in texts], kind="stable")
     ordered = [texts[i] for i in order]
@@ -255,16 +257,6 @@ def encode_in_parts(
     if done:
         result[order] = np.concatenate(done)
     return result
-
-
-def distinct(texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """The distinct `texts` in their first order, and where each text is among them (texts that are not strings
-    are kept apart, each its own)."""
-    if not all(isinstance(text, str) for text in texts):
-        return texts, np.arange(len(texts))
-    where: dict[str, int] = {}
-    back = np.fromiter((where.setdefault(text, len(where)) for text in texts), dtype=np.int64, count=len(texts))
-    return list(where), back
 
 
 def ica_transform(matrix: np.ndarray, seed: int = 42, scale: float = 100.0) -> np.ndarray:

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, cast
 
+import numpy as np
+
 from dictembed.errors import DictEmbedError
 
 
@@ -106,3 +108,13 @@ def is_blank(text: str) -> bool:
 def is_numpy_bool(value: object) -> bool:
     """Whether `value` is numpy's bool scalar (`np.True_`), without importing numpy."""
     return type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")
+
+
+def unique_index(*groups: Sequence[str]) -> tuple[list[str], list[np.ndarray]]:
+    """The distinct sentences of `groups` (first-seen order) and, per group, each sentence's row in that list."""
+    index: dict[str, int] = {}
+    for group in groups:
+        for sentence in group:
+            index.setdefault(sentence, len(index))
+    rows = [np.fromiter((index[s] for s in group), dtype=np.int64, count=len(group)) for group in groups]
+    return list(index), rows

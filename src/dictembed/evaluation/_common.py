@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike
 from dictembed import io
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.paths import data_dir
+from dictembed.texts import unique_index as unique_index  # where the evaluations find it
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding, and scikit-learn's and the Hugging Face Trainer's through it
 
@@ -94,16 +95,6 @@ def encode_sentences(model: SentenceEncoder, sentences: list[str], task: str = "
             f"{sentences[row]!r}"
         )
     return embeddings
-
-
-def unique_index(*groups: Sequence[str]) -> tuple[list[str], list[np.ndarray]]:
-    """The distinct sentences of `groups` (first-seen order) and, per group, each sentence's row in that list."""
-    index: dict[str, int] = {}
-    for group in groups:
-        for sentence in group:
-            index.setdefault(sentence, len(index))
-    rows = [np.fromiter((index[s] for s in group), dtype=np.int64, count=len(group)) for group in groups]
-    return list(index), rows
 
 
 def encode_unique(model: SentenceEncoder, *groups: Sequence[str], task: str = "") -> list[np.ndarray]:
