@@ -27,6 +27,7 @@ from dictembed.dictionary import load_dictionary
 from dictembed.evaluation import leak_free
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.texts import unique_index
 
 
 def texts_by_word(kind: str, words: set[str]) -> dict[str, list[str]]:
@@ -92,9 +93,8 @@ def main() -> None:
         owners[w] = np.arange(start, start + len(extra[w]))
         start += len(extra[w])
     print(f"{args.texts}: {len(flat):,} texts of {len(extra):,} words", flush=True)
-    unique = list(dict.fromkeys(flat))
-    position = {t: i for i, t in enumerate(unique)}
-    vectors = encoded(unique, args.cache / f"extra-{args.texts}.npy")[[position[t] for t in flat]]
+    unique, (back,) = unique_index(flat)
+    vectors = encoded(unique, args.cache / f"extra-{args.texts}.npy")[back]
     vocabulary, _ = frequent_single_words(rd.space.words, 66_421)
 
     sets: dict[str, list[tuple[str, set[str]]]] = {}
