@@ -8,11 +8,12 @@ import numbers
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, cast
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, cast
 
 from dictembed.errors import DictEmbedError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def check_texts(texts: Sequence[object], noun: str = "sentence", first: int = 0) -> None:
@@ -112,6 +113,8 @@ def is_numpy_bool(value: object) -> bool:
 
 def unique_index(*groups: Sequence[str]) -> tuple[list[str], list[np.ndarray]]:
     """The distinct sentences of `groups` (first-seen order) and, per group, each sentence's row in that list."""
+    import numpy as np  # here: the command line reads this module before it sets numpy's thread settings
+
     index: dict[str, int] = {}
     for group in groups:
         for sentence in group:
