@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from dictembed.description_corpus import Description
@@ -20,40 +18,21 @@ Example = tuple[str, int]
 
 
 class EntryPrediction(nn.Module):
-    """Cross-entropy of the frozen entry space's logits toward the defined entry; with `word_weight` > 0, plus that
-    weight times `word_contrast` (each query toward its entry's word, encoded by the trained encoder)."""
+    """Cross-entropy of the frozen entry space's logits toward the defined entry."""
 
     space: EntrySpace  # kept in __dict__, not registered as a submodule
 
-    def __init__(self, encoder: Encoder, space: EntrySpace, word_weight: float = 0.0) -> None:
+    def __init__(self, encoder: Encoder, space: EntrySpace) -> None:
         super().__init__()
         self.encoder = encoder
-        self.word_weight = word_weight
         self.__dict__["space"] = space.freeze()  # not a submodule: frozen, never checkpointed or optimised
 
-    def forward(self, batch: tuple[Any, ...]) -> dict[str, torch.Tensor]:
-        inputs, labels, *words = batch
+    def forward(self, batch: tuple[dict[str, torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
+        inputs, labels = batch
         h = self.encoder(inputs)
         space: EntrySpace = self.space.to(h.device)
-        labels = labels.to(h.device)
-        loss, acc = space.loss(h, labels)
-        if not (words and self.word_weight > 0):
-            return {"loss": loss, "acc": acc}
-        contrast = word_contrast(h, self.encoder(words[0]), labels)
-        return {"loss": loss + self.word_weight * contrast, "acc": acc, "word_loss": contrast.detach()}
-
-
-WORD_TEMPERATURE = 0.05
-
-
-def word_contrast(h: torch.Tensor, g: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """In-batch InfoNCE of each query vector `h[i]` toward its entry's word's vector `g[i]` against the batch's
-    other words (cosine / `WORD_TEMPERATURE`); a word that appears twice in the batch is no negative of itself."""
-    logits = F.normalize(h.float(), dim=-1) @ F.normalize(g.float(), dim=-1).T / WORD_TEMPERATURE
-    same = labels[:, None] == labels[None, :]
-    same.fill_diagonal_(False)
-    logits = logits.masked_fill(same, float("-inf"))
-    return F.cross_entropy(logits, torch.arange(len(labels), device=logits.device))
+        loss, acc = space.loss(h, labels.to(h.device))
+        return {"loss": loss, "acc": acc}
 
 
 def entry_examples(dictionary: Dictionary, space: EntrySpace) -> list[Example]:
@@ -93,13 +72,13 @@ def token_lengths(encoder: Encoder, texts: list[str]) -> list[int]:
     return [len(row) for row in ids]
 
 
-def entry_collate(encoder: Encoder, words: list[str] | None = None) -> Callable[[list[Example]], tuple[Any, ...]]:
-    """Collate (definition, index) pairs into a dynamically padded batch and a label tensor; with `words` (the
-    entries' words), the batch of each example's entry word too."""
+def entry_collate(
+    encoder: Encoder,
+) -> Callable[[list[Example]], tuple[dict[str, torch.Tensor], torch.Tensor]]:
+    """Collate (definition, index) pairs into a dynamically padded batch and a label tensor."""
 
-    def collate(items: list[Example]) -> tuple[Any, ...]:
+    def collate(items: list[Example]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         texts, labels = zip(*items, strict=True)
-        batch = encoder.tokenize(list(texts)), torch.tensor(labels, dtype=torch.long)
-        return batch if words is None else (*batch, encoder.tokenize([words[i] for i in labels]))
+        return encoder.tokenize(list(texts)), torch.tensor(labels, dtype=torch.long)
 
     return collate

@@ -55,12 +55,6 @@ class EntryOptions(MethodOptions):
     description_ratio: float = option(
         0.25, "description examples per definition example (a seeded sample; at most every description)", positive=False
     )
-    word_contrast: float = option(
-        0.0,
-        "weight of an in-batch InfoNCE of each training query toward its entry's word, encoded by the trained "
-        "encoder, against the batch's other words (0: none)",
-        positive=False,
-    )
 
 
 @dataclass
@@ -160,13 +154,8 @@ class EntryRecipe(Recipe):
             examples += described
             details["descriptions"] = len(described)
         lengths = token_lengths(encoder, [text for text, _ in examples]) if config.group_by_length else None
-        weight = options.word_contrast
         return Built(
-            EntryPrediction(encoder, space, weight),
-            examples,
-            entry_collate(encoder, space.words if weight > 0 else None),
-            details=details,
-            lengths=lengths,
+            EntryPrediction(encoder, space), examples, entry_collate(encoder), details=details, lengths=lengths
         )
 
     def extract(self, config: RunConfig, built: Built, objective: nn.Module) -> Encoder:
