@@ -67,6 +67,55 @@ def test_leave_one_out_equals_a_space_rebuilt_without_the_definition(encoder, to
         assert ranks.tolist() == expected.tolist()
 
 
+def test_stored_vectors_leave_one_out_of_a_projected_space_as_a_rebuilt_one(encoder, toy_dictionary) -> None:
+    # a distilled folder's space is its teacher's, projected: no encoder gives its vectors, its stored ones do
+    space = DefinitionSpace.build(encoder, toy_dictionary, "amp", similarity="cosine", temperature=0.1)
+    dim = space.matrix.shape[1]
+    projection = np.random.default_rng(0).standard_normal((dim, dim)).astype(np.float32)
+    projected = space.projected(projection)
+    queries = leak_free.leave_one_out_queries(projected, toy_dictionary, stored=True)
+    assert queries.rows is not None and len(queries.definitions) == 2 * len(toy_dictionary)
+    assert leak_free.leave_one_out_queries(projected, toy_dictionary).rows is None  # only where asked
+    ranks = leak_free.leave_one_out_ranks(encoder, projected, None, queries)
+    for i in (0, 5):  # the first definition of the first word, the second of the third
+        query, gold = queries.definitions[i], int(queries.gold[i])
+        rebuilt = DefinitionSpace.build(
+            encoder, _without(toy_dictionary, space.words[gold], query), "amp", similarity="cosine", temperature=0.1
+        ).projected(projection)
+        stored = projected.definitions[int(queries.rows[i])][None].numpy()
+        np.testing.assert_allclose(
+            projected.leave_one_out(np.array([gold]), stored)[0],
+            rebuilt.matrix[gold],
+            atol=5e-4,  # the rebuilt space encodes its texts in other batches: float rounding, projected
+        )
+        with torch.no_grad():
+            expected = ranks_from_scores(rebuilt(encoder(encoder.tokenize([query]))).numpy(), np.array([gold]))
+        assert ranks[i] == expected[0]
+    with pytest.raises(DictEmbedError, match="stored vectors or the entry encoder"):
+        leak_free.leave_one_out_ranks(
+            encoder, projected, None, leak_free.leave_one_out_queries(projected, toy_dictionary)
+        )
+
+
+def test_a_definition_listed_twice_under_a_word_takes_its_first_copy(encoder, toy_dictionary) -> None:
+    # WordNet lists "a grain of barley" twice under barleycorn; a model folder's definitions keep it once
+    doubled = _dictionary({**{e.headword: e.definitions for e in toy_dictionary}, "dog": ["a pet that barks"] * 2})
+    doubled["dog"].senses.append(toy_dictionary["cat"].senses[0])
+    space = DefinitionSpace.build(encoder, doubled, "amp", similarity="cosine")
+    start = int((np.cumsum(space.counts.numpy()) - space.counts.numpy())[space.index["dog"]])
+    assert space.counts[space.index["dog"]] == 3
+    once = _dictionary({**{e.headword: e.definitions for e in doubled}, "dog": ["a pet that barks"]})
+    once["dog"].senses.append(toy_dictionary["cat"].senses[0])
+    rows = leak_free.stored_rows(space, once)
+    assert rows[("dog", 0)] == start and rows[("dog", 1)] == start + 2
+    assert len(rows) == len(once.pairs())
+    other_words = _dictionary(
+        {**{e.headword: e.definitions for e in doubled}, "dog": ["it barks", "it wags", "a", "b"]}
+    )
+    assert ("dog", 0) not in leak_free.stored_rows(space, other_words)  # four senses against three vectors
+    assert leak_free.leave_one_out_queries(space, other_words, stored=True).rows is None  # the encoder's way then
+
+
 def test_single_definition_headwords_are_counted_not_scored(encoder, toy_dictionary) -> None:
     toy_dictionary.add("sun", "the star that lights the day")
     space = DefinitionSpace.build(encoder, toy_dictionary, "amp", similarity="cosine")
@@ -235,6 +284,20 @@ def test_cli_cross_dictionary_leave_one_out_and_tfidf(saved_model, capsys) -> No
         assert {k: tfidf[k] for k in ("n", "kept", "dropped")} == {
             k: (cross if extra[0] == "--queries" else loo)[k] for k in ("n", "kept", "dropped")
         }
+
+
+def test_cli_leave_one_out_reads_the_folders_stored_vectors_not_its_entry_encoder(
+    saved_model, capsys, monkeypatch
+) -> None:
+    folder, _ = saved_model
+    base = ["evaluate", "reverse-dictionary", "--model", str(folder), "--leave-one-out", "--split", "train"]
+    expected = _run_json(base, capsys)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the entry encoder was loaded")
+
+    monkeypatch.setattr(leak_free, "load_entry_encoder", refuse)
+    assert _run_json(base, capsys) == expected
 
 
 def _last_error_line(capsys) -> str:

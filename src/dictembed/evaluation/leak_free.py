@@ -7,9 +7,10 @@ its own entries puts the query inside the gold vector. Two ways out, and a basel
   Chang, a table) scored against the model's entries; a query counts when its headword is an entry (exactly,
   else up to case, whitespace and underscores), the others are dropped and counted;
 - leave-one-out (`leave_one_out_ranks`): the model's own held-out definitions, with the gold entry's vector
-  recomputed without the query, (mean * count - v) / (count - 1), v being the query's vector under the
-  ENTRY encoder (the model that built the space); an entry with a single definition vanishes, so those
-  queries are counted (`QuerySet.single`), never scored;
+  recomputed without the query, (mean * count - v) / (count - 1), v being the query's own vector among those
+  the space stores (`stored_rows`: the vectors its mean was made of, a distilled space's projected ones too), else
+  its vector under the ENTRY encoder (the model that built the space); an entry with a single definition
+  vanishes, so those queries are counted (`QuerySet.single`), never scored;
 - `TfidfBaseline`: TF-IDF cosine of the query against each entry's concatenated definitions (no neural
   model), over words or, for Chinese and Japanese, character n-grams, with an exact leave-one-out of the
   query's term counts (the IDF stays that of all entries).
@@ -56,6 +57,7 @@ class QuerySet:
     kept: int
     dropped: int
     single: int = 0
+    rows: np.ndarray | None = None  # leave-one-out: each query's row among the space's stored definition vectors
 
     def counts(self) -> dict[str, int]:
         return {"n": len(self.definitions), "kept": self.kept, "dropped": self.dropped, "single": self.single}
@@ -94,22 +96,56 @@ def cross_dictionary_queries(
 
 
 def leave_one_out_queries(
-    space: DefinitionSpace, dictionary: Dictionary, limit: int | None = None, seed: int = 0
+    space: DefinitionSpace, dictionary: Dictionary, limit: int | None = None, seed: int = 0, stored: bool = False
 ) -> QuerySet:
     """The definitions of `dictionary` (the model's own, e.g. its test split) whose headword is an entry of
-    `space` with at least two definitions; single-definition entries are counted in `single`."""
+    `space` with at least two definitions; single-definition entries are counted in `single`. With `stored`
+    (`dictionary` being the one that built the space), each query's row among the space's stored definition
+    vectors too (`stored_rows`), where every one of them is found."""
     counts = space.check_leave_one_out()
-    pairs = [(space.index.get(w), d) for w, d in dictionary.pairs()]
-    kept = [(g, d) for g, d in pairs if g is not None]
-    scored = [(g, d) for g, d in kept if counts[g] > 1]
+    rows = stored_rows(space, dictionary) if stored else {}
+    triples = [
+        (space.index.get(entry.headword), sense.definition, rows.get((entry.headword, j), -1))
+        for entry in dictionary
+        for j, sense in enumerate(entry.senses)
+    ]
+    kept = [t for t in triples if t[0] is not None]
+    scored = [t for t in kept if counts[t[0]] > 1]
     sample = seeded_sample(scored, limit, seed)
+    found = np.array([row for _, _, row in sample], dtype=np.int64)
     return QuerySet(
-        [d for _, d in sample],
-        np.array([g for g, _ in sample], dtype=np.int64),
+        [d for _, d, _ in sample],
+        np.array([g for g, _, _ in sample], dtype=np.int64),
         len(kept),
-        len(pairs) - len(kept),
+        len(triples) - len(kept),
         single=len(kept) - len(scored),
+        rows=found if stored and (found >= 0).all() else None,
     )
+
+
+def stored_rows(space: DefinitionSpace, dictionary: Dictionary) -> dict[tuple[str, int], int]:
+    """(headword, sense position) -> the row of that definition's vector among those `space` stores, for the
+    entries of `dictionary` (the one that built the space) it can match: all of an entry's rows where their count
+    is its senses'; where a word lists one definition twice (WordNet's *barleycorn*), which a model folder's
+    definitions keep once, the first of each run of equal vectors. Empty for a space without stored vectors."""
+    if space.definitions is None:
+        return {}
+    counts = space.check_counts()
+    first = np.cumsum(counts) - counts
+    rows: dict[tuple[str, int], int] = {}
+    for entry in dictionary:
+        g = space.index.get(entry.headword)
+        if g is None:
+            continue
+        start, count = int(first[g]), int(counts[g])
+        own = list(range(start, start + count))
+        if count != len(entry.senses):
+            block = space.definitions[start : start + count].float()
+            repeats = [any(torch.allclose(block[i], block[j], atol=1e-3) for j in range(i)) for i in range(count)]
+            own = [start + i for i in range(count) if not repeats[i]]
+        if len(own) == len(entry.senses):
+            rows.update(((entry.headword, j), row) for j, row in enumerate(own))
+    return rows
 
 
 def with_counts(space: DefinitionSpace, dictionary: Dictionary) -> DefinitionSpace:
@@ -151,19 +187,27 @@ def entry_pooling(space: DefinitionSpace) -> str:
 
 @torch.no_grad()
 def leave_one_out_ranks(
-    encoder: Encoder, space: EntrySpace, entry_encoder: Encoder, queries: QuerySet, batch_size: int = 64
+    encoder: Encoder, space: EntrySpace, entry_encoder: Encoder | None, queries: QuerySet, batch_size: int = 64
 ) -> np.ndarray:
     """Ranks with each gold entry rebuilt without its query: every other entry scored as usual, the gold by
-    the space's logits (dot, or cosine / temperature) against (mean * count - v) / (count - 1)."""
+    the space's logits (dot, or cosine / temperature) against (mean * count - v) / (count - 1), v the query's
+    stored vector (`queries.rows`), else its vector under `entry_encoder`."""
     if not isinstance(space, DefinitionSpace):
         raise DictEmbedError(f"leave-one-out needs a definition (DefSent+) entry space, not {space.kind!r}")
-    pooled_entry = entry_encoder.with_pooling(entry_pooling(space))
+    stored = space.definitions if queries.rows is not None else None
+    if stored is None and entry_encoder is None:
+        raise DictEmbedError("leave-one-out needs the queries' stored vectors or the entry encoder")
+    pooled_entry = entry_encoder.with_pooling(entry_pooling(space)) if stored is None and entry_encoder else None
     space = space.to(encoder.device)
     ranks = [np.zeros(0)]
     for start, h in _chunks(encoder, queries, batch_size):
         texts, gold = queries.definitions[start : start + CHUNK], queries.gold[start : start + CHUNK]
-        with pooled_entry.autocast():
-            v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
+        if pooled_entry is None:
+            rows = cast(np.ndarray, queries.rows)[start : start + CHUNK]
+            v = cast(torch.Tensor, stored)[torch.from_numpy(rows)].float().cpu().numpy()
+        else:
+            with pooled_entry.autocast():
+                v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
         loo = torch.from_numpy(space.leave_one_out(gold, v)).to(encoder.device)
         scores = space(h).float()
         if space.similarity == "cosine":  # each query against its own gold vector: [B, 1, d] x [B, 1, d]
@@ -322,7 +366,7 @@ def evaluate_leak_free(
         if not isinstance(space, DefinitionSpace):
             raise DictEmbedError(f"--leave-one-out needs a DefSent+ definition space, not {space.kind!r}")
         held_out = split_by_headword(cast(Dictionary, own), seed=source.split_seed)[split]
-        query_set = leave_one_out_queries(space, held_out, limit=limit)
+        query_set = leave_one_out_queries(space, held_out, limit=limit, stored=dictionary is None)
     if not query_set.definitions:
         raise DictEmbedError(f"no queries to score ({query_set.kept} kept, {query_set.dropped} dropped)")
     if baseline == "tfidf":
@@ -331,8 +375,9 @@ def evaluate_leak_free(
     else:
         encoder = Encoder.load(model_folder, device=loader_device(device)).set_precision(precision)
         if leave_one_out:
-            record = model_folder.record
-            entry_encoder = load_entry_encoder(folder, record, device, precision)
+            entry_encoder = None
+            if query_set.rows is None:  # no stored vector for some query: the entry encoder encodes them
+                entry_encoder = load_entry_encoder(folder, model_folder.record, device, precision)
             ranks = leave_one_out_ranks(encoder, space, entry_encoder, query_set)
         else:
             ranks = model_ranks(encoder, space, query_set)
