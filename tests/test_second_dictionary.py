@@ -80,9 +80,10 @@ def test_a_second_dictionary_that_defines_no_entry_word_is_refused(encoder, spac
 
 def test_the_definitions_are_saved_and_mapped_with_the_space(space, second, tmp_path) -> None:
     space.save(tmp_path)
-    second.save(tmp_path)
+    SecondDefinitions("gcide", second.counts, second.definitions).save(tmp_path)
     mapped = SearchSpace.open(tmp_path).second
     assert mapped is not None and mapped.counts.tolist() == second.counts.tolist()
+    assert mapped.name == "gcide"  # the file records the dictionary it holds
     assert np.array_equal(mapped.definitions, second.definitions)
     plain = tmp_path / "plain"
     space.save(plain)
@@ -216,6 +217,10 @@ def test_a_distilled_student_keeps_the_teachers_second_definitions_projected(
     assert second is not None and second.counts.tolist() == counts.tolist()
     expected = _unit(vectors.astype(np.float32) @ projection)
     np.testing.assert_allclose(second.definitions.astype(np.float32), expected, atol=2e-3)
+    # named as the teacher's file names it, its record silent: the student's card gives that dictionary's licence
+    assert second.name == "mine"
+    assert json.loads((out / "dictembed.json").read_text())["details"]["second_dictionary"]["name"] == "mine"
+    assert "dictionary `mine`" in (out / "README.md").read_text()
 
 
 def test_index_keeps_a_second_dictionary_given_by_file(bert_path, toy_tsv, tmp_path, capsys) -> None:

@@ -87,6 +87,22 @@ def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
         raise DictEmbedError(f"{path}: corrupt or truncated ({type(err).__name__}: {err})") from None
 
 
+def tensor_metadata(path: Path) -> dict[str, str]:
+    """The string metadata a safetensors file's header records (`__metadata__`); empty where it records none or
+    its header does not read (`mapped_tensors` names a corrupt file)."""
+    try:
+        with path.open("rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            if not 2 <= length <= MAX_HEADER:
+                return {}
+            metadata = json.loads(f.read(length)).get("__metadata__")
+    except (OSError, ValueError, TypeError, AttributeError, struct.error, RecursionError):
+        return {}
+    if not isinstance(metadata, dict):
+        return {}
+    return {key: value for key, value in metadata.items() if isinstance(key, str) and isinstance(value, str)}
+
+
 def _whole(value: object) -> int:
     """A non-negative whole number of a safetensors header (a shape or an offset), else a ValueError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -280,7 +296,17 @@ def open_second(space_dir: Path, entries: int, dim: int) -> SecondDefinitions | 
             problem = "its definitions hold NaN or infinite values"
     if problem or counts is None or definitions is None:
         raise DictEmbedError(f"{path}: the second dictionary's definitions cannot be trusted: {problem}")
-    return SecondDefinitions("second", counts, definitions)
+    return SecondDefinitions(saved_name(path), counts, definitions)
+
+
+def saved_name(path: Path) -> str:
+    """The name of the dictionary whose definitions a second dictionary's file holds, as `SecondDefinitions.save`
+    records it (JSON in the header's metadata), else "second"."""
+    try:
+        name = json.loads(tensor_metadata(path).get("dictionary", "null"))
+    except ValueError:
+        name = None
+    return name if isinstance(name, str) and name.strip() else "second"
 
 
 def definition_rows(first: np.ndarray, counts: np.ndarray, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
