@@ -366,3 +366,89 @@ def test_a_card_names_local_dictionaries_without_their_folders(tmp_path: Path) -
     record = {"method": "defsent-plus", "config": {"dictionary": f"wordnet,{tmp_path / 'mine.tsv'}"}}
     card = render_model_card(record)
     assert "| dictionary | wordnet,mine.tsv |" in card and str(tmp_path) not in card
+
+
+# ----------------------------------------------------------------- a weightless ONNX export
+@pytest.fixture()
+def int8_export(model_dir: Path, tmp_path: Path) -> Path:
+    """`dictembed export --quantize int8` of the tiny model: its graph, no torch weights."""
+    from dictembed.backends.onnx.export import export
+
+    return export(model_dir, tmp_path / "int8", quantize="int8")
+
+
+def test_a_weightless_export_pushes_its_graph_for_its_weights(int8_export: Path, no_network: None) -> None:
+    files = upload_plan(int8_export).files
+    assert "model.safetensors" not in files and {"onnx/export.json", "onnx/model_qint8.onnx"} <= set(files)
+    card = (int8_export / "README.md").read_text()  # the loads that work without the weights
+    assert 'backend="onnx", model_kwargs={"file_name": "model_qint8.onnx"}' in card
+    assert 'OnnxQueryEncoder.open("path/to/int8")' in card and "Encoder.load(" not in card
+    (int8_export / "onnx" / "model_qint8.onnx").unlink()
+    with pytest.raises(DictEmbedError, match=r"has no weights to push: onnx/model_qint8.onnx is missing$"):
+        upload_plan(int8_export)
+    (int8_export / "onnx" / "export.json").write_text("{")
+    with pytest.raises(DictEmbedError, match="export.json: an export's manifest that names no graph file$"):
+        upload_plan(int8_export)
+
+
+def _fake_hub(monkeypatch: pytest.MonkeyPatch, repo: Path, cache: Path) -> list[str]:
+    """snapshot_download and hf_hub_download of the repo "org/tiny" served from the folder `repo`, into a
+    cache laid out as the Hub's (snapshots/<revision>/); returns the single files asked for."""
+    import fnmatch
+    import shutil
+
+    import huggingface_hub
+
+    snapshot = cache / "models--org--tiny" / "snapshots" / "0123abcd"
+    asked: list[str] = []
+
+    def snapshot_download(repo_id: str, ignore_patterns: list[str] | None = None, **kwargs: Any) -> str:
+        assert repo_id == "org/tiny"
+        for file in repo.rglob("*"):
+            name = file.relative_to(repo).as_posix()
+            if file.is_file() and not any(fnmatch.fnmatch(name, p) for p in ignore_patterns or []):
+                (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(file, snapshot / name)
+        return str(snapshot)
+
+    def hf_hub_download(repo_id: str, filename: str, revision: str | None = None, **kwargs: Any) -> str:
+        assert repo_id == "org/tiny" and revision == snapshot.name
+        asked.append(filename)
+        if not (repo / filename).is_file():
+            raise FileNotFoundError(filename)  # the Hub's EntryNotFoundError, as far as the caller cares
+        (snapshot / filename).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(repo / filename, snapshot / filename)
+        return str(snapshot / filename)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    return asked
+
+
+def test_a_pushed_export_loads_from_the_hub_with_its_graph(
+    int8_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dictembed.backends.onnx.query import OnnxQueryEncoder
+    from dictembed.model_folder import ModelFolder
+
+    monkeypatch.chdir(tmp_path)
+    asked = _fake_hub(monkeypatch, int8_export, tmp_path / "cache")
+    folder = ModelFolder.open("org/tiny")
+    assert asked == ["onnx/export.json", "onnx/model_qint8.onnx"]
+    assert (folder.path / "onnx" / "model_qint8.onnx").read_bytes() == (
+        int8_export / "onnx" / "model_qint8.onnx"
+    ).read_bytes()
+    sentences = ["a dog barks", "a cat purrs on the mat"]
+    np.testing.assert_array_equal(
+        OnnxQueryEncoder.open("org/tiny").encode(sentences), OnnxQueryEncoder.open(int8_export).encode(sentences)
+    )
+
+
+def test_a_hub_repo_with_weights_fetches_no_graph(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dictembed.model_folder import ModelFolder
+
+    monkeypatch.chdir(tmp_path)
+    asked = _fake_hub(monkeypatch, model_dir, tmp_path / "cache")
+    assert (ModelFolder.open("org/tiny").path / "model.safetensors").is_file() and asked == []

@@ -24,7 +24,7 @@ from typing import NamedTuple
 from dictembed.credentials import credential
 from dictembed.errors import DictEmbedError
 from dictembed.io import STAGING_SUFFIX, is_regular_file
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, WEIGHTS_FILE
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, WEIGHTS_FILE, export_graph_name
 
 log = logging.getLogger(__name__)
 REQUIRED_FILES = ("modules.json", "config.json")
@@ -116,7 +116,9 @@ def _file_left_out(file: Path, relative: str, root: Path, include_secrets: bool)
 
 def _check_weights(root: Path, files: list[str], left_out: list[LeftOut]) -> None:
     """A one-line error naming `root` and its weights file when the push would not send the weights:
-    `model.safetensors`, or a shard index and every shard it names."""
+    `model.safetensors`, or a shard index and every shard it names, or for a weightless ONNX export (`dictembed
+    export` without --keep-weights) its manifest and the graph it names, which sentence-transformers loads with
+    `backend="onnx"` and dictembed's query encoder runs."""
     missing = WEIGHTS_FILE
     if WEIGHTS_FILE not in files and SHARD_INDEX in files:
         try:
@@ -126,6 +128,14 @@ def _check_weights(root: Path, files: list[str], left_out: list[LeftOut]) -> Non
         missing = next((shard for shard in sorted(map(str, shards)) if shard not in files), "")
     if WEIGHTS_FILE in files or not missing:
         return
+    manifest = f"{ONNX_DIR}/{ONNX_MANIFEST}"
+    if manifest in files and WEIGHTS_FILE == missing:
+        graph = export_graph_name(root / manifest)
+        if graph is None:
+            raise DictEmbedError(f"{root / manifest}: an export's manifest that names no graph file")
+        if f"{ONNX_DIR}/{graph}" in files:
+            return
+        missing = f"{ONNX_DIR}/{graph}"
     why = next((item.reason for item in left_out if item.path == missing), "missing")
     raise DictEmbedError(f"{root} has no weights to push: {missing} is {why}")
 

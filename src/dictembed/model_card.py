@@ -22,7 +22,7 @@ from dictembed.card_metadata import (
     sts_test_figures,
     yaml_lines,
 )
-from dictembed.model_folder import CARD_FILE, space_summary
+from dictembed.model_folder import CARD_FILE, ONNX_DIR, ONNX_MANIFEST, export_graph_name, space_summary
 from dictembed.offline_models import MODELS as OFFLINE_MODELS
 from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
 from dictembed.recipes.papers import card_keys, citation, paper
@@ -334,11 +334,51 @@ def _results_section(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _weightless_graph(folder: Path | None) -> str | None:
+    """The graph file of a weightless ONNX export (`dictembed export` without --keep-weights), or None."""
+    if folder is None or any(folder.glob("*.safetensors")):
+        return None
+    manifest = folder / ONNX_DIR / ONNX_MANIFEST
+    return export_graph_name(manifest) if manifest.is_file() else None
+
+
+def _export_usage(model: str, graph: str, pooling: str) -> list[str]:
+    """How to load a weightless export: sentence-transformers' ONNX backend on its graph, dictembed's query
+    encoder; no torch weights (`Encoder.load` needs an export made with --keep-weights)."""
+    lines = []
+    if pooling in ST_POOLINGS:
+        lines += [
+            "With sentence-transformers' ONNX backend (its `onnx` extra, `optimum-onnx[onnxruntime]`), on the graph "
+            f"`onnx/{graph}`; this folder holds no torch weights:",
+            "",
+            "```python",
+            "from sentence_transformers import SentenceTransformer",
+            "",
+            f'model = SentenceTransformer("{model}", backend="onnx", model_kwargs={{"file_name": "{graph}"}})',
+            'embeddings = model.encode(["a dog barks", "a cat purrs"])',
+            "```",
+            "",
+        ]
+    return lines + [
+        "With dictembed (ONNX Runtime, no torch):",
+        "",
+        "```python",
+        "from dictembed.backends.onnx.query import OnnxQueryEncoder",
+        "",
+        f'encoder = OnnxQueryEncoder.open("{model}")',
+        'embeddings = encoder.encode(["a dog barks", "a cat purrs"])',
+        "```",
+        "",
+    ]
+
+
 def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | None, name: str | None) -> list[str]:
     model = model_id or (f"path/to/{name}" if name else "PATH")
     pooling = _dict(record.get("encoder")).get("pooling") or _settings(record).get("pooling") or "mean"
     lines = ["## Usage", ""]
-    if pooling in ST_POOLINGS:
+    if (graph := _weightless_graph(folder)) is not None:
+        lines += _export_usage(model, graph, pooling)
+    elif pooling in ST_POOLINGS:
         lines += [
             "With sentence-transformers:",
             "",
@@ -358,15 +398,16 @@ def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | 
             "`SentenceTransformer(path)` would silently use mean pooling. Load it with dictembed:",
             "",
         ]
-    lines += [
-        "```python",
-        "from dictembed.encoder import Encoder",
-        "",
-        f'encoder = Encoder.load("{model}")',
-        'embeddings = encoder.encode(["a dog barks", "a cat purrs"])',
-        "```",
-        "",
-    ]
+    if graph is None:
+        lines += [
+            "```python",
+            "from dictembed.encoder import Encoder",
+            "",
+            f'encoder = Encoder.load("{model}")',
+            'embeddings = encoder.encode(["a dog barks", "a cat purrs"])',
+            "```",
+            "",
+        ]
     has_space = record.get("entry_space") is not None or bool(_saved_space(folder))
     if has_space:
         lines += [

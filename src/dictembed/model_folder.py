@@ -67,6 +67,38 @@ def is_exported(folder: str | Path) -> bool:
     return (Path(folder) / ONNX_DIR / ONNX_MANIFEST).is_file()
 
 
+def export_graph_name(manifest: Path) -> str | None:
+    """The graph file an export's manifest (`onnx/export.json`) names, a plain file name of the onnx folder, or None
+    where it does not parse or names none (`backends.onnx.session.exported_file` names that fault at load)."""
+    try:
+        file = json.loads(manifest.read_text(encoding="utf-8"))["file"]
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return None
+    if not isinstance(file, str) or Path(file).name != file or file in ("", ".", ".."):
+        return None
+    return file
+
+
+def with_export_graph(repo_id: str, snapshot: Path) -> None:
+    """Fetch into a Hub `snapshot` a weightless ONNX export's manifest and the graph it names (`dictembed export`
+    without --keep-weights), which the snapshot's `HUB_IGNORE` left out with every other repo's graphs: such a repo
+    has no weights but that graph. A repo with weights, or without an export, is left as it is."""
+    if any(snapshot.glob("*.safetensors")):  # weights, or their shards
+        return
+    from huggingface_hub import hf_hub_download
+
+    def fetch(name: str) -> Path | None:
+        try:
+            return Path(hf_hub_download(repo_id, f"{ONNX_DIR}/{name}", revision=snapshot.name))
+        except Exception:  # noqa: BLE001 - no such file, offline and not cached: the load names what is missing
+            return None
+
+    manifest = fetch(ONNX_MANIFEST)
+    graph = export_graph_name(manifest) if manifest is not None else None
+    if graph is not None:
+        fetch(graph)
+
+
 def identifies_encoder(tensor: str) -> bool:
     """Whether a backbone's tensor, by its name in the weights file (`pooler.dense.weight`, or in a wrapped model
     `bert.pooler.dense.weight`), tells one encoder from another: all but the backbone's own pooler, which no vector
@@ -293,6 +325,7 @@ class ModelFolder:
                 f"model {str(name_or_path)!r}: no such folder, and the Hugging Face Hub could not provide it "
                 f"({type(err).__name__}; offline, pass a local folder)"
             ) from None
+        with_export_graph(str(name_or_path), snapshot)
         return cls(snapshot, hub_repo_root(snapshot), name=str(name_or_path))
 
     def __fspath__(self) -> str:

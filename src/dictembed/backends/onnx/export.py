@@ -37,6 +37,7 @@ from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import installed, require
 from dictembed.io import STAGING_MARK, STAGING_SUFFIX, clear_way, replace_dir
+from dictembed.model_card import write_model_card
 from dictembed.model_folder import (
     DEFINITIONS_FILE,
     ONNX_DIR,
@@ -47,6 +48,7 @@ from dictembed.model_folder import (
     SPACE_DIR,
     ModelFolder,
     is_exported,
+    read_record,
 )
 from dictembed.quantization import WEIGHT_QUANTIZATIONS
 from dictembed.record import RunRecord
@@ -126,6 +128,8 @@ def export(
         (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if not keep_weights:
             drop_weights(staging)
+            # the card's usage for what the folder now holds: the graph, not the weights
+            write_model_card(staging, read_record(staging), name=output.name)
         replace_dir(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
