@@ -63,9 +63,16 @@ def test_card_of_an_export_names_the_export_folder(trained: Path, tmp_path: Path
     assert main(["export", "--model", str(trained), "--output", str(out), "--quantize", "int8"]) == 0
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "# my-int8" in card.splitlines() and ".export" not in card and ".partial" not in card
-    assert 'Encoder.load("path/to/my-int8")' in card
+    # no torch weights: the loads of its graph, not Encoder.load
+    assert 'OnnxQueryEncoder.open("path/to/my-int8")' in card and "Encoder.load(" not in card
+    assert (
+        'SentenceTransformer("path/to/my-int8", backend="onnx", model_kwargs={"file_name": "model_qint8.onnx"})' in card
+    )
     table = _settings_table(card)
     assert (table["entries"], table["similarity"], table["temperature"]) == ("amp", "cosine", "0.1")
+    kept = tmp_path / "kept"
+    assert main(["export", "--model", str(trained), "--output", str(kept), "--quantize", "int8", "--keep-weights"]) == 0
+    assert 'Encoder.load("path/to/kept")' in (kept / "README.md").read_text(encoding="utf-8")  # weights: as trained
 
 
 # ----------------------------------------------------------------- Hub metadata
