@@ -378,6 +378,21 @@ def test_predict_usage_errors(model_dir, argv, capsys) -> None:
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--pos", "x"], "--pos: "),
+        (["--words", "single", "--pos", "x"], "--pos/--words: "),
+        (["--min-length", "5", "--max-length", "4"], "--min-length/--max-length: "),
+    ],
+)
+def test_a_filter_error_names_the_options_given(model_dir, options, named, capsys) -> None:
+    from conftest import cli_refuses
+
+    line = cli_refuses(capsys, ["predict", "--model", str(model_dir), "a pet", *options], code=2)
+    assert f"error: {named}" in line and "--pattern" not in line  # the options given, not all nine filters
+
+
 def test_predict_modes_and_length_filters(model_dir, tmp_path, capsys) -> None:
     model = ["predict", "--model", str(model_dir)]
     assert main([*model, "car", "--mode", "auto", "--json"]) == 0

@@ -174,10 +174,12 @@ def check_predict(args: argparse.Namespace) -> None:
     read here, once), then the --model and --dictionary (`check_served`)."""
     if (args.definition is None) == (args.input is None):
         raise UsageError("give either one definition or --input FILE")
+    options = {name: getattr(args, name) for name in FILTER_OPTIONS}
     try:
-        args.filters = Filters.of(**{name: getattr(args, name) for name in FILTER_OPTIONS})
+        args.filters = Filters.of(**options)
     except DictEmbedError as err:
-        raise UsageError(f"{'/'.join('--' + name.replace('_', '-') for name in FILTER_OPTIONS)}: {err}") from None
+        given = [name for name in FILTER_OPTIONS if not Filters.none_asked({name: options[name]})] or FILTER_OPTIONS
+        raise UsageError(f"{'/'.join('--' + name.replace('_', '-') for name in given)}: {err}") from None
     if args.input is None:
         args.queries, args.lines = [args.definition], [0]
     else:
