@@ -271,6 +271,20 @@ def test_length_bounds_and_the_word_index() -> None:
     assert index.by_folded["apple"] == 0 and index.group_of.tolist() == list(range(len(words)))
 
 
+def test_search_takes_the_mode_predict_and_the_api_take(rd) -> None:
+    assert rd.search("transitory", k=3, mode="similar") == rd.neighbours("transitory", k=3)
+    assert rd.search("Girl", k=2, mode="auto", length=7) == rd.neighbours("Girl", k=2, length=7)  # an entry: similar
+    description = "a tall animal with a long neck"  # no entry: auto searches it as a description
+    assert (
+        rd.search(description, k=3, mode="auto") == rd.search(description, k=3) == rd.search_many([description], 3)[0]
+    )
+    assert rd.search("transitory", k=3) == rd.search_many(["transitory"], 3)[0]  # describe, the default
+    with pytest.raises(DictEmbedError, match="unknown mode 'synonyms'; choose from auto, describe, similar"):
+        rd.search("transitory", mode="synonyms")
+    with pytest.raises(DictEmbedError, match="not an entry of this model; mode similar needs one"):
+        rd.search(description, mode="similar")
+
+
 def test_neighbours_are_the_nearest_entry_vectors_without_the_word(rd, space) -> None:
     results = rd.neighbours("transitory", k=10)
     assert results[0].words == ["fugacious", "short-lived"] and results[0].score == pytest.approx(1.0, abs=1e-5)

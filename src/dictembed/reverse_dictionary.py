@@ -472,6 +472,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         k: int = 10,
         filters: Filters | None = None,
         max_definitions: int | None = 10,
+        mode: str = "describe",
         **options: Any,
     ) -> list[Result]:
         """The k best results for a description, best first. Entries with identical vectors are one result.
@@ -482,5 +483,10 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         words that pass all of them; a result lists only its passing words, and a result with none is dropped.
         Each word carries up to `max_definitions` definitions: the sense whose definition vector is nearest the
         query first (in a space that keeps them), then the dictionary's sense order, those of the filter's part of
-        speech (when given) first."""
+        speech (when given) first. `mode`, as `predict --mode` and the API take it: describe (the query is a
+        description), similar (the query is an entry: its near-synonyms, `neighbours`), auto (similar where the
+        query is an entry: `similar_entry`)."""
+        entry = self.similar_entry(query, mode)
+        if entry is not None:
+            return self.neighbours(entry, k, filters, max_definitions, **options)
         return self.search_many([query], k, filters, max_definitions, **options)[0]
