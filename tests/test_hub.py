@@ -387,7 +387,17 @@ def test_a_weightless_export_pushes_its_graph_for_its_weights(int8_export: Path,
     with pytest.raises(DictEmbedError, match=r"has no weights to push: onnx/model_qint8.onnx is missing$"):
         upload_plan(int8_export)
     (int8_export / "onnx" / "export.json").write_text("{")
-    with pytest.raises(DictEmbedError, match="export.json: an export's manifest that names no graph file$"):
+    with pytest.raises(DictEmbedError, match=r"export\.json is corrupt \(JSONDecodeError: "):
+        upload_plan(int8_export)
+
+
+def test_an_export_whose_weights_are_left_out_is_not_pushed_as_weightless(
+    int8_export: Path, tmp_path: Path, no_network: None
+) -> None:
+    outside = tmp_path / "elsewhere.safetensors"
+    outside.write_bytes(b"weights")
+    (int8_export / "model.safetensors").symlink_to(outside)  # a --keep-weights export, its weights a link out
+    with pytest.raises(DictEmbedError, match="has no weights to push: model.safetensors is a link"):
         upload_plan(int8_export)
 
 
@@ -435,6 +445,7 @@ def test_a_pushed_export_loads_from_the_hub_with_its_graph(
     asked = _fake_hub(monkeypatch, int8_export, tmp_path / "cache")
     folder = ModelFolder.open("org/tiny")
     assert asked == ["onnx/export.json", "onnx/model_qint8.onnx"]
+    assert ModelFolder.open("org/tiny").path == folder.path and len(asked) == 2  # at hand now: not asked again
     assert (folder.path / "onnx" / "model_qint8.onnx").read_bytes() == (
         int8_export / "onnx" / "model_qint8.onnx"
     ).read_bytes()
@@ -442,6 +453,25 @@ def test_a_pushed_export_loads_from_the_hub_with_its_graph(
     np.testing.assert_array_equal(
         OnnxQueryEncoder.open("org/tiny").encode(sentences), OnnxQueryEncoder.open(int8_export).encode(sentences)
     )
+
+
+def test_a_graph_the_hub_cannot_give_is_one_line_naming_it(
+    int8_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dictembed.errors import ModelLoadError
+    from dictembed.model_folder import ModelFolder
+
+    monkeypatch.chdir(tmp_path)
+    repo = tmp_path / "repo"
+    import shutil
+
+    shutil.copytree(int8_export, repo)
+    (repo / "onnx" / "model_qint8.onnx").unlink()  # offline, the graph not in the cache: the Hub cannot give it
+    _fake_hub(monkeypatch, repo, tmp_path / "cache")
+    with pytest.raises(
+        ModelLoadError, match=r"^model 'org/tiny': its ONNX export's graph onnx/model_qint8\.onnx could"
+    ):
+        ModelFolder.open("org/tiny")
 
 
 def test_a_hub_repo_with_weights_fetches_no_graph(

@@ -275,6 +275,14 @@ def test_a_corrupt_file_is_a_one_line_error(
     assert expected in _one_line(caught) and str(folder) in str(caught.value)
 
 
+def test_a_missing_graph_is_named_missing(folders: dict[str, Path], tmp_path: Path) -> None:
+    folder = _damaged(folders, tmp_path)
+    (folder / "onnx" / INT8_FILE).unlink()  # as a Hub snapshot without its graph has it: not "replaced"
+    with pytest.raises(ModelLoadError) as caught:
+        OnnxQueryEncoder.open(folder)
+    assert f"{INT8_FILE}: missing, though " in _one_line(caught) and "export.json names it" in str(caught.value)
+
+
 def test_no_torch_is_imported(folders: dict[str, Path]) -> None:
     script = f"""
         import sys

@@ -90,6 +90,19 @@ def test_the_definitions_are_saved_and_mapped_with_the_space(space, second, tmp_
     assert SearchSpace.open(plain).second is None
 
 
+@pytest.mark.parametrize("recorded", ['"two\\nlines"', '"' + "x" * 300 + '"', "[" * 100_000, "5", '""'])
+def test_a_recorded_name_the_card_cannot_show_reads_as_second(space, second, tmp_path, recorded) -> None:
+    from safetensors.numpy import save_file
+
+    space.save(tmp_path)
+    second.save(tmp_path)
+    path = tmp_path / "entry_space" / "second.safetensors"
+    tensors = {"counts": np.asarray(second.counts, dtype=np.int64), "definitions": np.asarray(second.definitions)}
+    save_file(tensors, str(path), metadata={"dictionary": recorded})
+    opened = SearchSpace.open(tmp_path).second
+    assert opened is not None and opened.name == "second"
+
+
 @pytest.mark.parametrize("fault", ["short counts", "negative count", "nan", "width", "unsigned", "overflow"])
 def test_second_definitions_that_do_not_fit_the_space_are_refused(space, second, tmp_path, fault) -> None:
     space.save(tmp_path)

@@ -24,7 +24,14 @@ from typing import NamedTuple
 from dictembed.credentials import credential
 from dictembed.errors import DictEmbedError
 from dictembed.io import STAGING_SUFFIX, is_regular_file
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, WEIGHTS_FILE, export_graph_name
+from dictembed.model_folder import (
+    ONNX_DIR,
+    ONNX_MANIFEST,
+    QUERY_MANIFEST,
+    WEIGHTS_FILE,
+    has_weights,
+    manifest_graph,
+)
 
 log = logging.getLogger(__name__)
 REQUIRED_FILES = ("modules.json", "config.json")
@@ -129,13 +136,15 @@ def _check_weights(root: Path, files: list[str], left_out: list[LeftOut]) -> Non
     if WEIGHTS_FILE in files or not missing:
         return
     manifest = f"{ONNX_DIR}/{ONNX_MANIFEST}"
-    if manifest in files and WEIGHTS_FILE == missing:
-        graph = export_graph_name(root / manifest)
-        if graph is None:
-            raise DictEmbedError(f"{root / manifest}: an export's manifest that names no graph file")
-        if f"{ONNX_DIR}/{graph}" in files:
+    weightless = not has_weights(root) and not any(item.path == WEIGHTS_FILE for item in left_out)
+    if manifest in files and WEIGHTS_FILE == missing and weightless:
+        try:
+            graph = f"{ONNX_DIR}/{manifest_graph(root / manifest)[1]}"
+        except ValueError as err:
+            raise DictEmbedError(str(err)) from None
+        if graph in files:
             return
-        missing = f"{ONNX_DIR}/{graph}"
+        missing = graph
     why = next((item.reason for item in left_out if item.path == missing), "missing")
     raise DictEmbedError(f"{root} has no weights to push: {missing} is {why}")
 

@@ -22,7 +22,7 @@ from dictembed.card_metadata import (
     sts_test_figures,
     yaml_lines,
 )
-from dictembed.model_folder import CARD_FILE, ONNX_DIR, ONNX_MANIFEST, export_graph_name, space_summary
+from dictembed.model_folder import CARD_FILE, space_summary, weightless_export_graph
 from dictembed.offline_models import MODELS as OFFLINE_MODELS
 from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
 from dictembed.recipes.papers import card_keys, citation, paper
@@ -334,14 +334,6 @@ def _results_section(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _weightless_graph(folder: Path | None) -> str | None:
-    """The graph file of a weightless ONNX export (`dictembed export` without --keep-weights), or None."""
-    if folder is None or any(folder.glob("*.safetensors")):
-        return None
-    manifest = folder / ONNX_DIR / ONNX_MANIFEST
-    return export_graph_name(manifest) if manifest.is_file() else None
-
-
 def _export_usage(model: str, graph: str, pooling: str) -> list[str]:
     """How to load a weightless export: sentence-transformers' ONNX backend on its graph, dictembed's query
     encoder; no torch weights (`Encoder.load` needs an export made with --keep-weights)."""
@@ -354,7 +346,9 @@ def _export_usage(model: str, graph: str, pooling: str) -> list[str]:
             "```python",
             "from sentence_transformers import SentenceTransformer",
             "",
-            f'model = SentenceTransformer("{model}", backend="onnx", model_kwargs={{"file_name": "{graph}"}})',
+            f'model = SentenceTransformer({json.dumps(model)}, backend="onnx", model_kwargs='
+            + json.dumps({"file_name": graph})
+            + ")",
             'embeddings = model.encode(["a dog barks", "a cat purrs"])',
             "```",
             "",
@@ -365,7 +359,7 @@ def _export_usage(model: str, graph: str, pooling: str) -> list[str]:
         "```python",
         "from dictembed.backends.onnx.query import OnnxQueryEncoder",
         "",
-        f'encoder = OnnxQueryEncoder.open("{model}")',
+        f"encoder = OnnxQueryEncoder.open({json.dumps(model)})",
         'embeddings = encoder.encode(["a dog barks", "a cat purrs"])',
         "```",
         "",
@@ -376,7 +370,8 @@ def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | 
     model = model_id or (f"path/to/{name}" if name else "PATH")
     pooling = _dict(record.get("encoder")).get("pooling") or _settings(record).get("pooling") or "mean"
     lines = ["## Usage", ""]
-    if (graph := _weightless_graph(folder)) is not None:
+    graph = weightless_export_graph(folder) if folder is not None else None
+    if graph is not None:
         lines += _export_usage(model, graph, pooling)
     elif pooling in ST_POOLINGS:
         lines += [

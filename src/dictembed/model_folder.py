@@ -67,36 +67,66 @@ def is_exported(folder: str | Path) -> bool:
     return (Path(folder) / ONNX_DIR / ONNX_MANIFEST).is_file()
 
 
-def export_graph_name(manifest: Path) -> str | None:
-    """The graph file an export's manifest (`onnx/export.json`) names, a plain file name of the onnx folder, or None
-    where it does not parse or names none (`backends.onnx.session.exported_file` names that fault at load)."""
+def manifest_graph(manifest: Path) -> tuple[dict[str, Any], str]:
+    """An ONNX manifest (`onnx/export.json`, or a trained folder's `onnx/query.json`) and the graph file it names,
+    a plain file name of the onnx folder; a ValueError saying why where it does not read or names none."""
     try:
-        file = json.loads(manifest.read_text(encoding="utf-8"))["file"]
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):
-        return None
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        file = data["file"]
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as err:
+        raise ValueError(f"{manifest} is corrupt ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
     if not isinstance(file, str) or Path(file).name != file or file in ("", ".", ".."):
+        raise ValueError(f"{manifest}: file {file!r:.100} is not a file name in the onnx folder")
+    return data, file
+
+
+def export_graph_name(manifest: Path) -> str | None:
+    """The graph file an export's manifest names (`manifest_graph`), or None where it names none."""
+    try:
+        return manifest_graph(manifest)[1]
+    except ValueError:
         return None
-    return file
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether `folder` holds torch weights: `*.safetensors` at its top (the weights or their shards), or an older
+    sentence-transformers layout's module folder (`0_Transformer/model.safetensors`)."""
+    return any(folder.glob("*.safetensors")) or any(folder.glob("*/model*.safetensors"))
+
+
+def weightless_export_graph(folder: Path) -> str | None:
+    """The graph file of a weightless ONNX export (`dictembed export` without --keep-weights: no torch weights, an
+    `onnx/export.json` naming its graph), or None."""
+    manifest = folder / ONNX_DIR / ONNX_MANIFEST
+    return None if has_weights(folder) or not manifest.is_file() else export_graph_name(manifest)
 
 
 def with_export_graph(repo_id: str, snapshot: Path) -> None:
     """Fetch into a Hub `snapshot` a weightless ONNX export's manifest and the graph it names (`dictembed export`
     without --keep-weights), which the snapshot's `HUB_IGNORE` left out with every other repo's graphs: such a repo
-    has no weights but that graph. A repo with weights, or without an export, is left as it is."""
-    if any(snapshot.glob("*.safetensors")):  # weights, or their shards
+    has no weights but that graph. A repo with weights, without an export, or whose graph is at hand is left as it
+    is; a graph its manifest names that cannot be fetched (offline and not cached) is a one-line error."""
+    if has_weights(snapshot):
+        return
+    graph = weightless_export_graph(snapshot)
+    if graph is not None and (snapshot / ONNX_DIR / graph).is_file():
         return
     from huggingface_hub import hf_hub_download
 
-    def fetch(name: str) -> Path | None:
-        try:
-            return Path(hf_hub_download(repo_id, f"{ONNX_DIR}/{name}", revision=snapshot.name))
-        except Exception:  # noqa: BLE001 - no such file, offline and not cached: the load names what is missing
-            return None
-
-    manifest = fetch(ONNX_MANIFEST)
-    graph = export_graph_name(manifest) if manifest is not None else None
-    if graph is not None:
-        fetch(graph)
+    try:
+        manifest = Path(hf_hub_download(repo_id, f"{ONNX_DIR}/{ONNX_MANIFEST}", revision=snapshot.name))
+    except Exception:  # noqa: BLE001 - no export there (or offline, not cached): the load names what it lacks
+        return
+    graph = export_graph_name(manifest)
+    if graph is None:
+        return  # the load names the manifest's fault
+    try:
+        hf_hub_download(repo_id, f"{ONNX_DIR}/{graph}", revision=snapshot.name)
+    except Exception as err:  # noqa: BLE001 - any hub failure (offline, auth, gone) is one message
+        raise ModelLoadError(
+            f"model {repo_id!r}: its ONNX export's graph {ONNX_DIR}/{graph} could not be fetched from the Hugging Face "
+            f"Hub ({type(err).__name__}; offline, it is not in the cache)"
+        ) from None
 
 
 def identifies_encoder(tensor: str) -> bool:

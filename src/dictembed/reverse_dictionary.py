@@ -58,6 +58,7 @@ from dictembed.search_options import (
     Filters,
     Ranking,
     RankingChoice,
+    SearchMode,
     check_queries,
     check_search,
     normalize_pos,
@@ -472,7 +473,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         k: int = 10,
         filters: Filters | None = None,
         max_definitions: int | None = 10,
-        mode: str = "describe",
+        mode: SearchMode = "describe",
         **options: Any,
     ) -> list[Result]:
         """The k best results for a description, best first. Entries with identical vectors are one result.

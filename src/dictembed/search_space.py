@@ -50,14 +50,7 @@ def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
     range holds its dtype times its shape, and the ranges follow one another without overlap or gap over the
     whole data (overlapping tensors would alias one another's bytes)."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            if not 2 <= length <= min(MAX_HEADER, size - 8):
-                raise ValueError(f"header length {length} does not fit the file's {size} bytes")
-            header = json.loads(f.read(length))
-        if not isinstance(header, dict):
-            raise ValueError("the header is no JSON object")
+        size, length, header = _header(path)
         tensors: dict[str, Any] = {}
         ranges: list[tuple[int, int, str]] = []
         for name, info in header.items():
@@ -87,16 +80,26 @@ def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
         raise DictEmbedError(f"{path}: corrupt or truncated ({type(err).__name__}: {err})") from None
 
 
+def _header(path: Path) -> tuple[int, int, dict[str, Any]]:
+    """A safetensors file's size, header length and JSON header (its first 8 + length bytes); a ValueError (or an
+    OSError, struct.error) where they do not read."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        if not 2 <= length <= min(MAX_HEADER, size - 8):
+            raise ValueError(f"header length {length} does not fit the file's {size} bytes")
+        header = json.loads(f.read(length))
+    if not isinstance(header, dict):
+        raise ValueError("the header is no JSON object")
+    return size, length, header
+
+
 def tensor_metadata(path: Path) -> dict[str, str]:
     """The string metadata a safetensors file's header records (`__metadata__`); empty where it records none or
     its header does not read (`mapped_tensors` names a corrupt file)."""
     try:
-        with path.open("rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            if not 2 <= length <= MAX_HEADER:
-                return {}
-            metadata = json.loads(f.read(length)).get("__metadata__")
-    except (OSError, ValueError, TypeError, AttributeError, struct.error, RecursionError):
+        metadata = _header(path)[2].get("__metadata__")
+    except (OSError, ValueError, TypeError, struct.error, RecursionError):
         return {}
     if not isinstance(metadata, dict):
         return {}
@@ -299,14 +302,19 @@ def open_second(space_dir: Path, entries: int, dim: int) -> SecondDefinitions | 
     return SecondDefinitions(saved_name(path), counts, definitions)
 
 
+MAX_NAME = 200  # characters of a second dictionary's recorded name (a dictionary name or a file path)
+
+
 def saved_name(path: Path) -> str:
     """The name of the dictionary whose definitions a second dictionary's file holds, as `SecondDefinitions.save`
     records it (JSON in the header's metadata), else "second"."""
     try:
         name = json.loads(tensor_metadata(path).get("dictionary", "null"))
-    except ValueError:
+    except (ValueError, RecursionError):
         name = None
-    return name if isinstance(name, str) and name.strip() else "second"
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME or not name.isprintable():
+        return "second"  # a name the card and one-line errors could not show as it is
+    return name
 
 
 def definition_rows(first: np.ndarray, counts: np.ndarray, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -45,6 +45,7 @@ from dictembed.paths import default_model
 
 log = logging.getLogger(__name__)
 CHUNK = 256  # queries scored against every entry at a time
+REPEAT_COSINE = 0.9999  # two stored vectors of one entry this close are one definition listed twice
 
 
 @dataclass
@@ -127,7 +128,8 @@ def stored_rows(space: DefinitionSpace, dictionary: Dictionary) -> dict[tuple[st
     """(headword, sense position) -> the row of that definition's vector among those `space` stores, for the
     entries of `dictionary` (the one that built the space) it can match: all of an entry's rows where their count
     is its senses'; where a word lists one definition twice (WordNet's *barleycorn*), which a model folder's
-    definitions keep once, the first of each run of equal vectors. Empty for a space without stored vectors."""
+    definitions keep once, each row but those repeating an earlier row of the entry (cosine above
+    `REPEAT_COSINE`). Empty for a space without stored vectors."""
     if space.definitions is None:
         return {}
     counts = space.check_counts()
@@ -140,9 +142,9 @@ def stored_rows(space: DefinitionSpace, dictionary: Dictionary) -> dict[tuple[st
         start, count = int(first[g]), int(counts[g])
         own = list(range(start, start + count))
         if count != len(entry.senses):
-            block = space.definitions[start : start + count].float()
-            repeats = [any(torch.allclose(block[i], block[j], atol=1e-3) for j in range(i)) for i in range(count)]
-            own = [start + i for i in range(count) if not repeats[i]]
+            block = torch.nn.functional.normalize(space.definitions[start : start + count].float(), dim=-1)
+            cosines = block @ block.T
+            own = [start + i for i in range(count) if not bool((cosines[i, :i] > REPEAT_COSINE).any())]
         if len(own) == len(entry.senses):
             rows.update(((entry.headword, j), row) for j, row in enumerate(own))
     return rows
@@ -197,7 +199,15 @@ def leave_one_out_ranks(
     stored = space.definitions if queries.rows is not None else None
     if stored is None and entry_encoder is None:
         raise DictEmbedError("leave-one-out needs the queries' stored vectors or the entry encoder")
-    pooled_entry = entry_encoder.with_pooling(entry_pooling(space)) if stored is None and entry_encoder else None
+    pooled_entry = None
+    if stored is None and entry_encoder is not None:
+        pooled_entry = entry_encoder.with_pooling(entry_pooling(space))
+        if pooled_entry.dim != space.matrix.shape[1]:
+            raise DictEmbedError(
+                f"leave-one-out: the entry encoder gives {pooled_entry.dim}-d vectors, the space holds "
+                f"{space.matrix.shape[1]}-d ones (a distilled folder's space is its teacher's, projected): it needs "
+                "the folder's own definitions, whose stored vectors it reads"
+            )
     space = space.to(encoder.device)
     ranks = [np.zeros(0)]
     for start, h in _chunks(encoder, queries, batch_size):
@@ -366,7 +376,9 @@ def evaluate_leak_free(
         if not isinstance(space, DefinitionSpace):
             raise DictEmbedError(f"--leave-one-out needs a DefSent+ definition space, not {space.kind!r}")
         held_out = split_by_headword(cast(Dictionary, own), seed=source.split_seed)[split]
-        query_set = leave_one_out_queries(space, held_out, limit=limit, stored=dictionary is None)
+        # the stored vectors are those of the folder's own definitions, the dictionary written beside its space
+        own_file = dictionary is None and wordnet_dir is None and model_folder.definitions.is_file()
+        query_set = leave_one_out_queries(space, held_out, limit=limit, stored=own_file)
     if not query_set.definitions:
         raise DictEmbedError(f"no queries to score ({query_set.kept} kept, {query_set.dropped} dropped)")
     if baseline == "tfidf":

@@ -128,8 +128,8 @@ def export(
         (folder / ONNX_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if not keep_weights:
             drop_weights(staging)
-            # the card's usage for what the folder now holds: the graph, not the weights
-            write_model_card(staging, read_record(staging), name=output.name)
+        # the card anew for what the folder now holds: its copied entry space, the graph (and the weights or not)
+        write_model_card(staging, read_record(staging), name=output.name)
         replace_dir(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import threading
@@ -22,7 +21,7 @@ import numpy as np
 
 from dictembed.errors import ModelLoadError
 from dictembed.extras import require
-from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST
+from dictembed.model_folder import ONNX_DIR, ONNX_MANIFEST, QUERY_MANIFEST, manifest_graph
 from dictembed.record import file_sha256, update_sampled
 
 log = logging.getLogger(__name__)
@@ -104,13 +103,12 @@ def exported_file(folder: Path, manifest_name: str = ONNX_MANIFEST) -> tuple[Pat
     manifest_path = folder / ONNX_DIR / manifest_name
     error = BadExport if manifest_name == ONNX_MANIFEST else ModelLoadError
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        file = str(manifest["file"])
-    except (OSError, ValueError, TypeError, KeyError, RecursionError) as err:
-        raise error(f"{manifest_path} is corrupt ({type(err).__name__}: {clipped(str(err), err)})") from None
-    if Path(file).name != file or file in ("", ".", ".."):
-        raise error(f"{manifest_path}: file {file!r} is not a file name in the onnx folder")
+        manifest, file = manifest_graph(manifest_path)
+    except ValueError as err:
+        raise error(str(err)) from None
     graph = folder / ONNX_DIR / file
+    if manifest_name == ONNX_MANIFEST and not graph.is_file():
+        raise error(f"{graph}: missing, though {manifest_path} names it")
     if manifest_name == ONNX_MANIFEST:
         if graph_replaced(graph, manifest):
             raise ReplacedGraph(
