@@ -197,10 +197,10 @@ def leave_one_out_ranks(
     if not isinstance(space, DefinitionSpace):
         raise DictEmbedError(f"leave-one-out needs a definition (DefSent+) entry space, not {space.kind!r}")
     stored = space.definitions if queries.rows is not None else None
-    if stored is None and entry_encoder is None:
-        raise DictEmbedError("leave-one-out needs the queries' stored vectors or the entry encoder")
     pooled_entry = None
-    if stored is None and entry_encoder is not None:
+    if stored is None:
+        if entry_encoder is None:
+            raise DictEmbedError("leave-one-out needs the queries' stored vectors or the entry encoder")
         pooled_entry = entry_encoder.with_pooling(entry_pooling(space))
         if pooled_entry.dim != space.matrix.shape[1]:
             raise DictEmbedError(

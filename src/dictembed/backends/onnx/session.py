@@ -107,9 +107,9 @@ def exported_file(folder: Path, manifest_name: str = ONNX_MANIFEST) -> tuple[Pat
     except ValueError as err:
         raise error(str(err)) from None
     graph = folder / ONNX_DIR / file
-    if manifest_name == ONNX_MANIFEST and not graph.is_file():
-        raise error(f"{graph}: missing, though {manifest_path} names it")
     if manifest_name == ONNX_MANIFEST:
+        if not graph.is_file():
+            raise error(f"{graph}: missing, though {manifest_path} names it")
         if graph_replaced(graph, manifest):
             raise ReplacedGraph(
                 f"{graph} is not the graph {manifest_path} was written with (replaced or damaged since); export the "
