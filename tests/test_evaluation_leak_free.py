@@ -101,7 +101,7 @@ def test_stored_vectors_leave_one_out_of_a_projected_space_as_a_rebuilt_one(enco
         )
 
 
-def test_a_definition_listed_twice_under_a_word_takes_its_first_copy(encoder, toy_dictionary) -> None:
+def test_a_definition_listed_twice_under_a_word_is_left_out_with_its_copy(encoder, toy_dictionary) -> None:
     # WordNet lists "a grain of barley" twice under barleycorn; a model folder's definitions keep it once
     doubled = _dictionary({**{e.headword: e.definitions for e in toy_dictionary}, "dog": ["a pet that barks"] * 2})
     doubled["dog"].senses.append(toy_dictionary["cat"].senses[0])
@@ -111,8 +111,25 @@ def test_a_definition_listed_twice_under_a_word_takes_its_first_copy(encoder, to
     once = _dictionary({**{e.headword: e.definitions for e in doubled}, "dog": ["a pet that barks"]})
     once["dog"].senses.append(toy_dictionary["cat"].senses[0])
     rows = leak_free.stored_rows(space, once)
-    assert rows[("dog", 0)] == start and rows[("dog", 1)] == start + 2
+    assert rows[("dog", 0)] == (start, 2) and rows[("dog", 1)] == (start + 2, 1)  # the first copy, and both counted
     assert len(rows) == len(once.pairs())
+    queries = leak_free.leave_one_out_queries(space, once, stored=True)
+    barks = queries.definitions.index("a pet that barks")
+    assert queries.copies is not None and queries.copies[barks] == 2 and queries.single == 0
+    stored = space.definitions[int(queries.rows[barks])][None].float().numpy()
+    left = space.leave_one_out(queries.gold[barks : barks + 1], stored, queries.copies[barks : barks + 1])[0]
+    alone = DefinitionSpace.build(encoder, _dictionary({"dog": [toy_dictionary["cat"].definitions[0]]}), "amp")
+    np.testing.assert_allclose(left, alone.matrix[0].numpy(), atol=2e-3)  # neither copy left in: float16 rows
+    # the encoder's way counts the copies in the dictionary's own texts, and an entry of copies alone is not scored
+    encoded = leak_free.leave_one_out_queries(space, doubled)
+    assert sorted(encoded.copies[i] for i, d in enumerate(encoded.definitions) if d == "a pet that barks") == [2, 2]
+    only = _dictionary({**{e.headword: e.definitions for e in toy_dictionary}, "dog": ["a pet that barks"] * 2})
+    only_space = DefinitionSpace.build(encoder, only, "amp", similarity="cosine")
+    assert leak_free.leave_one_out_queries(only_space, only).single == 2
+    tfidf = leak_free.TfidfBaseline(doubled.headwords, doubled)
+    left_tfidf = tfidf.leave_one_out(["a pet that barks"], np.array([space.index["dog"]])).toarray()[0]
+    expected = tfidf.counter.transform([toy_dictionary["cat"].definitions[0]]).toarray()[0] * tfidf.idf  # the rest
+    np.testing.assert_allclose(left_tfidf, expected / np.linalg.norm(expected))
     other_words = _dictionary(
         {**{e.headword: e.definitions for e in doubled}, "dog": ["it barks", "it wags", "a", "b"]}
     )
@@ -128,7 +145,7 @@ def test_single_definition_headwords_are_counted_not_scored(encoder, toy_diction
     assert queries.single == 1 and queries.kept == 17 and queries.dropped == 0 and len(queries.definitions) == 16
     assert "the star that lights the day" not in queries.definitions
     assert leak_free.leave_one_out_queries(space, extra).counts() == {"n": 0, "kept": 1, "dropped": 1, "single": 1}
-    with pytest.raises(DictEmbedError, match="single definition"):
+    with pytest.raises(DictEmbedError, match="only definition"):
         space.leave_one_out(np.array([space.index["sun"]]), np.zeros((1, space.matrix.shape[1])))
 
 

@@ -427,16 +427,18 @@ class DefinitionSpace(MatrixSpace):
             self.words, matrix, self.similarity, self.temperature, self.kind, counts, definitions, headwords
         )
 
-    def leave_one_out(self, entries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        """The vectors of `entries[i]` without the definition whose entry-encoder vector is `vectors[i]`:
-        (mean * count - v) / (count - 1). Needs the counts, a plain (non-ICA) space and count > 1."""
+    def leave_one_out(self, entries: np.ndarray, vectors: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
+        """The vectors of `entries[i]` without the definition whose entry-encoder vector is `vectors[i]`, listed
+        `copies[i]` times in the entry (default once): (mean * count - k * v) / (count - k). Needs the counts, a
+        plain (non-ICA) space and a definition left."""
         counts_all = self.check_leave_one_out()
         entries = np.asarray(entries, dtype=np.int64)
         counts = counts_all[entries].astype(np.float64)[:, None]
-        if (counts < 2).any():
-            raise DictEmbedError("leave-one-out of an entry with a single definition leaves no vector")
+        k = np.ones_like(counts) if copies is None else np.asarray(copies, dtype=np.float64).reshape(-1, 1)
+        if (counts - k < 1).any():
+            raise DictEmbedError("leave-one-out of an entry's only definition leaves no vector")
         means = self.matrix.cpu().numpy()[entries].astype(np.float64)
-        return ((means * counts - np.asarray(vectors, dtype=np.float64)) / (counts - 1)).astype(np.float32)
+        return ((means * counts - k * np.asarray(vectors, dtype=np.float64)) / (counts - k)).astype(np.float32)
 
     @classmethod
     def build(

@@ -7,10 +7,11 @@ its own entries puts the query inside the gold vector. Two ways out, and a basel
   Chang, a table) scored against the model's entries; a query counts when its headword is an entry (exactly,
   else up to case, whitespace and underscores), the others are dropped and counted;
 - leave-one-out (`leave_one_out_ranks`): the model's own held-out definitions, with the gold entry's vector
-  recomputed without the query, (mean * count - v) / (count - 1), v being the query's own vector among those
+  recomputed without the query, (mean * count - k * v) / (count - k), v being the query's own vector among those
   the space stores (`stored_rows`: the vectors its mean was made of, a distilled space's projected ones too), else
-  its vector under the ENTRY encoder (the model that built the space); an entry with a single definition
-  vanishes, so those queries are counted (`QuerySet.single`), never scored;
+  its vector under the ENTRY encoder (the model that built the space), and k the times the entry lists that
+  definition (WordNet's *barleycorn* lists "a grain of barley" twice: leaving one copy in would leak it); an entry
+  left without a definition vanishes, so those queries are counted (`QuerySet.single`), never scored;
 - `TfidfBaseline`: TF-IDF cosine of the query against each entry's concatenated definitions (no neural
   model), over words or, for Chinese and Japanese, character n-grams, with an exact leave-one-out of the
   query's term counts (the IDF stays that of all entries).
@@ -59,6 +60,7 @@ class QuerySet:
     dropped: int
     single: int = 0
     rows: np.ndarray | None = None  # leave-one-out: each query's row among the space's stored definition vectors
+    copies: np.ndarray | None = None  # leave-one-out: the times each query's gold entry lists its definition
 
     def counts(self) -> dict[str, int]:
         return {"n": len(self.definitions), "kept": self.kept, "dropped": self.dropped, "single": self.single}
@@ -100,51 +102,55 @@ def leave_one_out_queries(
     space: DefinitionSpace, dictionary: Dictionary, limit: int | None = None, seed: int = 0, stored: bool = False
 ) -> QuerySet:
     """The definitions of `dictionary` (the model's own, e.g. its test split) whose headword is an entry of
-    `space` with at least two definitions; single-definition entries are counted in `single`. With `stored`
-    (`dictionary` being the one that built the space), each query's row among the space's stored definition
-    vectors too (`stored_rows`), where every one of them is found."""
+    `space` with a definition besides the query (and its repeats: `copies`); the others are counted in `single`.
+    With `stored` (`dictionary` being the one that built the space), each query's row among the space's stored
+    definition vectors too (`stored_rows`), where every one of them is found, and its copies counted among them."""
     counts = space.check_leave_one_out()
     rows = stored_rows(space, dictionary) if stored else {}
-    triples = [
-        (space.index.get(entry.headword), sense.definition, rows.get((entry.headword, j), -1))
-        for entry in dictionary
-        for j, sense in enumerate(entry.senses)
-    ]
-    kept = [t for t in triples if t[0] is not None]
-    scored = [t for t in kept if counts[t[0]] > 1]
+    queries: list[tuple[int | None, str, int, int]] = []  # (gold, definition, stored row, copies)
+    for entry in dictionary:
+        g, texts = space.index.get(entry.headword), entry.definitions
+        for j, text in enumerate(texts):
+            queries.append((g, text, *rows.get((entry.headword, j), (-1, texts.count(text)))))
+    kept = [q for q in queries if q[0] is not None]
+    scored = [q for q in kept if counts[cast(int, q[0])] > q[3]]
     sample = seeded_sample(scored, limit, seed)
-    found = np.array([row for _, _, row in sample], dtype=np.int64)
+    found = np.array([row for _, _, row, _ in sample], dtype=np.int64)
     return QuerySet(
-        [d for _, d, _ in sample],
-        np.array([g for g, _, _ in sample], dtype=np.int64),
+        [d for _, d, _, _ in sample],
+        np.array([g for g, _, _, _ in sample], dtype=np.int64),
         len(kept),
-        len(triples) - len(kept),
+        len(queries) - len(kept),
         single=len(kept) - len(scored),
         rows=found if stored and (found >= 0).all() else None,
+        copies=np.array([k for _, _, _, k in sample], dtype=np.int64),
     )
 
 
-def stored_rows(space: DefinitionSpace, dictionary: Dictionary) -> dict[tuple[str, int], int]:
-    """(headword, sense position) -> the row of that definition's vector among those `space` stores, for the
-    entries of `dictionary` (the one that built the space) it can match: all of an entry's rows where their count
-    is its senses'; where a word lists one definition twice (WordNet's *barleycorn*), which a model folder's
-    definitions keep once, each row but those repeating an earlier row of the entry (cosine above
-    `REPEAT_COSINE`). Empty for a space without stored vectors."""
+def stored_rows(space: DefinitionSpace, dictionary: Dictionary) -> dict[tuple[str, int], tuple[int, int]]:
+    """(headword, sense position) -> (the row of that definition's vector among those `space` stores, the rows of
+    its entry repeating it, itself included), for the entries of `dictionary` (the one that built the space) it
+    can match: all of an entry's rows where their count is its senses' and its definitions differ; where a word
+    lists one definition twice (WordNet's *barleycorn*), which a model folder's definitions keep once (or twice),
+    each row but those repeating an earlier row of the entry (cosine above `REPEAT_COSINE`), with its repeats
+    counted. Empty for a space without stored vectors."""
     if space.definitions is None:
         return {}
     counts = space.check_counts()
     first = np.cumsum(counts) - counts
-    rows: dict[tuple[str, int], int] = {}
+    rows: dict[tuple[str, int], tuple[int, int]] = {}
     for entry in dictionary:
         g = space.index.get(entry.headword)
         if g is None:
             continue
         start, count = int(first[g]), int(counts[g])
-        own = list(range(start, start + count))
-        if count != len(entry.senses):
+        own = [(start + i, 1) for i in range(count)]
+        if count != len(entry.senses) or len(set(entry.definitions)) != len(entry.senses):
             block = torch.nn.functional.normalize(space.definitions[start : start + count].float(), dim=-1)
-            cosines = block @ block.T
-            own = [start + i for i in range(count) if not bool((cosines[i, :i] > REPEAT_COSINE).any())]
+            repeats = (block @ block.T > REPEAT_COSINE).numpy()
+            # the dictionary lists the repeats as the space does (each its own query), or once
+            keep = range(count) if count == len(entry.senses) else [i for i in range(count) if not repeats[i, :i].any()]
+            own = [(start + i, int(repeats[i].sum())) for i in keep]
         if len(own) == len(entry.senses):
             rows.update(((entry.headword, j), row) for j, row in enumerate(own))
     return rows
@@ -192,8 +198,8 @@ def leave_one_out_ranks(
     encoder: Encoder, space: EntrySpace, entry_encoder: Encoder | None, queries: QuerySet, batch_size: int = 64
 ) -> np.ndarray:
     """Ranks with each gold entry rebuilt without its query: every other entry scored as usual, the gold by
-    the space's logits (dot, or cosine / temperature) against (mean * count - v) / (count - 1), v the query's
-    stored vector (`queries.rows`), else its vector under `entry_encoder`."""
+    the space's logits (dot, or cosine / temperature) against (mean * count - k * v) / (count - k), v the query's
+    stored vector (`queries.rows`), else its vector under `entry_encoder`, k its copies (`queries.copies`)."""
     if not isinstance(space, DefinitionSpace):
         raise DictEmbedError(f"leave-one-out needs a definition (DefSent+) entry space, not {space.kind!r}")
     stored = space.definitions if queries.rows is not None else None
@@ -218,7 +224,8 @@ def leave_one_out_ranks(
         else:
             with pooled_entry.autocast():
                 v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
-        loo = torch.from_numpy(space.leave_one_out(gold, v)).to(encoder.device)
+        copies = None if queries.copies is None else queries.copies[start : start + CHUNK]
+        loo = torch.from_numpy(space.leave_one_out(gold, v, copies)).to(encoder.device)
         scores = space(h).float()
         if space.similarity == "cosine":  # each query against its own gold vector: [B, 1, d] x [B, 1, d]
             own = cosine_logits(h[:, None], loo[:, None], space.temperature)[:, 0, 0]
@@ -303,7 +310,8 @@ class TfidfBaseline:
         definitions = [d for w in self.words if w in dictionary for d in dictionary[w].definitions]
         self.analyzer = tfidf_analyzer(analyzer, definitions)
         options: dict[str, Any] = {"analyzer": char_ngrams} if self.analyzer == "char" else {}
-        documents = [" \n ".join(dictionary[w].definitions) if w in dictionary else "" for w in self.words]
+        self.definitions = [dictionary[w].definitions if w in dictionary else [] for w in self.words]
+        documents = [" \n ".join(texts) for texts in self.definitions]
         self.vectorizer = TfidfVectorizer(dtype=np.float64, **options)
         self.matrix = self.vectorizer.fit_transform(documents).tocsr()  # rows l2-normalised
         self.counter = CountVectorizer(vocabulary=self.vectorizer.vocabulary_, **options)
@@ -315,10 +323,14 @@ class TfidfBaseline:
         return (self.vectorizer.transform(texts) @ self.matrix.T).toarray()
 
     def leave_one_out(self, texts: list[str], gold: np.ndarray) -> np.ndarray:
-        """The TF-IDF rows of `gold[i]` without the term counts of `texts[i]` (l2-normalised; zero if empty)."""
+        """The TF-IDF rows of `gold[i]` without the term counts of `texts[i]`, as often as the entry lists it
+        (l2-normalised; zero if empty)."""
+        import scipy.sparse
         from sklearn.preprocessing import normalize
 
-        rest = self.counts[gold] - self.counter.transform(texts)
+        copies = [max(self.definitions[g].count(t), 1) for t, g in zip(texts, np.asarray(gold).tolist(), strict=True)]
+        taken = scipy.sparse.diags(np.asarray(copies, dtype=np.float64)) @ self.counter.transform(texts)
+        rest = self.counts[gold] - taken
         if rest.nnz and rest.data.min() < 0:
             raise DictEmbedError("leave-one-out of a text that is not among the entry's definitions")
         return normalize(rest.multiply(self.idf).tocsr())
