@@ -445,6 +445,40 @@ def test_cli_export_leaves_the_weights_out_unless_kept(
     )
 
 
+def test_encode_runs_a_weightless_export_and_refuses_what_it_cannot_honour(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_log_level: None
+) -> None:
+    """`dictembed encode` on an export without torch weights: its graph's vectors, streamed to .npy (resumable: the
+    identity it records names the export) or held for a .npz, normalised or quantised as asked; what only the torch
+    network can do is one line naming the option, and `evaluate mteb` refuses it as `Encoder.load` does."""
+    from conftest import error_lines
+
+    light = folders["int8-light"]
+    lines = tmp_path / "in.txt"
+    lines.write_text("\n".join(MANY) + "\n")
+    query = OnnxQueryEncoder.open(light)
+    expected = np.concatenate([query.encode(MANY[:50]), query.encode(MANY[50:])])  # int8: batch by batch as encoded
+    base = ["encode", "--model", str(light), "--input", str(lines), "--json"]
+    assert main([*base, "--output", str(tmp_path / "a.npy"), "--chunk-size", "50"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [report[k] for k in ("precision", "backend", "device", "rows")] == ["int8", "onnx", "cpu", len(MANY)]
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), expected)  # the same graph, the same batches
+    assert main([*base, "--output", str(tmp_path / "b.npz"), "--normalize", "--quantize", "binary"]) == 0
+    capsys.readouterr()
+    from sentence_transformers import quantize_embeddings
+
+    whole = query.encode(MANY)
+    unit = whole / np.linalg.norm(whole, axis=1, keepdims=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "b.npz")["embeddings"], quantize_embeddings(unit, "binary"))
+    for option, value in (("--device", "cuda"), ("--pooling", "cls"), ("--backend", "torch"), ("--precision", "bf16")):
+        assert main([*base, "--output", str(tmp_path / "c.npy"), option, value]) == 2
+        (line,) = error_lines(capsys.readouterr().err)
+        assert f"{option} {value}" in line and str(light) in line and not (tmp_path / "c.npy").exists()
+    assert main(["evaluate", "mteb", "--model", str(light), "--tasks", "STSBenchmark"]) == 1
+    (line,) = error_lines(capsys.readouterr().err)
+    assert "without its fp32 weights" in line and "--keep-weights" in line
+
+
 # ---------------------------------------------------------------------------------------------- sentence-transformers
 class OrtStandIn:
     """What sentence-transformers' ONNX backend loads (optimum's ORTModelForFeatureExtraction), reduced to a plain

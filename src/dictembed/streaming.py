@@ -117,7 +117,7 @@ def model_identity(encoder: Any) -> dict[str, Any]:
     masked-LM checkpoint lacks, are drawn anew at each load). Any doubt only makes a run start over."""
     probes = encoder.encode(PROBES, batch_size=len(PROBES), show_progress_bar=False)
     return {
-        "name": str(getattr(encoder.backbone, "name_or_path", "") or ""),
+        "name": str(getattr(getattr(encoder, "backbone", encoder), "name_or_path", "") or ""),
         "probe_sha1": hashlib.sha1(np.ascontiguousarray(probes, dtype=np.float32).tobytes()).hexdigest(),
         **encoder.config,
         "precision": encoder.compute_precision,

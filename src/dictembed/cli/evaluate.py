@@ -263,7 +263,7 @@ def run_lexsub(args: argparse.Namespace) -> Report:
 def run_mteb(args: argparse.Namespace) -> Report:
     from dictembed.evaluation.mteb import evaluate_mteb
 
-    encoder = load_encoder(args)
+    encoder = load_encoder(args, export=False)  # MTEB's model card reads the torch network
     with encoder.autocast():
         result = evaluate_mteb(encoder, tasks=args.tasks, output_folder=args.output_folder)
     return Report(result, table(result, "MTEB (main score x 100)"))
