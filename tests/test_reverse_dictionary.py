@@ -283,6 +283,11 @@ def test_search_takes_the_mode_predict_and_the_api_take(rd) -> None:
         rd.search("transitory", mode="synonyms")
     with pytest.raises(DictEmbedError, match="not an entry of this model; mode similar needs one"):
         rd.search(description, mode="similar")
+    for query in ("transitory", description):  # the same keywords either way auto answers: filters only
+        with pytest.raises(DictEmbedError, match="scoring"):
+            rd.search(query, mode="auto", scoring=None)
+        with pytest.raises(DictEmbedError, match="batch_size"):
+            rd.search(query, mode="auto", batch_size=8)
 
 
 def test_neighbours_are_the_nearest_entry_vectors_without_the_word(rd, space) -> None:

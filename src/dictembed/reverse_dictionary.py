@@ -486,8 +486,9 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         query first (in a space that keeps them), then the dictionary's sense order, those of the filter's part of
         speech (when given) first. `mode`, as `predict --mode` and the API take it: describe (the query is a
         description), similar (the query is an entry: its near-synonyms, `neighbours`), auto (similar where the
-        query is an entry: `similar_entry`)."""
+        query is an entry: `similar_entry`). Only filter keywords are taken, whichever way `mode` answers."""
+        filters = Filters.resolve(filters, options)
         entry = self.similar_entry(query, mode)
         if entry is not None:
-            return self.neighbours(entry, k, filters, max_definitions, **options)
-        return self.search_many([query], k, filters, max_definitions, **options)[0]
+            return self.neighbours(entry, k, filters, max_definitions)
+        return self.search_many([query], k, filters, max_definitions)[0]
