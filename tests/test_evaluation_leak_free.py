@@ -120,12 +120,29 @@ def test_a_definition_listed_twice_under_a_word_is_left_out_with_its_copy(encode
     left = space.leave_one_out(queries.gold[barks : barks + 1], stored, queries.copies[barks : barks + 1])[0]
     alone = DefinitionSpace.build(encoder, _dictionary({"dog": [toy_dictionary["cat"].definitions[0]]}), "amp")
     np.testing.assert_allclose(left, alone.matrix[0].numpy(), atol=2e-3)  # neither copy left in: float16 rows
-    # the encoder's way counts the copies in the dictionary's own texts, and an entry of copies alone is not scored
-    encoded = leak_free.leave_one_out_queries(space, doubled)
-    assert sorted(encoded.copies[i] for i, d in enumerate(encoded.definitions) if d == "a pet that barks") == [2, 2]
+    # the entry encoder's way counts the copies among the stored vectors near the query's, whether the dictionary
+    # lists the definition once (a folder's definitions with --wordnet-dir) or twice: the ranks of the stored way
+    stored_ranks = leak_free.leave_one_out_ranks(encoder, space, None, queries)
+    for listed in (once, doubled):
+        encoded = leak_free.leave_one_out_queries(space, listed)
+        assert encoded.rows is None and set(encoded.copies.tolist()) == {leak_free.NEAR_QUERY}
+        ranks = leak_free.leave_one_out_ranks(encoder, space, encoder, encoded).tolist()
+        assert dict(zip(encoded.definitions, ranks, strict=True)) == dict(
+            zip(queries.definitions, stored_ranks.tolist(), strict=True)
+        )
+    assert [leak_free.EntryRepeats(space).near(space.index["dog"], v) for v in (stored[0], -stored[0])] == [2, 1]
+    # a space without its stored vectors counts the dictionary's texts; an entry of copies alone is not scored
+    bare = DefinitionSpace(space.words, space.matrix, "cosine", 0.05, space.kind, space.counts)
+    listed_twice = leak_free.leave_one_out_queries(bare, doubled)
+    twice = zip(listed_twice.copies, listed_twice.definitions, strict=True)
+    assert [c for c, d in twice if d == "a pet that barks"] == [2, 2]
     only = _dictionary({**{e.headword: e.definitions for e in toy_dictionary}, "dog": ["a pet that barks"] * 2})
     only_space = DefinitionSpace.build(encoder, only, "amp", similarity="cosine")
-    assert leak_free.leave_one_out_queries(only_space, only).single == 2
+    bare_only = DefinitionSpace(only_space.words, only_space.matrix, "cosine", 0.05, only_space.kind, only_space.counts)
+    for kind in (only_space, bare_only):
+        assert leak_free.leave_one_out_queries(kind, only).single == 2
+    once_only = _dictionary({**{e.headword: e.definitions for e in only}, "dog": ["a pet that barks"]})
+    assert leak_free.leave_one_out_queries(only_space, once_only).single == 1  # the stored vectors are one
     tfidf = leak_free.TfidfBaseline(doubled.headwords, doubled)
     left_tfidf = tfidf.leave_one_out(["a pet that barks"], np.array([space.index["dog"]])).toarray()[0]
     expected = tfidf.counter.transform([toy_dictionary["cat"].definitions[0]]).toarray()[0] * tfidf.idf  # the rest

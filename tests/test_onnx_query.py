@@ -470,13 +470,55 @@ def test_encode_runs_a_weightless_export_and_refuses_what_it_cannot_honour(
     whole = query.encode(MANY)
     unit = whole / np.linalg.norm(whole, axis=1, keepdims=True)
     np.testing.assert_array_equal(np.load(tmp_path / "b.npz")["embeddings"], quantize_embeddings(unit, "binary"))
-    for option, value in (("--device", "cuda"), ("--pooling", "cls"), ("--backend", "torch"), ("--precision", "bf16")):
+    assert main([*base, "--output", str(tmp_path / "d.npy"), "--device", "cpu:0"]) == 0
+    capsys.readouterr()
+    assert (
+        main([*base, "--output", str(tmp_path / "c.npy"), "--device", "cuda"]) != 0
+    )  # no GPU here, or not its graph's
+    (line,) = error_lines(capsys.readouterr().err)
+    assert "cuda" in line.lower() and not (tmp_path / "c.npy").exists()
+    for option, value in (("--pooling", "cls"), ("--backend", "torch"), ("--precision", "fp32")):
         assert main([*base, "--output", str(tmp_path / "c.npy"), option, value]) == 2
         (line,) = error_lines(capsys.readouterr().err)
         assert f"{option} {value}" in line and str(light) in line and not (tmp_path / "c.npy").exists()
     assert main(["evaluate", "mteb", "--model", str(light), "--tasks", "STSBenchmark"]) == 1
     (line,) = error_lines(capsys.readouterr().err)
     assert "without its fp32 weights" in line and "--keep-weights" in line
+
+
+def test_an_int8_exports_encode_resumes_only_as_it_was_batched(
+    folders: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An int8 graph's vectors depend on their batch: an interrupted encode resumes with the batch and chunk sizes
+    it ran with (its rows then those of a run never interrupted) and starts over with others."""
+    from dictembed.backends.onnx.export_encoder import ExportEncoder
+    from dictembed.model_folder import ModelFolder
+    from dictembed.streaming import PROBES, encode_to_npy
+
+    encoder = ExportEncoder.open(ModelFolder.open(folders["int8-light"]))
+    assert not encoder.batch_invariant
+    lines = tmp_path / "in.txt"
+    lines.write_text("\n".join(MANY) + "\n")
+    whole = encode_to_npy(encoder, lines, tmp_path / "whole.npy", batch_size=4, chunk_size=20, show_progress=False)
+    assert whole["resumed_from"] == 0
+    encode = ExportEncoder.encode
+
+    def interrupted(self: ExportEncoder, sentences: list[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        if list(sentences) != PROBES and len(chunks) == 1:
+            raise KeyboardInterrupt
+        chunks.append(len(sentences)) if list(sentences) != PROBES else None
+        return encode(self, sentences, *args, **kwargs)
+
+    for batch_size, resumed in ((4, 20), (16, 0)):
+        out, chunks = tmp_path / f"b{batch_size}.npy", []
+        monkeypatch.setattr(ExportEncoder, "encode", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            encode_to_npy(encoder, lines, out, batch_size=4, chunk_size=20, show_progress=False)
+        monkeypatch.undo()
+        done = encode_to_npy(encoder, lines, out, batch_size=batch_size, chunk_size=20, show_progress=False)
+        assert done["resumed_from"] == resumed
+        if resumed:
+            np.testing.assert_array_equal(np.load(out), np.load(tmp_path / "whole.npy"))
 
 
 # ---------------------------------------------------------------------------------------------- sentence-transformers

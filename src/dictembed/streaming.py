@@ -6,7 +6,8 @@ byte order mark removed, as `dictembed.io.read_lines` does). Each chunk is encod
 sidecar `OUTPUT.progress.json` is replaced atomically with the rows done. The sidecar is written only after
 the rows are flushed, so it never claims a row the file does not hold. Run again with the same input and
 model (same size, modification time and first bytes; same vectors for probe sentences, pooling, modules,
-precision and options), it continues after the rows done; anything else starts over. When every row is written the
+precision and options; the batch and chunk sizes too for an encoder whose vectors depend on their batch, as an
+int8 graph's or bf16's do), it continues after the rows done; anything else starts over. When every row is written the
 partial file is renamed to OUTPUT and the sidecar removed: OUTPUT only ever appears complete.
 
 Only a plain file is counted first and resumed. A pipe, FIFO or device (`--input /dev/stdin`) gives its bytes
@@ -52,6 +53,7 @@ from dictembed.io import (
 )
 from dictembed.progress import disable
 from dictembed.quantization import STREAMABLE, Quantization
+from dictembed.query_encoder import batch_invariant
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +292,8 @@ def _encode_to_npy(
             "normalize": normalize,
             "quantize": quantize,
         }
+        if not batch_invariant(encoder):  # its vectors depend on their batch: a resume must batch as the run did
+            identity["batches"] = {"batch_size": batch_size, "chunk_size": chunk_size}
         start = broadcast_int(_resume_point(output, identity) if main else 0, cpu=cpu)
         lines = iter_lines(input_path, encoding, skip=start)
     else:  # read once, held in memory: counting it first would consume it

@@ -217,49 +217,47 @@ def load_encoder(args: argparse.Namespace, export: bool = True) -> Any:
     """The encoder on --device with --precision as its compute precision (`Encoder.autocast`); --backend onnx
     (where the command has it) runs the backbone with ONNX Runtime on the CPU. With `export`, an export without
     torch weights runs its graph (`ExportEncoder`, CPU only, in the graph's own precision; no --pooling, no other
-    backend); without, it is refused as `Encoder.load` refuses it."""
+    backend); without, it is refused as `Encoder.load` refuses it. --device is checked before the model is read."""
     from dictembed.devices import loader_device
     from dictembed.encoder import Encoder
     from dictembed.model_folder import weightless_export_graph
     from dictembed.paths import default_model
 
-    folder = ModelFolder.open(args.model or default_model())
+    name = args.model or default_model()
+    device = loader_device(getattr(args, "device", "auto"))
+    folder = ModelFolder.open(name)
     if export and weightless_export_graph(folder.path) is not None:
-        return export_encoder(args, folder)
-    encoder = Encoder.load(
-        folder,
-        pooling=getattr(args, "pooling", None),
-        device=loader_device(getattr(args, "device", "auto")),
-        backend=getattr(args, "backend", None),
-    )
+        return export_encoder(args, folder, device)
+    backend = getattr(args, "backend", None)
+    encoder = Encoder.load(name, pooling=getattr(args, "pooling", None), device=device, backend=backend)
     return encoder.set_precision(getattr(args, "precision", "auto"))
 
 
-def export_encoder(args: argparse.Namespace, folder: ModelFolder) -> Any:
-    """`load_encoder` of a weightless export: its graph on ONNX Runtime, the options it cannot honour refused."""
-    from dictembed.backends.onnx.export_encoder import ExportEncoder
+def export_encoder(args: argparse.Namespace, folder: ModelFolder, device: Any) -> Any:
+    """`load_encoder` of a weightless export: its graph on ONNX Runtime, the options it cannot honour refused
+    before the graph opens (`device`: None for auto)."""
+    from dictembed.backends.onnx.export_encoder import ExportEncoder, graph_precision
 
-    asked = [
+    graph = graph_precision(folder)
+    backend, pooling = getattr(args, "backend", None), getattr(args, "pooling", None)
+    asked_device, precision = getattr(args, "device", "auto"), getattr(args, "precision", "auto")
+    refused = [
         f"--{name} {value}"
         for name, value, fits in (
-            ("backend", getattr(args, "backend", None), (None, "onnx")),
-            ("pooling", getattr(args, "pooling", None), (None,)),
-            ("device", getattr(args, "device", "auto"), ("auto", "cpu")),
+            ("backend", backend, backend in (None, "onnx")),
+            ("pooling", pooling, pooling is None),
+            ("device", asked_device, device is None or device.type == "cpu"),
+            ("precision", precision, precision in ("auto", graph)),
         )
-        if value not in fits
+        if not fits
     ]
-    if asked:
+    if refused:
         raise UsageError(
-            f"{asked[0]}: model folder {folder.path} is an ONNX export without its fp32 weights, which runs its own "
-            "graph, pooling included, with ONNX Runtime on the CPU; export it again with --keep-weights"
+            f"{refused[0]}: model folder {folder.path} is an ONNX export without its fp32 weights, which runs its own "
+            f"graph ({graph}, pooling included) with ONNX Runtime on the CPU; leave the option out, or export the "
+            "model again with --keep-weights"
         )
-    encoder = ExportEncoder.open(folder)
-    if (precision := getattr(args, "precision", "auto")) not in ("auto", encoder.compute_precision):
-        raise UsageError(
-            f"--precision {precision}: model folder {folder.path} is an ONNX export without its fp32 weights, whose "
-            f"graph computes in {encoder.compute_precision}; leave --precision out"
-        )
-    return encoder
+    return ExportEncoder.open(folder)
 
 
 def add_tasks(group: Group, help_text: str, required: bool = False) -> None:

@@ -47,12 +47,14 @@ from dictembed.paths import default_model
 log = logging.getLogger(__name__)
 CHUNK = 256  # queries scored against every entry at a time
 REPEAT_COSINE = 0.9999  # two stored vectors of one entry this close are one definition listed twice
+NEAR_QUERY = 0  # `QuerySet.copies`: counted when ranking, as the entry's stored vectors this close to the query's
 
 
 @dataclass
 class QuerySet:
     """Queries with the index of their gold entry: `kept` matched an entry, `dropped` did not, `single`
-    (leave-one-out) had a single-definition entry; `definitions`/`gold` are the scored ones (after a limit)."""
+    (leave-one-out) had an entry with no other definition than the query (and its copies); `definitions`/`gold`
+    are the scored ones (after a limit)."""
 
     definitions: list[str]
     gold: np.ndarray
@@ -60,7 +62,7 @@ class QuerySet:
     dropped: int
     single: int = 0
     rows: np.ndarray | None = None  # leave-one-out: each query's row among the space's stored definition vectors
-    copies: np.ndarray | None = None  # leave-one-out: the times each query's gold entry lists its definition
+    copies: np.ndarray | None = None  # leave-one-out: the times each query's gold lists its definition (`NEAR_QUERY`)
 
     def counts(self) -> dict[str, int]:
         return {"n": len(self.definitions), "kept": self.kept, "dropped": self.dropped, "single": self.single}
@@ -102,18 +104,26 @@ def leave_one_out_queries(
     space: DefinitionSpace, dictionary: Dictionary, limit: int | None = None, seed: int = 0, stored: bool = False
 ) -> QuerySet:
     """The definitions of `dictionary` (the model's own, e.g. its test split) whose headword is an entry of
-    `space` with a definition besides the query (and its repeats: `copies`); the others are counted in `single`.
-    With `stored` (`dictionary` being the one that built the space), each query's row among the space's stored
-    definition vectors too (`stored_rows`), where every one of them is found, and its copies counted among them."""
+    `space` with a definition besides the query and its copies; the others are counted in `single`. With `stored`
+    (`dictionary` being the one that built the space), each query's row among the space's stored definition
+    vectors too (`stored_rows`), where every one of them is found, and its copies among them. Otherwise a space
+    with stored vectors counts the copies when ranking (`NEAR_QUERY`: those near the query's vector; an entry
+    whose stored vectors are all one definition is single), and one without them in the dictionary's texts."""
     counts = space.check_leave_one_out()
     rows = stored_rows(space, dictionary) if stored else {}
     queries: list[tuple[int | None, str, int, int]] = []  # (gold, definition, stored row, copies)
     for entry in dictionary:
         g, texts = space.index.get(entry.headword), entry.definitions
         for j, text in enumerate(texts):
-            queries.append((g, text, *rows.get((entry.headword, j), (-1, texts.count(text)))))
+            near = NEAR_QUERY if space.definitions is not None else texts.count(text)
+            queries.append((g, text, *rows.get((entry.headword, j), (-1, near))))
     kept = [q for q in queries if q[0] is not None]
-    scored = [q for q in kept if counts[cast(int, q[0])] > q[3]]
+    repeats = EntryRepeats(space)
+
+    def left(g: int, copies: int) -> bool:  # whether entry g keeps a definition once the query and its copies leave
+        return bool(counts[g] > 1 and counts[g] > (copies or repeats.of(g).min()))
+
+    scored = [q for q in kept if left(cast(int, q[0]), q[3])]
     sample = seeded_sample(scored, limit, seed)
     found = np.array([row for _, _, row, _ in sample], dtype=np.int64)
     return QuerySet(
@@ -127,31 +137,61 @@ def leave_one_out_queries(
     )
 
 
+class EntryRepeats:
+    """For each stored definition vector of an entry, how many of the entry's vectors repeat it (cosine above
+    `REPEAT_COSINE`), itself included: 1 for a definition listed once."""
+
+    def __init__(self, space: DefinitionSpace) -> None:
+        self.space, counts = space, space.check_counts()
+        self.counts, self.first = counts, np.cumsum(counts) - counts
+        self._of: dict[int, np.ndarray] = {}
+
+    def block(self, g: int) -> torch.Tensor:
+        """The unit vectors entry `g` stores, one row per definition."""
+        start, count = int(self.first[g]), int(self.counts[g])
+        stored = cast(torch.Tensor, self.space.definitions)[start : start + count]
+        return torch.nn.functional.normalize(stored.float(), dim=-1)
+
+    def of(self, g: int) -> np.ndarray:
+        if self.space.definitions is None or self.counts[g] < 2:
+            return np.ones(int(self.counts[g]), dtype=np.int64)
+        if g not in self._of:
+            block = self.block(g)
+            self._of[g] = (block @ block.T > REPEAT_COSINE).sum(1).cpu().numpy()
+        return self._of[g]
+
+    def near(self, g: int, vector: np.ndarray) -> int:
+        """The copies of the definition whose vector is `vector` among entry `g`'s: those within `REPEAT_COSINE`,
+        at least one, at most all but one (an entry of one definition's copies alone is never ranked)."""
+        query = torch.nn.functional.normalize(torch.as_tensor(vector, dtype=torch.float32), dim=-1)
+        block = self.block(g)
+        near = int((block @ query.to(block.device) > REPEAT_COSINE).sum())
+        return min(max(near, 1), int(self.counts[g]) - 1)
+
+
 def stored_rows(space: DefinitionSpace, dictionary: Dictionary) -> dict[tuple[str, int], tuple[int, int]]:
-    """(headword, sense position) -> (the row of that definition's vector among those `space` stores, the rows of
-    its entry repeating it, itself included), for the entries of `dictionary` (the one that built the space) it
-    can match: all of an entry's rows where their count is its senses' and its definitions differ; where a word
-    lists one definition twice (WordNet's *barleycorn*), which a model folder's definitions keep once (or twice),
-    each row but those repeating an earlier row of the entry (cosine above `REPEAT_COSINE`), with its repeats
-    counted. Empty for a space without stored vectors."""
+    """(headword, sense position) -> (the row of that definition's vector among those `space` stores, its copies
+    among the entry's rows), for the entries of `dictionary` (the one that built the space) it can match: all of an
+    entry's rows where their count is its senses' (the copies those of its text); where a word lists one
+    definition twice (WordNet's *barleycorn*), which a model folder's definitions keep once, each row but those
+    repeating an earlier row of the entry (`EntryRepeats`), with its repeats counted. Empty for a space without
+    stored vectors."""
     if space.definitions is None:
         return {}
-    counts = space.check_counts()
-    first = np.cumsum(counts) - counts
+    repeats = EntryRepeats(space)
     rows: dict[tuple[str, int], tuple[int, int]] = {}
     for entry in dictionary:
         g = space.index.get(entry.headword)
         if g is None:
             continue
-        start, count = int(first[g]), int(counts[g])
-        own = [(start + i, 1) for i in range(count)]
-        if count != len(entry.senses) or len(set(entry.definitions)) != len(entry.senses):
-            block = torch.nn.functional.normalize(space.definitions[start : start + count].float(), dim=-1)
-            repeats = (block @ block.T > REPEAT_COSINE).numpy()
-            # the dictionary lists the repeats as the space does (each its own query), or once
-            keep = range(count) if count == len(entry.senses) else [i for i in range(count) if not repeats[i, :i].any()]
-            own = [(start + i, int(repeats[i].sum())) for i in keep]
-        if len(own) == len(entry.senses):
+        start, count, texts = int(repeats.first[g]), int(repeats.counts[g]), entry.definitions
+        if count == len(texts):  # the dictionary lists each of the space's definitions, repeats and all
+            own = [(start + i, texts.count(text)) for i, text in enumerate(texts)]
+        else:
+            block = repeats.block(g)
+            near = (block @ block.T > REPEAT_COSINE).cpu().numpy()
+            own = [(start + i, int(near[i].sum())) for i in range(count) if not near[i, :i].any()]
+        if len(own) == len(texts):
             rows.update(((entry.headword, j), row) for j, row in enumerate(own))
     return rows
 
@@ -224,7 +264,11 @@ def leave_one_out_ranks(
         else:
             with pooled_entry.autocast():
                 v = np.asarray(pooled_entry.encode(texts, batch_size=batch_size), dtype=np.float32)
-        copies = None if queries.copies is None else queries.copies[start : start + CHUNK]
+        copies = None if queries.copies is None else queries.copies[start : start + CHUNK].copy()
+        if copies is not None and (copies == NEAR_QUERY).any():
+            repeats = EntryRepeats(space)
+            for i in np.flatnonzero(copies == NEAR_QUERY):
+                copies[i] = repeats.near(int(gold[i]), v[i])
         loo = torch.from_numpy(space.leave_one_out(gold, v, copies)).to(encoder.device)
         scores = space(h).float()
         if space.similarity == "cosine":  # each query against its own gold vector: [B, 1, d] x [B, 1, d]
@@ -389,7 +433,8 @@ def evaluate_leak_free(
             raise DictEmbedError(f"--leave-one-out needs a DefSent+ definition space, not {space.kind!r}")
         held_out = split_by_headword(cast(Dictionary, own), seed=source.split_seed)[split]
         # the stored vectors are those of the folder's own definitions, the dictionary written beside its space
-        own_file = dictionary is None and wordnet_dir is None and model_folder.definitions.is_file()
+        definitions = model_folder.definitions
+        own_file = definitions.is_file() and Path(source.spec).resolve() == definitions.resolve()
         query_set = leave_one_out_queries(space, held_out, limit=limit, stored=own_file)
     if not query_set.definitions:
         raise DictEmbedError(f"no queries to score ({query_set.kept} kept, {query_set.dropped} dropped)")

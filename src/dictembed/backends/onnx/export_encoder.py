@@ -18,6 +18,15 @@ from dictembed.model_folder import ModelFolder
 from dictembed.quantization import Quantization
 
 
+def graph_precision(folder: ModelFolder) -> str:
+    """What an export's graph computes in, from its manifest (`onnx/export.json`): its quantisation, else fp32."""
+    from dictembed.backends.onnx.session import exported_file
+
+    _, manifest = exported_file(folder.path)  # a manifest that does not parse is a one-line error naming it
+    quantize = manifest.get("quantize")
+    return str(quantize) if quantize else "fp32"
+
+
 class ExportEncoder:
     """`Encoder`'s sentence interface over an export's graph, on the CPU."""
 
@@ -31,6 +40,7 @@ class ExportEncoder:
         self.pooling = query.pooling
         quantize = query.manifest.get("quantize")
         self.compute_precision = str(quantize) if quantize else "fp32"
+        self.batch_invariant = query.batch_invariant  # an int8 graph's vectors depend on their batch
 
     @classmethod
     def open(cls, folder: ModelFolder) -> ExportEncoder:
