@@ -107,7 +107,7 @@ def test_senteval_jobs_keep_joblib_meanings() -> None:
         ({"limit": 0}, "limit must be a whole number >= 1 .*got 0"),
         ({"limit": -2007}, "limit must be .*got -2007"),
         ({"limit": 1.5}, "limit must be .*got 1.5"),
-        ({"batch_size": 0}, "batch_size must be a whole number of at least 1, got 0"),
+        ({"batch_size": 0}, "batch_size must be a whole number from 1 to 1000000, got 0"),
         ({"post": 5}, "post must be a name or a list of names"),
         ({"scoring": "softmax"}, "unknown lexsub scoring 'softmax'"),
         ({"validation_model": 3}, "validation_model must be a model folder or name .*SubstituteValidator, got int"),

@@ -140,8 +140,14 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     with pytest.raises(DictEmbedError, match="unknown pooling"):
         Encoder.load(str(bert_path), pooling="median")
     assert enc.encode([]).shape == (0, 32)
-    for size in ("query", 0, 2.5, True):  # a prompt name where sentence-transformers takes one, a zero, not whole
-        with pytest.raises(DictEmbedError, match="^batch_size must be a whole number of at least 1, got "):
+    for size in (
+        "query",
+        0,
+        2.5,
+        True,
+        10**20,
+    ):  # a prompt name where sentence-transformers takes one, a zero, not whole, huge
+        with pytest.raises(DictEmbedError, match="^batch_size must be a whole number from 1 to 1000000, got "):
             enc.encode(["fine"], size)
     assert enc.encode(["fine", "good"], np.int64(1)).shape == (2, 32)  # numpy's whole numbers are whole numbers
     for quantize in ("int8", "uint8"):  # scaled to the sentences encoded together: one has no range

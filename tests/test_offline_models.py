@@ -301,8 +301,15 @@ def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, caps
     assert marker["model"] == name and marker["packages"][offline_models.MPNET_PARTS[0]] == "0.0.1"
     assert offline_models.prepare(name)["reused"]
     assert not offline_models.prepare(name, force=True)["reused"]
-    (folder / "model.safetensors").write_bytes(b"changed")  # a damaged folder is prepared again
-    assert not offline_models.prepare(name)["reused"] and (folder / "model.safetensors").read_bytes() == WEIGHTS
+    (folder / "model.safetensors").write_bytes(b"changed")  # a damaged folder is prepared again only with force
+    (folder / "notes.txt").write_text("keep me")
+    with pytest.raises(DictEmbedError, match="changed since it was prepared; pass --force"):
+        offline_models.prepare(name)
+    assert (folder / "notes.txt").read_text() == "keep me" and (folder / "model.safetensors").read_bytes() == b"changed"
+    assert (
+        not offline_models.prepare(name, force=True)["reused"]
+        and (folder / "model.safetensors").read_bytes() == WEIGHTS
+    )
     assert not list(fake_mpnet.glob("models/*.partial"))
 
     out, _ = cli_succeeds(capsys, ["models", "prepare", name, "--output", str(tmp_path / "mine"), "--json"])

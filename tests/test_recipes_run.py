@@ -199,8 +199,14 @@ def test_resume_means_what_it_says(bert_path, toy_dictionary, tmp_path, caplog) 
     other, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run", identity={"limit": 3})
     other.fit(max_steps=1)  # the checkpoint fresh left at step 1 belongs to another configuration
     other_again, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run", identity={"limit": 5})
-    other_again.fit(resume=True, max_steps=2)
-    assert other_again.progress.step == 2 and "trained with another configuration" in caplog.text
+    checkpoint = tmp_path / "run" / "checkpoint"
+    kept = {p.name: p.read_bytes() for p in checkpoint.iterdir()}
+    with pytest.raises(DictEmbedError, match="trained with another configuration; resume it with the options"):
+        other_again.fit(resume=True, max_steps=2)  # refused, the checkpoint kept for a resume with its own options
+    assert {p.name: p.read_bytes() for p in checkpoint.iterdir()} == kept
+    resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run", identity={"limit": 3})
+    resumed.fit(resume=True, max_steps=2)
+    assert resumed.progress.step == 2 and "resumed from" in caplog.text
     caplog.clear()
     nothing, _ = _trainer(bert_path, toy_dictionary, tmp_path / "empty")
     nothing.fit(resume=True, max_steps=1)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer import modules as st_modules
 from tokenizers import Tokenizer
@@ -62,7 +62,7 @@ def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
         with torch.random.fork_rng(devices=[]):  # weights the checkpoint lacks (an unused pooler) start alike
             torch.manual_seed(0)  # in every process, so a rerun or a resumed run saves the same bytes
             return loader.from_pretrained(name_or_path, **kwargs)
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, SafetensorError) as err:  # a truncated or empty weights file too
         if Path(name_or_path).is_dir():
             hint = " (the folder holds no complete model)"
         else:

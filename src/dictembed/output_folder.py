@@ -82,6 +82,16 @@ def check_output_folder(
         raise DictEmbedError(f"{label} {path} already holds a {what}; {remedy} to replace it")
 
 
+def check_outside(output: str | Path, model: str | Path | None, label: str = "--output") -> None:
+    """Refuse an `output` inside (or at) the local `model` folder a command copies from: the copy would take in
+    itself. A Hub name or an offline model's name is no folder here and passes."""
+    if model is None or not Path(model).expanduser().is_dir():
+        return
+    source, target = Path(model).expanduser().resolve(), Path(output).expanduser().resolve()
+    if target == source or target.is_relative_to(source):
+        raise DictEmbedError(f"{label} {output} is inside the model folder {model}; choose a folder outside it")
+
+
 def check_run_output(output: str | Path, overwrite: bool) -> None:
     """`check_output_folder` for `train`: what it replaces is a folder with a dictembed run record."""
     check_output_folder(output, overwrite, holds_run, "dictembed model")

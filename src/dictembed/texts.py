@@ -48,10 +48,14 @@ def is_real_number(value: object, low: float = -math.inf, high: float = math.inf
     return math.isfinite(number) and (number > low if above else number >= low) and number <= high
 
 
+MAX_BATCH_SIZE = 1_000_000  # texts a batch: far past any memory, and within what Python can slice by
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding, and scikit-learn's and the Hugging Face Trainer's through it
+
+
 def check_batch_size(batch_size: object) -> int:
-    """`batch_size` as an int, refused in one line unless a whole number (numpy's too) of at least 1."""
-    if not is_whole_number(batch_size):
-        raise DictEmbedError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
+    """`batch_size` as an int, refused in one line unless a whole number (numpy's too) from 1 to `MAX_BATCH_SIZE`."""
+    if not is_whole_number(batch_size, 1, MAX_BATCH_SIZE):
+        raise DictEmbedError(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE}, got {batch_size!r}")
     return int(cast(numbers.Integral, batch_size))
 
 

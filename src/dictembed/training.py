@@ -33,6 +33,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
 from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision, wait_for_everyone
+from dictembed.errors import DictEmbedError
 from dictembed.io import staged_dir, swap_paths
 from dictembed.progress import Progress as ProgressReport
 
@@ -275,8 +276,11 @@ class Trainer:
         saved = checkpoint_run(folder) or {}
         if not resume:
             log.warning("discarding the checkpoint of an interrupted run in %s (pass --resume to continue it)", folder)
-        elif saved.get("identity") != self.identity:
-            log.warning("not resuming %s: it was trained with another configuration; training from step 0", folder)
+        elif saved.get("identity") != self.identity:  # kept: the user may still resume it with its own options
+            raise DictEmbedError(
+                f"--resume: the checkpoint in {folder} was trained with another configuration; resume it with the "
+                "options it was trained with, or run without --resume to discard it and start over"
+            )
         else:
             self.progress.step = int(load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler)["step"])
             log.info("resumed from %s at step %d", folder, self.progress.step)

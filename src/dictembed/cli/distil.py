@@ -19,6 +19,7 @@ from dictembed.cli.options import (
     non_negative_float,
     positive_float,
     positive_int,
+    seed,
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.output_folder import check_output_folder
@@ -52,7 +53,7 @@ def register(subparsers: Any) -> None:
     shared.add_argument("--epochs", type=positive_int, default=2, help="passes over the training texts")
     shared.add_argument("--lr", type=positive_float, default=1e-4, help="AdamW learning rate")
     add_batch_size(shared, 64, "texts per optimizer step")
-    shared.add_argument("--seed", type=natural, default=0, help="seed of the samples and the order")
+    shared.add_argument("--seed", type=seed, default=0, help="seed of the samples and the order")
     shared.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUTPUT-runs/distil")
     output.add_argument("--output", required=True, help="the folder to write: the student over the teacher's entries")
     add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")

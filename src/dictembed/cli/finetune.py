@@ -17,8 +17,8 @@ from dictembed.cli.options import (
     check_model,
     fraction,
     list_of,
-    natural,
     positive_int,
+    seed,
 )
 from dictembed.cli.report import Report, table
 from dictembed.errors import DictEmbedError
@@ -35,13 +35,13 @@ def register(subparsers: Any) -> None:
     p, (shared, output) = add_command(tasks, "stsb", run_stsb, text, check=check_stsb)
     p.add_argument("--ratio", type=fraction, default=1.0, help="fraction of STS-B train: 1.0, 0.5, 0.2")
     p.add_argument(
-        "--seeds", type=list_of(natural), default="0", metavar="SEED,...", help="comma list of seeds, each trained"
+        "--seeds", type=list_of(seed), default="0", metavar="SEED,...", help="comma list of seeds, each trained"
     )
     p.add_argument("--epochs", type=positive_int, default=4, help="training epochs")
     p.add_argument("--pooling", choices=STANDARD_POOLINGS, default="mean", help="pooling")
     add_model(shared)
     add_batch_size(shared, 16, "training batch size")
-    add_limit(shared, "the first N training pairs")
+    add_limit(shared, "the first N pairs of each split, train, dev and test (quick checks; at least 2)")
     add_device(shared)
     output.add_argument(
         "--output", default=None, help="keep the fine-tuned models here, one folder a seed (default: none)"
@@ -66,6 +66,8 @@ def check_stsb(args: argparse.Namespace) -> None:
     there: refused before anything loads."""
     if args.resume and args.output is None:
         raise DictEmbedError("--resume reads the finished seeds of --output; name the --output folder")
+    if args.limit is not None and args.limit < 2:
+        raise DictEmbedError(f"--limit {args.limit}: a Spearman correlation needs at least 2 pairs (limit >= 2)")
     if args.output is not None:
         folders = seed_folders(args.seeds)
         if args.resume:  # a finished seed is read back, or refused at run time if trained otherwise (`finished_seed`)

@@ -19,9 +19,10 @@ from dictembed.cli.options import (
     natural,
     positive_float,
     positive_int,
+    seed,
 )
 from dictembed.cli.report import Report
-from dictembed.output_folder import check_output_folder
+from dictembed.output_folder import check_output_folder, check_outside
 
 COMMANDS = {"head": "MLM heads for models that ship none (learned over the frozen encoder)"}
 
@@ -41,7 +42,7 @@ def register(subparsers: Any) -> None:
     shared.add_argument("--epochs", type=positive_int, default=1, help="passes over the training texts")
     shared.add_argument("--lr", type=positive_float, default=1e-3, help="AdamW learning rate of the head")
     add_batch_size(shared, 32, "texts per optimizer step")
-    shared.add_argument("--seed", type=natural, default=0, help="seed of the sample, order and masking")
+    shared.add_argument("--seed", type=seed, default=0, help="seed of the sample, order and masking")
     shared.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUTPUT-runs/head")
 
 
@@ -52,6 +53,7 @@ def check_learn(args: argparse.Namespace) -> None:
 
     check_output_folder(args.output, args.overwrite)
     check_model(args.model)
+    check_outside(args.output, args.model)  # the model's folder is copied into --output
     check_sources(args.dictionary)
 
 

@@ -29,6 +29,7 @@ from dictembed.search_options import (
     SECOND_FLOOR,
     WORD_COUNTS,
 )
+from dictembed.texts import MAX_BATCH_SIZE, MAX_SEED
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
 
@@ -38,8 +39,9 @@ ARRAY_SUFFIXES = (".npy", ".npz")
 # ------------------------------------------------------------------------ argument types
 def number(convert: Callable[[str], Any], minimum: float, strict: bool, maximum: float | None = None) -> Callable:
     """An argparse `type=` that converts and checks the bounds, with a one-line message on failure."""
-    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-    bound += f" and <= {maximum:g}" if maximum is not None else ""
+    shown = (lambda v: str(int(v))) if convert is int else (lambda v: f"{v:g}")
+    bound = f"> {shown(minimum)}" if strict else f">= {shown(minimum)}"
+    bound += f" and <= {shown(maximum)}" if maximum is not None else ""
 
     def parse(text: str) -> Any:
         try:
@@ -69,6 +71,8 @@ def list_of(parse_one: Callable[[str], Any]) -> Callable[[str], list]:
 
 positive_int = number(int, 0, strict=True)
 natural = number(int, 0, strict=False)
+batch_size = number(int, 0, strict=True, maximum=MAX_BATCH_SIZE)
+seed = number(int, 0, strict=False, maximum=MAX_SEED)
 positive_float = number(float, 0, strict=True)
 non_negative_float = number(float, 0, strict=False)
 fraction = number(float, 0, strict=True, maximum=1.0)
@@ -266,7 +270,7 @@ def add_tasks(group: Group, help_text: str, required: bool = False) -> None:
 
 
 def add_batch_size(group: Group, default: int, help_text: str) -> None:
-    group.add_argument("--batch-size", type=positive_int, default=default, help=help_text)
+    group.add_argument("--batch-size", type=batch_size, default=default, help=help_text)
 
 
 def add_limit(group: Group, help_text: str) -> None:

@@ -13,9 +13,8 @@ from numpy.typing import ArrayLike
 from dictembed import io
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.paths import data_dir
+from dictembed.texts import MAX_SEED as MAX_SEED  # where the evaluations find it
 from dictembed.texts import unique_index as unique_index  # where the evaluations find it
-
-MAX_SEED = 2**32 - 1  # numpy's legacy seeding, and scikit-learn's and the Hugging Face Trainer's through it
 
 
 class SentenceEncoder(Protocol):

@@ -357,7 +357,13 @@ class TfidfBaseline:
         self.definitions = [dictionary[w].definitions if w in dictionary else [] for w in self.words]
         documents = [" \n ".join(texts) for texts in self.definitions]
         self.vectorizer = TfidfVectorizer(dtype=np.float64, **options)
-        self.matrix = self.vectorizer.fit_transform(documents).tocsr()  # rows l2-normalised
+        try:
+            self.matrix = self.vectorizer.fit_transform(documents).tocsr()  # rows l2-normalised
+        except ValueError:  # scikit-learn's "empty vocabulary": no entry of the model is defined with a term
+            raise DictEmbedError(
+                f"the TF-IDF baseline: no entry of the model has a definition with a term in {dictionary.name!r} "
+                f"({sum(map(len, self.definitions))} definitions of its {len(self.words)} entries)"
+            ) from None
         self.counter = CountVectorizer(vocabulary=self.vectorizer.vocabulary_, **options)
         self.counts = self.counter.transform(documents).tocsr()
         self.idf = self.vectorizer.idf_

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+from safetensors import SafetensorError
 
 from dictembed.devices import autocast, resolve_device, resolve_precision
 from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
@@ -76,9 +77,9 @@ def load_stsb_pairs(split: str, data_dir: str | Path | None = None, limit: int |
 
 
 def check_limit(limit: object) -> None:
-    """Refuse a `limit` that is not None or a whole number of pairs >= 1."""
-    if limit is not None and not is_whole_number(limit):
-        raise DictEmbedError(f"limit must be a positive number of pairs or None (all), got {limit!r}")
+    """Refuse a `limit` that is not None or a whole number of pairs >= 2 (a Spearman correlation needs two)."""
+    if limit is not None and not is_whole_number(limit, 2):
+        raise DictEmbedError(f"limit must be a whole number of pairs >= 2 or None (all), got {limit!r}")
 
 
 def check_ratio(ratio: object) -> None:
@@ -155,7 +156,7 @@ def load_bi_encoder(model_name_or_path: str | Path, pooling: str = "mean", devic
         return SentenceTransformer(modules=[encoder, pooler], local_files_only=True, device=device)
     except ModelLoadError:
         raise
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
         raise ModelLoadError(f"could not load model {str(model_name_or_path)!r}: {exc}") from None
 
 

@@ -209,7 +209,10 @@ def prepare(name: str, output: str | Path | None = None, force: bool = False) ->
     if info is not None and info.get("model") == name and not force:
         if _weights_intact(target, info):
             return {**info, "folder": str(target), "reused": True, "seconds": round(time.perf_counter() - start, 1)}
-        log.warning("%s: model.safetensors changed since it was prepared; preparing it again", target)
+        raise DictEmbedError(
+            f"{target}: model.safetensors changed since it was prepared; pass --force to prepare {name} there again "
+            "(the folder is replaced), or choose another --output"
+        )
     if target.exists() and not target.is_dir():
         raise DictEmbedError(f"{target} is a file, not a folder to prepare {name} in")
     if target.is_dir() and info is None and any(target.iterdir()):

@@ -20,6 +20,7 @@ from dictembed.paths import CACHE_HELP, default_model
 from dictembed.recipes.options import MethodOptions, Options, check_options, option
 from dictembed.recipes.registry import get_recipe
 from dictembed.record import RunRecord, version_2
+from dictembed.texts import MAX_BATCH_SIZE, MAX_SEED
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +52,18 @@ class RunConfig:
         "language of the STS-B dev split that stsb_dev scores: en (STS-B) or a translation in sts_multi/",
         choices=STS_MULTI_LANGUAGES,
     )
-    split_seed: int = option(0, "seed of the 8:1:1 split by headword", positive=False)
+    split_seed: int = option(0, "seed of the 8:1:1 split by headword", positive=False, maximum=MAX_SEED)
     seeds: list[int] = option(
-        help="comma list of seeds, each trained", run=False, positive=False, default_factory=lambda: [0]
+        help="comma list of seeds, each trained",
+        run=False,
+        positive=False,
+        maximum=MAX_SEED,
+        default_factory=lambda: [0],
     )
     lrs: list[float] = option(None, "comma list of learning rates, each with every seed", run=False)
-    batch_size: int = option(16, "training batch size (global: over every process and accumulated micro-batch)")
+    batch_size: int = option(
+        16, "training batch size (global: over every process and accumulated micro-batch)", maximum=MAX_BATCH_SIZE
+    )
     grad_accum: int = option(1, "gradient accumulation: optimizer steps take batch_size/(N x processes) per pass")
     epochs: int = option(1, "training epochs")
     group_by_length: bool = option(

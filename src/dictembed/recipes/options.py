@@ -113,7 +113,8 @@ def _number_kind(kind: str, positive: bool, maximum: float | None) -> str:
     """What `_number` takes, in words: "a whole number >= 1", "a number from 0 to 1"."""
     noun = "a whole number" if kind == "int" else "a number"
     low = ("> 0" if kind == "float" else ">= 1") if positive else ">= 0"
-    return f"{noun} {low}" + (f" and <= {maximum:g}" if maximum is not None else "")
+    top = "" if maximum is None else f" and <= {int(maximum)}" if kind == "int" else f" and <= {maximum:g}"
+    return f"{noun} {low}{top}"
 
 
 def _text(f: Field, value: Any, name: str) -> str:
