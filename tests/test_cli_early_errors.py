@@ -257,3 +257,15 @@ def test_serve_sets_the_blas_thread_timeout_before_numpy_loads(
         [sys.executable, "-c", SERVE_ENVIRONMENT_RUNNER, *argv], env=env, capture_output=True, text=True, timeout=120
     )
     assert out.stdout.split() == ["False", expected], out.stderr[-2000:]
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """`dictembed ... | head`: the pipe closed before the report is written ends the command quietly, with the
+    status of a program SIGPIPE stopped."""
+    env = {**os.environ, "DICTEMBED_CACHE": str(tmp_path)}
+    command = [sys.executable, "-m", "dictembed", "cache", "list", "--json"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before anything is written
+    status, err = process.wait(timeout=120), process.stderr.read().decode()
+    assert status == 141 and "Traceback" not in err and "BrokenPipeError" not in err, err[-2000:]

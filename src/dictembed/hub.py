@@ -97,7 +97,7 @@ def _folder_left_out(folder: Path, relative: str, root: Path) -> LeftOut | None:
     if STAGING_SUFFIX in folder.name:
         return LeftOut(relative, f"a staging leftover of an interrupted save ({_file_count(folder)})")
     if relative == ONNX_DIR and (folder / QUERY_MANIFEST).is_file() and not (folder / ONNX_MANIFEST).is_file():
-        return LeftOut(relative, "the query graph: loading from the Hub leaves it out (write_query_graph remakes it)")
+        return LeftOut(relative, "the query graph: a Hub download leaves onnx/ out; the folder answers on its weights")
     return None
 
 

@@ -3,8 +3,8 @@ data | plot | dictionaries | push | cache | models.
 
 Conventions: every command reports a result. Without --json it is a human-readable table on stdout; with
 --json stdout is exactly one JSON document and the human-readable text goes to stderr. Logging always goes
-to stderr. Exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted; an error is one line
-`dictembed: error: ...` on stderr.
+to stderr. Exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted, 141 output pipe closed; an
+error is one line `dictembed: error: ...` on stderr.
 
 Layout: one module per command group (`train`, `encode`, `index`, `distil`, `predict`, `evaluate`, `finetune`, `head`,
 `data`, `dictionaries`, `hub`, `cache`, `models`), each with `COMMANDS` (name -> one-line help), `register(subparsers)`
@@ -21,6 +21,7 @@ imports transformers). `train`'s checks also run before its parser is built (`tr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -90,6 +91,7 @@ CHECKS_BEFORE_PARSING = {"train": train.check_command_line}
 # (2 cores, 8 clients: 22 ms of CPU a query, 14 ms at 2^4 cycles, and 84-89 -> 96-99 queries/s). Read once, when
 # numpy loads OpenBLAS: set here, before any import of numpy; a value the user set is kept.
 SERVE_ENVIRONMENT = {"OPENBLAS_THREAD_TIMEOUT": "4"}
+BROKEN_PIPE = 141  # the status of a program killed by SIGPIPE (128 + 13), as `yes | head` leaves `yes`
 
 
 def build_parser(full: Iterable[str] | None = None) -> argparse.ArgumentParser:
@@ -165,7 +167,8 @@ def runtime_error(err: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0, 1 runtime error, 2 usage error, 130 interrupted)."""
+    """Run the command line; returns the exit status (0, 1 runtime error, 2 usage error, 130 interrupted, 141 the
+    reader of stdout gone)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = named_command(argv)
     if command == "serve":
@@ -209,5 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     from dictembed.device_choices import is_main_process
 
     if is_main_process():  # a distributed launch reports once
-        emit(report, args.json)
+        try:
+            emit(report, args.json)
+        except BrokenPipeError:  # the reader stopped early (`| head`): quiet, as a program killed by SIGPIPE
+            stop_writing_stdout()
+            return BROKEN_PIPE
     return 0
+
+
+def stop_writing_stdout() -> None:
+    """Point stdout at the null device, so that Python's last flush at exit finds no closed pipe."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # a stdout without a file descriptor (tests)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
