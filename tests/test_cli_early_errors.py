@@ -125,7 +125,14 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     ),
     (["evaluate", "reverse-dictionary", "--model", "run", "--queries", "missing.tsv"], 1, ("missing.tsv",)),
     (["evaluate", "reverse-dictionary", "--model", "run", "--dictionary", "wordnett"], 1, ("wordnett", "unknown")),
-    (["evaluate", "lexsub", "--validation-model", "/no/such/model"], 1, ("/no/such/model",)),
+    (["evaluate", "lexsub", "--validation-model", "/no/such/model", "--post", "+valid"], 1, ("/no/such/model",)),
+    (["evaluate", "lexsub", "--validation-model", "model"], 2, ("--validation-model", "--post +valid")),
+    (
+        ["evaluate", "reverse-dictionary", "--model", "run", "--queries", "oxford", "--dictionary", "wordnet"],
+        2,
+        ("--dictionary", "only --baseline tfidf"),
+    ),
+    (["finetune", "stsb", "--output", "ft", "--seeds", "0,1,0"], 1, ("--seeds 0,1,0", "twice")),
     # finetune, head, data, plot
     (["finetune", "stsb", "--model", "model", "--output", "finetuned"], 1, ("seed0", "--overwrite")),
     (["finetune", "stsb", "--model", "model", "--output", "in.txt"], 1, ("in.txt", "is a file")),

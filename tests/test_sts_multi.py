@@ -108,6 +108,13 @@ def test_malformed_row_names_file_and_line(data: Path, row: str, message: str) -
     assert "stsb-fr-test.csv:3: " in text and message in text and "\n" not in text
 
 
+@pytest.mark.parametrize("rows", ["", "a,b,1.0\n"])
+def test_fewer_than_two_pairs_name_the_file(data: Path, rows: str) -> None:
+    (data / "stsb-fr-test.csv").write_text(rows)
+    with pytest.raises(DataFormatError, match=r"stsb-fr-test\.csv: [01] sentence pair\(s\); a Spearman correlation"):
+        load_sts_multi("fr")
+
+
 def test_missing_file_names_it_and_the_languages_there(data: Path) -> None:
     with pytest.raises(DictEmbedError, match=r"stsb-de-test\.csv: not found; test files there for: en, fr$"):
         load_sts_multi("de")

@@ -184,6 +184,12 @@ def check_reverse_dictionary(args: argparse.Namespace) -> None:
     if args.queries or args.leave_one_out or args.baseline:
         if bool(args.queries) == bool(args.leave_one_out):
             raise UsageError("give either --queries oxford|chang|FILE or --leave-one-out")
+    if args.queries and not args.baseline and (given := [o for o in ("dictionary", "wordnet_dir") if getattr(args, o)]):
+        option = "--" + given[0].replace("_", "-")
+        raise UsageError(
+            f"{option} names the model's own definitions, which --queries scores nothing from (only "
+            "--baseline tfidf reads them): leave it out"
+        )
     check_model(args.model)
     for spec in (args.queries, args.dictionary):
         if spec:
@@ -235,7 +241,9 @@ def run_leak_free(args: argparse.Namespace) -> Report:
 
 
 def check_lexsub(args: argparse.Namespace) -> None:
-    """The --model and --validation-model, checked before anything loads."""
+    """The --model and --validation-model, checked before anything loads; a --validation-model only with +valid."""
+    if args.validation_model and "valid" not in [step.lstrip("+") for step in args.post]:
+        raise UsageError("--validation-model scores the +valid step: add --post +valid, or leave it out")
     check_model(args.model)
     check_model(args.validation_model)
 

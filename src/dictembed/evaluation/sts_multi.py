@@ -60,7 +60,8 @@ def parse_row(line: str, path: Path, lineno: int) -> tuple[str, str, float]:
 
 
 def load_sts_multi(language: str, split: str = "test", data_dir: str | Path | None = None) -> StsSubset:
-    """The sentence pairs and gold scores of `stsb-<language>-<split>.csv`, in file order."""
+    """The sentence pairs and gold scores of `stsb-<language>-<split>.csv`, in file order; fewer than two pairs is a
+    `DataFormatError` naming the file."""
     path = sts_multi_path(language, split, data_dir)
     first, second, scores = [], [], []
     for lineno, line in enumerate(read_lines(path), start=1):
@@ -68,6 +69,8 @@ def load_sts_multi(language: str, split: str = "test", data_dir: str | Path | No
         first.append(sentence1)
         second.append(sentence2)
         scores.append(score)
+    if len(scores) < 2:  # no correlation to report: an error, not a NaN among the languages' scores
+        raise DataFormatError(path, f"{len(scores)} sentence pair(s); a Spearman correlation needs at least 2")
     return StsSubset(f"STSB-{language}/{split}", first, second, np.asarray(scores, dtype=np.float64))
 
 
