@@ -201,6 +201,20 @@ def test_weights_outside_the_folder_are_an_error(model_dir: Path, tmp_path: Path
         push_model(model_dir, "someone/tiny", dry_run=True)
 
 
+def test_a_cut_weights_file_or_run_record_is_never_pushed(model_dir: Path, no_network: None) -> None:
+    assert "model.safetensors" in upload_plan(model_dir).files
+    weights, record = model_dir / "model.safetensors", model_dir / "dictembed.json"
+    whole = weights.read_bytes()
+    for cut in (b"", whole[: len(whole) // 2][:40]):
+        weights.write_bytes(cut)
+        with pytest.raises(DictEmbedError, match=f"^{weights}: not a whole safetensors file"):
+            upload_plan(model_dir)
+    weights.write_bytes(whole)
+    record.write_text(record.read_text()[:20])
+    with pytest.raises(DictEmbedError, match=f"^{record}: corrupt run record"):
+        upload_plan(model_dir)
+
+
 def test_sharded_weights_need_every_shard(model_dir: Path, no_network: None) -> None:
     (model_dir / "model.safetensors").rename(model_dir / "model-00001-of-00002.safetensors")
     (model_dir / "model-00002-of-00002.safetensors").write_bytes(b"shard")

@@ -28,9 +28,11 @@ from dictembed.model_folder import (
     ONNX_DIR,
     ONNX_MANIFEST,
     QUERY_MANIFEST,
+    RECORD_NAME,
     WEIGHTS_FILE,
     has_weights,
     manifest_graph,
+    read_record,
 )
 
 log = logging.getLogger(__name__)
@@ -175,7 +177,24 @@ def upload_plan(model_dir: str | Path, include_secrets: bool = False) -> UploadP
     files.sort()
     left_out.sort()
     _check_weights(root, files, left_out)
+    _check_intact(root, files)
     return UploadPlan(root, files, left_out)
+
+
+def _check_intact(root: Path, files: list[str]) -> None:
+    """A one-line error naming the file where the weights' header or the run record a push would send does not
+    read (an empty or cut `model.safetensors`, a cut `dictembed.json`): a push never publishes a folder that
+    cannot load. Reads the weights' header only."""
+    from safetensors import SafetensorError, safe_open
+
+    if WEIGHTS_FILE in files:
+        try:
+            with safe_open(str(root / WEIGHTS_FILE), "np"):
+                pass
+        except (OSError, SafetensorError) as err:
+            raise DictEmbedError(f"{root / WEIGHTS_FILE}: not a whole safetensors file ({err})") from None
+    if RECORD_NAME in files:
+        read_record(root)  # a record that does not parse is its one-line error
 
 
 def push_model(
