@@ -228,19 +228,30 @@ def test_two_processes_building_one_space_build_it_once(bert_path, tmp_path) -> 
 # ------------------------------------------------------------------------------ CLI
 def test_cli_cache_list_and_clear(encoder, toy_dictionary, cache_dir, capsys, monkeypatch) -> None:
     assert main(["cache", "list", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"cache_dir": str(cache_dir), "spaces": []}
+    assert json.loads(capsys.readouterr().out) == {"cache_dir": str(cache_dir), "spaces": [], "search_indexes": []}
     DefinitionSpace.build(encoder, toy_dictionary, "amp", cache_dir=cache_dir)
     DefinitionSpace.build(encoder, toy_dictionary, "ac", cache_dir=cache_dir)
     foreign = [cache_dir / "notes.txt", cache_dir / "definitions-mine.safetensors"]
     for path in foreign:
         path.write_text("not dictembed's")
+    index = cache_dir / cache.INDEX_DIR / ("ab" * 20)  # a search index cached for a folder saved without one
+    index.mkdir(parents=True)
+    (index / "index.json").write_text("{}")
+    (index / "index.safetensors").write_bytes(b"0" * 100)
+    (index.parent / f"{index.name}.lock").touch()
+    (index.parent / "mine").mkdir()  # a user's folder there is none of dictembed's
+    (index.parent / "mine" / "index.json").write_text("mine")
     assert main(["cache", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["spaces"]
     assert sorted(s["source"]["entries"] for s in listed) == ["ac", "amp"]
     assert all(Path(s["file"]).parent == cache_dir and s["size"] > 8 * 32 * 4 and s["modified"] for s in listed)
+    assert main(["cache", "list", "--json"]) == 0
+    (listed_index,) = json.loads(capsys.readouterr().out)["search_indexes"]
+    assert listed_index["folder"] == str(index) and listed_index["size"] == 102
     assert main(["cache", "list"]) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"2 cached entry space(s) in {cache_dir}") and "dictionary toy" in text
+    assert "1 cached search index(es)" in text and index.name in text
 
     assert main(["cache", "clear"]) == 2  # not a terminal: --yes is required
     assert "--yes" in capsys.readouterr().err and len(cache.list_cache()) == 2
@@ -260,8 +271,9 @@ def test_cli_cache_list_and_clear(encoder, toy_dictionary, cache_dir, capsys, mo
     sizes = sum(p.stat().st_size for p in cache.own_files())
     assert main(["cache", "clear", "--yes", "--json"]) == 0
     cleared = json.loads(capsys.readouterr().out)
-    assert cleared["freed"] == sizes and len(cleared["removed"]) == 4 + 2  # 2 spaces, 2 sidecars, 2 locks
-    assert _names(cache_dir) == sorted(p.name for p in foreign)  # only dictembed's files were removed
+    assert cleared["freed"] == sizes and len(cleared["removed"]) == 4 + 2 + 3  # 2 spaces, 2 sidecars, 2 locks, index
+    assert _names(cache_dir) == sorted([*(p.name for p in foreign), cache.INDEX_DIR])  # only dictembed's files went
+    assert _names(index.parent) == ["mine"] and (index.parent / "mine" / "index.json").read_text() == "mine"
     assert main(["cache", "clear", "--json"]) == 0  # nothing left to remove: no question asked
     assert json.loads(capsys.readouterr().out)["freed"] == 0
 

@@ -37,7 +37,7 @@ from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
-from dictembed.io import STAGING_SUFFIX, atomic_write
+from dictembed.io import STAGING_MARK, STAGING_SUFFIX, atomic_write
 from dictembed.paths import CACHE_ENV as CACHE_ENV  # re-exported: the variable naming the cache
 from dictembed.paths import cache_root
 
@@ -58,6 +58,11 @@ PARTS_SUFFIX = ".parts"
 HEADWORD_PARTS = "headwords-"  # the parts of a model's headword vectors being encoded (`headword_parts`)
 OWN_PARTS = re.compile(rf"({PREFIX}|{HEADWORD_PARTS})[0-9a-f]{{16}}{re.escape(PARTS_SUFFIX)}")
 OWN_PART = re.compile(rf"(part-\d{{5}}\.npy|manifest\.json)(\.\d+{re.escape(STAGING_SUFFIX)})?")
+# The search indexes of folders saved without one (`search_index.cached_index_dir`): a folder per model folder,
+# named by a 40-digit digest, holding the index's two files, beside its lock.
+INDEX_DIR = "search_index"
+OWN_INDEX = re.compile(r"[0-9a-f]{40}")
+OWN_INDEX_FILE = re.compile(rf"index\.(json|safetensors)|{re.escape(STAGING_MARK)}")
 _UNUSABLE: set[str] = set()  # cache folders already named as unusable in this process (said once each)
 
 
@@ -323,9 +328,24 @@ def list_cache(cache_dir: str | Path | None = None) -> list[CachedSpace]:
     return sorted(spaces, key=lambda s: -s.modified)
 
 
+def cached_indexes(cache_dir: str | Path | None = None) -> list[tuple[Path, list[Path]]]:
+    """The search indexes cached in `cache_dir` (`INDEX_DIR`): each one's folder and the files dictembed wrote in it
+    (its lock, beside it, included)."""
+    root = cache_folder(cache_dir) / INDEX_DIR
+    if not root.is_dir():
+        return []
+    found = []
+    for index in sorted(root.iterdir()):
+        if index.is_dir() and not index.is_symlink() and OWN_INDEX.fullmatch(index.name):
+            files = [p for p in sorted(index.iterdir()) if p.is_file() and OWN_INDEX_FILE.fullmatch(p.name)]
+            lock = root / f"{index.name}.lock"
+            found.append((index, files + ([lock] if lock.is_file() else [])))
+    return found
+
+
 def own_files(cache_dir: str | Path | None = None) -> list[Path]:
     """Every file this project wrote in the cache folder: spaces, sidecars, leftover temporary files, the parts of
-    unfinished builds, locks."""
+    unfinished builds, locks, and the cached search indexes' files."""
     folder = cache_folder(cache_dir)
     if not folder.is_dir():
         return []
@@ -336,6 +356,7 @@ def own_files(cache_dir: str | Path | None = None) -> list[Path]:
     locks = folder / LOCK_DIR
     if locks.is_dir():
         files += [p for p in locks.iterdir() if p.is_file() and OWN_LOCK.fullmatch(p.name)]
+    files += [p for _, index_files in cached_indexes(folder) for p in index_files]
     return sorted(files)
 
 
@@ -346,7 +367,10 @@ def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
     if folder.exists() and not folder.is_dir():
         raise DictEmbedError(f"{folder}: the entry-space cache is not a folder")
     by_key: dict[str, list[Path]] = {}
+    indexes = {p for _, index_files in cached_indexes(folder) for p in index_files}
     for path in own_files(folder):
+        if path in indexes:
+            continue  # removed below, under their own locks
         owner = path.parent if OWN_PARTS.fullmatch(path.parent.name) else path  # a part: its build's folder
         by_key.setdefault(owner.name.split(".")[0], []).append(path)
     removed, freed = [], 0
@@ -372,6 +396,26 @@ def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
     locks = folder / LOCK_DIR
     if locks.is_dir() and not any(locks.iterdir()):
         locks.rmdir()
+    for index, index_files in cached_indexes(folder):
+        lock = FileLock(f"{index}.lock")  # the lock `search_index.folder_search_index` builds under
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            log.warning("%s is being built by another process; left in place", index)
+            continue
+        try:
+            for path in index_files:
+                with contextlib.suppress(FileNotFoundError):
+                    size = path.stat().st_size
+                    path.unlink()
+                    removed.append(path)
+                    freed += size
+            with contextlib.suppress(OSError):  # a folder holding anything else stays
+                index.rmdir()
+        finally:
+            lock.release()
+    with contextlib.suppress(OSError):
+        (folder / INDEX_DIR).rmdir()  # only when nothing is left in it
     return removed, freed
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from dictembed.cli.options import add_command, add_command_group
@@ -17,8 +19,8 @@ def register(subparsers: Any) -> None:
     """`cache` and its tasks."""
     tasks = add_command_group(subparsers, "cache", COMMANDS["cache"])
     for name, func, help_text in [
-        ("list", run_list, "the cached entry spaces: file, size, date and what built them"),
-        ("clear", run_clear, "remove the cached entry spaces (only files dictembed wrote)"),
+        ("list", run_list, "the cached entry spaces (file, size, date and what built them) and search indexes"),
+        ("clear", run_clear, "remove the cached entry spaces and search indexes (only files dictembed wrote)"),
     ]:
         p, (shared, _) = add_command(tasks, name, func, help_text)
         shared.add_argument("--cache-dir", default=None, help=f"the cache folder (default: {CACHE_HELP})")
@@ -26,7 +28,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> Report:
-    from dictembed.cache import cache_folder, human_size, list_cache
+    from dictembed.cache import cache_folder, cached_indexes, human_size, list_cache
 
     folder = cache_folder(args.cache_dir or None)
     spaces = list_cache(folder)
@@ -38,7 +40,15 @@ def run_list(args: argparse.Namespace) -> Report:
             f"{key} {src[key]}" for key in ("model", "dictionary", "entries", "ica", "entry_count") if key in src
         )
         lines.append(f"  {space.path.name}  {human_size(space.size):>9}  {row['modified']}  {built or '(no sidecar)'}")
-    data = {"cache_dir": str(folder), "spaces": [s.to_dict() for s in spaces]}
+    indexes: list[dict[str, Any]] = []
+    for index, files in cached_indexes(folder):
+        modified = max((p.stat().st_mtime for p in files), default=index.stat().st_mtime)
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(modified))
+        indexes.append({"folder": str(index), "size": sum(p.stat().st_size for p in files), "modified": when})
+    size = human_size(sum(i["size"] for i in indexes))
+    lines.append(f"{len(indexes)} cached search index(es) of model folders saved without one, {size}")
+    lines += [f"  {Path(i['folder']).name}  {human_size(i['size']):>9}  {i['modified']}" for i in indexes]
+    data = {"cache_dir": str(folder), "spaces": [s.to_dict() for s in spaces], "search_indexes": indexes}
     return Report(data, "\n".join(lines))
 
 
