@@ -143,6 +143,8 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     (["head", "learn", "--model", "model", "--output", "model/inner"], 1, ("model/inner", "inside the model")),
     (["head", "learn", "--output", "new", "--seed", "4294967296"], 2, ("--seed", "<= 4294967295")),
     (["distil", "run", "--output", "new", "--seed", "-1"], 2, ("--seed", ">= 0")),
+    (["distil", "./no-such-teacher", "--output", "new"], 1, ("teacher ./no-such-teacher", "no such model folder")),
+    (["distil", "in.txt", "--output", "new"], 1, ("teacher in.txt", "a file, not a model folder")),
     (
         ["encode", "--input", "in.txt", "--output", "v.npy", "--batch-size", "10" * 10],
         2,

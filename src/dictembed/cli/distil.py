@@ -22,6 +22,7 @@ from dictembed.cli.options import (
     seed,
 )
 from dictembed.cli.report import Report, UsageError
+from dictembed.errors import DictEmbedError
 from dictembed.output_folder import check_output_folder
 
 COMMANDS = {"distil": "a fast reverse-dictionary folder: a small encoder trained to query a stronger folder's entries"}
@@ -66,8 +67,12 @@ def check_distil(args: argparse.Namespace) -> None:
     from dictembed.description_corpus import load_descriptions
     from dictembed.model_folder import may_be_hub_name, read_record
 
-    if Path(args.teacher).expanduser().exists() or not may_be_hub_name(args.teacher):
-        read_record(Path(args.teacher).expanduser(), required=True)  # a folder train or index wrote
+    teacher = Path(args.teacher).expanduser()
+    if teacher.exists() or not may_be_hub_name(args.teacher):
+        if not teacher.is_dir():  # named as what it is, before what a folder would lack
+            what = "a file, not a model folder" if teacher.exists() else "no such model folder"
+            raise DictEmbedError(f"teacher {args.teacher}: {what}")
+        read_record(teacher, required=True)  # a folder train or index wrote
     # else a Hub name (a folder `dictembed push` published): opened, and checked, once the run starts
     check_model(args.model)
     if Path(args.output).resolve() == Path(args.teacher).resolve():
