@@ -412,6 +412,7 @@ def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
                     freed += size
             with contextlib.suppress(OSError):  # a folder holding anything else stays
                 index.rmdir()
+            Path(lock.lock_file).unlink(missing_ok=True)  # the lock the acquire above made, where there was none
         finally:
             lock.release()
     with contextlib.suppress(OSError):
