@@ -147,6 +147,17 @@ def _trainer(bert_path, toy_dictionary, run_dir, identity=None) -> tuple[Trainer
     ), encoder
 
 
+def test_a_diverged_run_stops_in_one_line_and_saves_nothing(bert_path, toy_dictionary, tmp_path) -> None:
+    trainer, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    trainer.settings.lr = 1e30  # as `head learn --lr 1e300` asked: the weights overflow within a few steps
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = group["initial_lr"] = 1e30
+    trainer.scheduler.base_lrs = [1e30 for _ in trainer.scheduler.base_lrs]
+    with pytest.raises(DictEmbedError, match=r"^training diverged: the loss is (nan|inf) at step \d+ .* lower the"):
+        trainer.fit()
+    assert trainer.progress.step < trainer.total_steps
+
+
 def _weights(encoder: Encoder) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in encoder.state_dict().items()}
 

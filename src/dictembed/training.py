@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 import shutil
@@ -341,6 +342,12 @@ class Trainer:
                 self.progress.step += 1
                 losses.append(float(np.mean(accumulated)))
                 accumulated = []
+                if not math.isfinite(losses[-1]) and not self.optimizer.step_was_skipped:
+                    bar.close()  # the weights are lost to it: nothing is saved, the last checkpoint is kept
+                    raise DictEmbedError(
+                        f"training diverged: the loss is {losses[-1]} at step {self.progress.step} (learning rate "
+                        f"{self.scheduler.get_last_lr()[0]:g}); nothing was saved from it: lower the learning rate"
+                    )
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
                 bar.update(1)
                 if self.progress.step % s.log_every == 0 or self.progress.step == self.total_steps:
