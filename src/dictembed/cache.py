@@ -367,19 +367,24 @@ def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
     if folder.exists() and not folder.is_dir():
         raise DictEmbedError(f"{folder}: the entry-space cache is not a folder")
     by_key: dict[str, list[Path]] = {}
-    indexes = {p for _, index_files in cached_indexes(folder) for p in index_files}
+    indexes = cached_indexes(folder)  # removed under their own locks, not the spaces'
+    index_files = {p for _, files in indexes for p in files}
     for path in own_files(folder):
-        if path in indexes:
-            continue  # removed below, under their own locks
+        if path in index_files:
+            continue
         owner = path.parent if OWN_PARTS.fullmatch(path.parent.name) else path  # a part: its build's folder
         by_key.setdefault(owner.name.split(".")[0], []).append(path)
+    # (lock, what it guards, its files, the folder they leave empty): a space with the parts of its unfinished
+    # build, and a search index under the lock `search_index.folder_search_index` builds it under
+    spaces = [(folder / f"{key}.safetensors", paths) for key, paths in by_key.items()]
+    jobs = [(_lock(space), space, paths, parts_folder(space)) for space, paths in spaces]
+    jobs += [(FileLock(f"{index}.lock"), index, files, index) for index, files in indexes]
     removed, freed = [], 0
-    for key, paths in by_key.items():
-        lock = _lock(folder / f"{key}.safetensors")
+    for lock, guarded, paths, emptied in jobs:
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            log.warning("%s is being built by another process; left in place", folder / f"{key}.safetensors")
+            log.warning("%s is being built by another process; left in place", guarded)
             continue
         try:
             for path in paths:
@@ -388,33 +393,14 @@ def clear_cache(cache_dir: str | Path | None = None) -> tuple[list[Path], int]:
                     path.unlink()
                     removed.append(path)
                     freed += size
-            with contextlib.suppress(OSError):  # the emptied folder of an unfinished build's parts
-                parts_folder(folder / f"{key}.safetensors").rmdir()
-            Path(lock.lock_file).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # only when emptied: a folder holding anything else stays
+                emptied.rmdir()
+            Path(lock.lock_file).unlink(missing_ok=True)  # also the lock the acquire above made, where there was none
         finally:
             lock.release()
     locks = folder / LOCK_DIR
     if locks.is_dir() and not any(locks.iterdir()):
         locks.rmdir()
-    for index, index_files in cached_indexes(folder):
-        lock = FileLock(f"{index}.lock")  # the lock `search_index.folder_search_index` builds under
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            log.warning("%s is being built by another process; left in place", index)
-            continue
-        try:
-            for path in index_files:
-                with contextlib.suppress(FileNotFoundError):
-                    size = path.stat().st_size
-                    path.unlink()
-                    removed.append(path)
-                    freed += size
-            with contextlib.suppress(OSError):  # a folder holding anything else stays
-                index.rmdir()
-            Path(lock.lock_file).unlink(missing_ok=True)  # the lock the acquire above made, where there was none
-        finally:
-            lock.release()
     with contextlib.suppress(OSError):
         (folder / INDEX_DIR).rmdir()  # only when nothing is left in it
     return removed, freed
