@@ -152,12 +152,16 @@ class EntryRepeats:
         stored = cast(torch.Tensor, self.space.definitions)[start : start + count]
         return torch.nn.functional.normalize(stored.float(), dim=-1)
 
+    def pairs(self, g: int) -> np.ndarray:
+        """Which of entry `g`'s stored vectors repeat which: a boolean [count, count] matrix, its diagonal true."""
+        block = self.block(g)
+        return (block @ block.T > REPEAT_COSINE).cpu().numpy()
+
     def of(self, g: int) -> np.ndarray:
         if self.space.definitions is None or self.counts[g] < 2:
             return np.ones(int(self.counts[g]), dtype=np.int64)
         if g not in self._of:
-            block = self.block(g)
-            self._of[g] = (block @ block.T > REPEAT_COSINE).sum(1).cpu().numpy()
+            self._of[g] = self.pairs(g).sum(1)
         return self._of[g]
 
     def near(self, g: int, vector: np.ndarray) -> int:
@@ -188,8 +192,7 @@ def stored_rows(space: DefinitionSpace, dictionary: Dictionary) -> dict[tuple[st
         if count == len(texts):  # the dictionary lists each of the space's definitions, repeats and all
             own = [(start + i, texts.count(text)) for i, text in enumerate(texts)]
         else:
-            block = repeats.block(g)
-            near = (block @ block.T > REPEAT_COSINE).cpu().numpy()
+            near = repeats.pairs(g)
             own = [(start + i, int(near[i].sum())) for i in range(count) if not near[i, :i].any()]
         if len(own) == len(texts):
             rows.update(((entry.headword, j), row) for j, row in enumerate(own))

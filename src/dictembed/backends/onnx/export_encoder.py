@@ -19,10 +19,14 @@ from dictembed.quantization import Quantization
 
 
 def graph_precision(folder: ModelFolder) -> str:
-    """What an export's graph computes in, from its manifest (`onnx/export.json`): its quantisation, else fp32."""
+    """What an export's graph computes in, from its manifest (`onnx/export.json`), before the graph opens."""
     from dictembed.backends.onnx.session import exported_file
 
-    _, manifest = exported_file(folder.path)  # a manifest that does not parse is a one-line error naming it
+    return manifest_precision(exported_file(folder.path)[1])  # a manifest that does not parse: its one-line error
+
+
+def manifest_precision(manifest: dict[str, Any]) -> str:
+    """An export manifest's quantisation ("int8"), else fp32."""
     quantize = manifest.get("quantize")
     return str(quantize) if quantize else "fp32"
 
@@ -38,8 +42,7 @@ class ExportEncoder:
         self.max_length = query.max_length
         self.normalize = query.normalize
         self.pooling = query.pooling
-        quantize = query.manifest.get("quantize")
-        self.compute_precision = str(quantize) if quantize else "fp32"
+        self.compute_precision = manifest_precision(query.manifest)
         self.batch_invariant = query.batch_invariant  # an int8 graph's vectors depend on their batch
 
     @classmethod
