@@ -149,6 +149,27 @@ def test_predict_table_aligns_chinese_words(rd) -> None:
     assert any(SENSES[w][:10] in "\n".join(lines) for w in results[0].words)
 
 
+def test_predict_table_keeps_its_columns_for_a_long_synonym_list() -> None:
+    from types import SimpleNamespace
+
+    from dictembed.cli.predict import WORDS_WIDTH, column_words
+
+    many = ["besotted", "blind drunk", "blotto", "crocked", "fuddled", "pie-eyed", "sloshed"]
+    assert column_words(many) == "besotted, blind drunk, blotto, +4"  # 33 columns; one more word would pass 36
+    assert (
+        column_words(["ab", "cd", "ef"], 10) == "ab, cd, ef" and column_words(["ab", "cd", "efgh"], 10) == "ab, cd, +1"
+    )
+    assert column_words(["a" * 50, "b"]) == "a" * 31 + "…, +1" and column_words(["猫" * 9], 10) == "猫" * 4 + "…"
+    results = [
+        SimpleNamespace(words=many, score=1.3, definitions={"adj": ["very drunk"]}),
+        SimpleNamespace(words=["tipsy"], score=1.1, definitions={"adj": ["slightly intoxicated"]}),
+    ]
+    lines = results_table(results).splitlines()
+    assert [line.index(f"{r.score:.4f}") for line, r in zip(lines, results, strict=True)] == [
+        6 + WORDS_WIDTH
+    ] * 2  # "  1  " and a space
+
+
 def test_api_pinyin_parameter(rd) -> None:
     pytest.importorskip("fastapi")
     pytest.importorskip("pypinyin")

@@ -550,6 +550,21 @@ def test_bars_turned_off_obeys_and_restores(monkeypatch) -> None:
         assert disable(True) is False and disable(False) is True and disable(None) is False
 
 
+def test_bars_turned_off_silences_a_library_bar_made_after_tqdm_was_imported(capfd) -> None:
+    """tqdm reads TQDM_DISABLE at its import; a bar a library draws without `disable=` (sentence-transformers'
+    "Computing widget examples" under `finetune -q`) is off inside `bars_turned_off` all the same."""
+    from tqdm.auto import tqdm
+
+    from dictembed.progress import bars_turned_off
+
+    with bars_turned_off():
+        list(tqdm(range(3), desc="library bar"))
+        list(tqdm(range(3), desc="asked for", disable=False))  # a bar that passes its own setting keeps it
+    list(tqdm(range(3), desc="after"))
+    err = capfd.readouterr().err
+    assert "library bar" not in err and "asked for" in err and "after" in err, err
+
+
 def test_version_json_is_one_document_of_versions(capsys) -> None:
     """`--version --json` (either order): one JSON document, read from package metadata without importing torch."""
     for argv in (["--version", "--json"], ["--json", "--version"]):

@@ -496,3 +496,39 @@ def test_a_hub_repo_with_weights_fetches_no_graph(
     monkeypatch.chdir(tmp_path)
     asked = _fake_hub(monkeypatch, model_dir, tmp_path / "cache")
     assert (ModelFolder.open("org/tiny").path / "model.safetensors").is_file() and asked == []
+
+
+def test_transformers_loads_a_hub_name_from_the_snapshot_the_folder_check_fetched(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`data stats`, `head learn` and the MLM loads read a Hub name through `ModelFolder.open`, never through
+    transformers' own download."""
+    from transformers import AutoTokenizer
+
+    from dictembed.loading import load_pretrained
+
+    monkeypatch.chdir(tmp_path)
+    _fake_hub(monkeypatch, model_dir, tmp_path / "cache")
+    tokenizer = load_pretrained(AutoTokenizer, "org/tiny")
+    assert tokenizer.name_or_path == str(tmp_path / "cache" / "models--org--tiny" / "snapshots" / "0123abcd")
+    assert tokenizer.tokenize("dog cat") == load_pretrained(AutoTokenizer, str(model_dir)).tokenize("dog cat")
+
+
+def test_a_hub_name_the_hub_cannot_give_fails_in_one_line_without_transformers_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import huggingface_hub
+    import transformers
+    from conftest import cli_refuses
+
+    def offline(*args: Any, **kwargs: Any) -> str:
+        raise huggingface_hub.errors.LocalEntryNotFoundError("offline")
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("transformers was asked to download a Hub name")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", never)
+    error = cli_refuses(capsys, ["data", "stats", "--model", "org/missing"], "org/missing")
+    assert "the Hugging Face Hub could not provide it (LocalEntryNotFoundError" in error

@@ -412,6 +412,46 @@ def test_encoder_load_of_a_weightless_export_is_a_one_line_error(served_export: 
         assert str(exported) in message and "OnnxQueryEncoder" in message and "--keep-weights" in message
 
 
+def test_commands_that_need_the_weights_refuse_a_weightless_export_in_one_line(
+    served_export: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The export as a teacher, a student or a head's backbone: named, with the commands that do run it, and no
+    empty `OUTPUT-runs` folder left behind."""
+    from conftest import cli_refuses
+
+    source, exported = served_export
+    out = tmp_path / "out"
+    for argv in (
+        [
+            "distil",
+            str(exported),
+            "--model",
+            str(source),
+            "--output",
+            str(out),
+            "--descriptions",
+            "none",
+            "--device",
+            "cpu",
+        ],
+        [
+            "distil",
+            str(source),
+            "--model",
+            str(exported),
+            "--output",
+            str(out),
+            "--descriptions",
+            "none",
+            "--device",
+            "cpu",
+        ],
+        ["head", "learn", "--model", str(exported), "--output", str(out), "--limit", "10"],
+    ):
+        line = cli_refuses(capsys, argv, str(exported), "--keep-weights", "predict")
+        assert "OnnxQueryEncoder" in line and list(tmp_path.iterdir()) == [], (argv, list(tmp_path.iterdir()))
+
+
 def test_export_never_removes_a_users_folder_at_its_staging_name(folders: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "ex"
     for name in ("ex.export", "ex.old"):

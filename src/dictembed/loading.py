@@ -28,11 +28,11 @@ from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import (
     WEIGHTS_FILE,
     ModelFolder,
+    is_exported,
     outside_reference,
     record_path,
     vocabulary_problem,
 )
-from dictembed.offline_models import local_folder
 from dictembed.pooling import ACTIVATIONS
 from dictembed.record import RunRecord
 from dictembed.search_options import check_count
@@ -53,17 +53,23 @@ def reads_weights(loader: Any) -> bool:
 def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
     """Call `loader.from_pretrained`, turning hub/offline/missing-file failures into a ModelLoadError. The name of
     an offline model (`dictembed models prepare`) loads its prepared folder. A model's weights load from safetensors
-    only (`use_safetensors=True`): never from a pickle."""
+    only (`use_safetensors=True`): never from a pickle. A Hub name loads the snapshot `ModelFolder.open` fetches,
+    which fails at once offline where transformers' own download retries for most of a minute."""
     if not Path(name_or_path).exists():
-        name_or_path = str(local_folder(name_or_path) or name_or_path)
+        name_or_path = str(ModelFolder.open(name_or_path).path)
     if reads_weights(loader):
+        refuse_weightless_export(Path(name_or_path))
         kwargs["use_safetensors"] = True  # never a pickle (`pytorch_model.bin`), whatever else the folder holds
     try:
         with torch.random.fork_rng(devices=[]):  # weights the checkpoint lacks (an unused pooler) start alike
             torch.manual_seed(0)  # in every process, so a rerun or a resumed run saves the same bytes
             return loader.from_pretrained(name_or_path, **kwargs)
     except (OSError, ValueError, KeyError, SafetensorError) as err:  # a truncated or empty weights file too
-        if Path(name_or_path).is_dir():
+        folder = Path(name_or_path)
+        if folder.is_dir() and not (folder / "config.json").is_file():  # no model at all: the cause is noise
+            what = "is empty" if not any(folder.iterdir()) else "has no config.json"
+            raise ModelLoadError(f"model folder {name_or_path} holds no model: it {what}") from err
+        if folder.is_dir():
             hint = " (the folder holds no complete model)"
         else:
             offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not Path(name_or_path).exists()
@@ -273,6 +279,19 @@ class Opened(NamedTuple):
     device: torch.device  # where a torch backbone runs
 
 
+def refuse_weightless_export(folder: Path) -> None:
+    """Refuse an ONNX export saved without its fp32 weights where the weights themselves are to load."""
+    if is_exported(folder) and not any(folder.glob("*.safetensors")):
+        from dictembed.backends.onnx.session import exported_file
+
+        exported_file(folder)  # a manifest that does not parse or names no graph is the fault to name first
+        raise ModelLoadError(
+            f"model folder {folder} is an ONNX export without its fp32 weights ({WEIGHTS_FILE}), which "
+            "training, distil, head, lexsub and Encoder.load need; predict, serve, encode and evaluate "
+            "sts/sts-multi/senteval run its graph (in Python: OnnxQueryEncoder); or export again with --keep-weights"
+        )
+
+
 def open_encoder_parts(
     name_or_path: str | Path | ModelFolder, pooler: str | None, max_length: int | None, device: Any
 ) -> Opened:
@@ -287,15 +306,7 @@ def open_encoder_parts(
     check_count("max_length", max_length, none=True)
     target = resolve_device(device)
     folder = ModelFolder.open(name_or_path)
-    if folder.is_exported and not any(folder.path.glob("*.safetensors")):
-        from dictembed.backends.onnx.session import exported_file
-
-        exported_file(folder.path)  # a manifest that does not parse or names no graph is the fault to name first
-        raise ModelLoadError(
-            f"model folder {folder.path} is an ONNX export without its fp32 weights ({WEIGHTS_FILE}), which "
-            "Encoder.load needs: open it with dictembed.backends.onnx.query.OnnxQueryEncoder (as predict and "
-            "serve do), or export it again with --keep-weights"
-        )
+    refuse_weightless_export(folder.path)
     record = copy.deepcopy(folder.record)
     parts = load_parts(folder.path, record.encoder.get("max_length"))
     positions = getattr(parts.backbone.config, "max_position_embeddings", None)

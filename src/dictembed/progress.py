@@ -1,11 +1,13 @@
 """Progress: one switch for every bar of the package, and `Progress`, a bar on a terminal and a log line at a steady
 interval elsewhere. Bars are drawn only when stderr is a terminal: into a log file or a pipe they would write a line
-of control characters per update. tqdm's own `TQDM_DISABLE` turns them all off (`dictembed -q` sets it); a bar that
-a caller asks for explicitly still obeys both, which tqdm alone does not."""
+of control characters per update. tqdm's own `TQDM_DISABLE` turns them all off; tqdm reads it once, when imported,
+so `bars_turned_off` (`dictembed -q`) also turns off the bars of a library imported before, as the variable would
+have; a bar that a caller asks for explicitly still obeys both, which tqdm alone does not."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
+from tqdm import std as tqdm_std
 from tqdm.auto import tqdm
 
 DISABLE_ENV = "TQDM_DISABLE"
@@ -40,11 +43,15 @@ def bars_turned_off(off: bool = True) -> Iterator[None]:
     """Every progress bar off while inside (when `off`), those of the libraries underneath included; the
     setting before is restored after."""
     before = os.environ.get(DISABLE_ENV)
+    init = tqdm_std.tqdm.__dict__["__init__"]
     if off:
         os.environ[DISABLE_ENV] = "1"
+        # what the variable does when set before tqdm's import: `disable=True` unless a bar passes its own
+        tqdm_std.tqdm.__init__ = functools.partialmethod(init, disable=True)
     try:
         yield
     finally:
+        tqdm_std.tqdm.__init__ = init
         if before is None:
             os.environ.pop(DISABLE_ENV, None)
         else:

@@ -60,10 +60,10 @@ def run_stats(args: argparse.Namespace) -> Report:
     from dictembed.loading import load_pretrained
     from dictembed.paths import default_model
 
+    tokenizer = load_pretrained(AutoTokenizer, args.model or default_model())  # a Hub name fails before the parse
     dictionary = load_dictionary(
         args.dictionary, wordnet_dir=args.wordnet_dir, encoding=args.encoding, columns=args.columns
     )
-    tokenizer = load_pretrained(AutoTokenizer, args.model or default_model())
     rows = dictionary_stats(split_by_headword(dictionary, seed=args.split_seed), tokenizer)
     return Report({"dictionary": args.dictionary, "splits": rows}, format_stats_table(rows))
 

@@ -83,7 +83,7 @@ def check_distil(args: argparse.Namespace) -> None:
 
 def run_distil(args: argparse.Namespace) -> Report:
     from dictembed.backends.onnx.export import write_query_graph
-    from dictembed.io import staged_dir
+    from dictembed.io import staged_dir, tidy_run_folder
     from dictembed.model_card import write_model_card
     from dictembed.model_folder import read_record
     from dictembed.paths import default_model
@@ -102,9 +102,17 @@ def run_distil(args: argparse.Namespace) -> Report:
     )
     student_model = args.model or str(default_model())
     run_dir = Path(f"{args.output}-runs") / "distil"
-    student, space, dictionary, record, second = distil(
-        args.teacher, student_model, args.description_rows, settings, run_dir, args.device, args.precision, args.resume
-    )
+    with tidy_run_folder(run_dir):
+        student, space, dictionary, record, second = distil(
+            args.teacher,
+            student_model,
+            args.description_rows,
+            settings,
+            run_dir,
+            args.device,
+            args.precision,
+            args.resume,
+        )
     with staged_dir(args.output) as staging:
         save_model_folder(staging, student, record, space, dictionary, second=second)
         write_model_card(staging, read_record(staging, required=True), name=Path(args.output).name)

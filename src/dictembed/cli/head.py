@@ -59,6 +59,7 @@ def check_learn(args: argparse.Namespace) -> None:
 
 def run_learn(args: argparse.Namespace) -> Report:
     from dictembed.dictionary import load_dictionary
+    from dictembed.io import tidy_run_folder
     from dictembed.learned_head import (
         HeadSettings,
         check_backbone,
@@ -75,7 +76,8 @@ def run_learn(args: argparse.Namespace) -> Report:
     train, heldout = head_texts(dictionary, args.limit, args.heldout, seed=args.seed)
     settings = HeadSettings(lr=args.lr, batch_size=args.batch_size, epochs=args.epochs, seed=args.seed)
     run_dir = Path(f"{args.output}-runs") / "head"
-    mlm, summary = learn_head(model, train, run_dir, settings, heldout, resume=args.resume)
+    with tidy_run_folder(run_dir):
+        mlm, summary = learn_head(model, train, run_dir, settings, heldout, resume=args.resume)
     folder = write_masked_lm(model, mlm, args.output)
     discard_checkpoints(run_dir)
     data = {"model": model, "output": str(folder), "architecture": type(mlm).__name__, **summary}

@@ -135,14 +135,35 @@ def display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
 
 
+WORDS_WIDTH = 36  # the columns of the table's words
+
+
+def column_words(words: list[str], width: int = WORDS_WIDTH) -> str:
+    """`words` joined by commas in at most `width` columns: those that fit, then `+N` for the N left out (the
+    first word always, cut with an ellipsis if it alone is wider)."""
+    for shown in range(len(words), 0, -1):
+        left = len(words) - shown
+        text = ", ".join(words[:shown]) + (f", +{left}" if left else "")
+        if display_width(text) <= width or shown == 1:
+            break
+    if display_width(text) > width:  # one word wider than the column
+        suffix = f", +{left}" if left else ""
+        head = words[0]
+        while head and display_width(head) + 1 + len(suffix) > width:
+            head = head[:-1]
+        text = head + "…" + suffix
+    return text
+
+
 def results_table(results: list[Any], entry: str | None = None) -> str:
-    """One line a result: rank, words, score and its first definition, the sense that matched the description
-    (`ReverseDictionary.search`; after `words like ENTRY:` for an entry's near-synonyms)."""
+    """One line a result: rank, words (as many as the column holds, `column_words`), score and its first
+    definition, the sense that matched the description (`ReverseDictionary.search`; after `words like ENTRY:` for
+    an entry's near-synonyms); `--json` lists every word."""
     lines = [] if entry is None else [f"words like {entry}:"]
     for rank, r in enumerate(results, 1):
         gloss = next((defs[0] for defs in r.definitions.values() if defs), "")
-        words = ", ".join(r.words)
-        padding = " " * max(36 - display_width(words), 0)  # Chinese characters take two columns
+        words = column_words(r.words)
+        padding = " " * max(WORDS_WIDTH - display_width(words), 0)  # Chinese characters take two columns
         lines.append(f"{rank:>3}  {words}{padding} {r.score:.4f}  {gloss[:70]}".rstrip())
     return "\n".join(lines) or "  (no results)"
 

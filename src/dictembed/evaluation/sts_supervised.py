@@ -21,6 +21,7 @@ from typing import Any, cast
 import numpy as np
 from safetensors import SafetensorError
 
+from dictembed import progress
 from dictembed.devices import autocast, resolve_device, resolve_precision
 from dictembed.errors import DataFormatError, DictEmbedError, ModelLoadError
 from dictembed.evaluation._common import MAX_SEED, mean_sd, resolve_data_dir
@@ -172,7 +173,7 @@ def evaluate_pairs(model: Any, pairs: StsPairs, name: str = "sts", batch_size: i
         main_similarity="cosine",
         similarity_fn_names=["cosine"],
         name=name,
-        show_progress_bar=True,
+        show_progress_bar=not progress.disable(None),
         write_csv=False,
     )
     return 100.0 * float(evaluator(model)[evaluator.primary_metric])
@@ -203,7 +204,7 @@ def _training_args(
         eval_strategy="no",
         report_to="none",
         push_to_hub=False,
-        disable_tqdm=False,
+        disable_tqdm=progress.disable(None),
         dataloader_pin_memory=torch.cuda.is_available() and device.startswith("cuda"),
         use_cpu=device == "cpu",
         bf16=precision == "bf16",
@@ -216,11 +217,13 @@ def _train(model: Any, train: StsPairs, args: Any) -> tuple[list[tuple[int, floa
     Dataset = require("finetune").Dataset
     from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+    from transformers.trainer_callback import PrinterCallback
 
     dataset = Dataset.from_dict({"sentence1": train.sentences1, "sentence2": train.sentences2, "score": train.scores})
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=dataset, loss=CosineSimilarityLoss(model)
     )
+    trainer.remove_callback(PrinterCallback)  # with its bar off the Trainer prints each log dict on stdout
     trainer.train()
     history = [(int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e]
     return history, int(trainer.state.global_step)
