@@ -421,31 +421,10 @@ def test_commands_that_need_the_weights_refuse_a_weightless_export_in_one_line(
 
     source, exported = served_export
     out = tmp_path / "out"
+    distil = ["--output", str(out), "--descriptions", "none", "--device", "cpu"]
     for argv in (
-        [
-            "distil",
-            str(exported),
-            "--model",
-            str(source),
-            "--output",
-            str(out),
-            "--descriptions",
-            "none",
-            "--device",
-            "cpu",
-        ],
-        [
-            "distil",
-            str(source),
-            "--model",
-            str(exported),
-            "--output",
-            str(out),
-            "--descriptions",
-            "none",
-            "--device",
-            "cpu",
-        ],
+        ["distil", str(exported), "--model", str(source), *distil],  # the export as the teacher
+        ["distil", str(source), "--model", str(exported), *distil],  # as the student
         ["head", "learn", "--model", str(exported), "--output", str(out), "--limit", "10"],
     ):
         line = cli_refuses(capsys, argv, str(exported), "--keep-weights", "predict")
