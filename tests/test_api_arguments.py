@@ -199,6 +199,20 @@ def test_similarity_keeps_the_gradient_and_the_dtype(encoder: Encoder) -> None:
     assert encoder.similarity(a, torch.randn(3, 4)).requires_grad
     assert encoder.similarity(np.array([[1.0, 1e-9]]), np.array([[1.0, 0.0]])).dtype == torch.float64
     assert encoder.similarity([[1, 2]], [[2, 4]]).item() == pytest.approx(1)
+    mixed = encoder.similarity(np.array([[3.0, 4.0]]), np.array([[4.0, 3.0]], dtype=np.float32))  # as numpy would
+    assert mixed.dtype == torch.float64 and mixed.item() == pytest.approx(24 / 25)
+    whole = encoder.similarity(torch.tensor([[3, 4]]), torch.tensor([[4, 3]]))  # int64 tensors, booleans: float32
+    assert whole.dtype == torch.float32 and whole.item() == pytest.approx(24 / 25)
+    assert encoder.similarity(np.array([True, False]), np.array([1.0, 1.0])).item() == pytest.approx(2**-0.5)
+    with pytest.raises(DictEmbedError, match="^similarity: a has rows of different lengths$"):
+        encoder.similarity([[1, 2], [1]], [1, 2])
+
+
+def test_encode_flags_given_a_string_are_refused(encoder: Encoder) -> None:
+    """"no" would count as true: a tensor for `convert_to_tensor="no"`, a bar for `show_progress_bar="x"`."""
+    for flag in ("convert_to_tensor", "convert_to_numpy", "show_progress_bar", "show_progress"):
+        with pytest.raises(DictEmbedError, match=f"^{flag} must be True or False"):
+            encoder.encode(["a dog"], **{flag: "no"})
 
 
 @pytest.mark.parametrize("text", ["\U0001fa77", "\U00031350", "\ue000"])

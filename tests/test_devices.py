@@ -35,6 +35,9 @@ def test_device_and_precision_resolution() -> None:
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else resolve_device(None).type)
     with pytest.raises(DictEmbedError, match="unknown device"):
         resolve_device("gpu0")
+    for other in ("meta", "xpu", "hpu", "xla"):  # torch's names, which would fail deep inside or compute nothing
+        with pytest.raises(DictEmbedError, match=f"^device '{other}': dictembed runs on cpu, cuda, mps;"):
+            resolve_device(other)
     if not torch.cuda.is_available():
         with pytest.raises(DictEmbedError, match="CUDA is not available"):
             resolve_device("cuda:1")

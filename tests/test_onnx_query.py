@@ -412,6 +412,27 @@ def test_encoder_load_of_a_weightless_export_is_a_one_line_error(served_export: 
         assert str(exported) in message and "OnnxQueryEncoder" in message and "--keep-weights" in message
 
 
+def test_the_graph_encoders_refuse_what_encoder_encode_refuses(served_export: tuple[Path, Path]) -> None:
+    """"no" would normalise; an unknown quantisation would fail inside sentence-transformers."""
+    from dictembed.backends.onnx.export_encoder import ExportEncoder
+    from dictembed.model_folder import ModelFolder
+
+    _, exported = served_export
+    query, export = OnnxQueryEncoder.open(exported), ExportEncoder.open(ModelFolder.open(exported))
+    raw = query.encode(["a dog barks"])
+    assert abs(float(np.linalg.norm(raw)) - 1) > 1e-3  # the tiny model keeps no Normalize module
+    for encoder in (query, export):
+        for value in ("no", None):
+            with pytest.raises(DictEmbedError, match="^normalize_embeddings must be True or False"):
+                encoder.encode(["a dog barks"], normalize_embeddings=value)
+        with pytest.raises(DictEmbedError, match="^show_progress_bar must be True or False or None"):
+            encoder.encode(["a dog barks"], show_progress_bar="x")
+    for value in ("fp16", None):
+        with pytest.raises(DictEmbedError, match="^unknown quantize"):
+            export.encode(["a dog", "a cat"], quantize=value)
+    np.testing.assert_array_equal(export.encode(["a dog barks"]), raw)
+
+
 def test_commands_that_need_the_weights_refuse_a_weightless_export_in_one_line(
     served_export: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -114,6 +114,17 @@ def test_search_many_search_vectors_and_neighbours_take_them_too(rd) -> None:
     assert _words(rd.neighbours("girl", 10, words="phrase")) == ["ice cream"]
 
 
+def test_a_query_vector_ranks_alike_at_any_scale(rd) -> None:
+    """Cosines ignore a vector's length: float32 squares of 1e-25 or 1e37 underflow or overflow, and ranked every
+    entry alike before."""
+    vector = rd.encoder.encode([QUERY])
+    expected = [r.to_dict() for r in rd.search_vectors(vector, 5)[0]]
+    for scale in (1e-25, 1e-6, 1e6, 1e37):
+        scaled = rd.search_vectors(vector * np.float32(scale), 5)[0]
+        assert [r.words for r in scaled] == [r["words"] for r in expected]
+        np.testing.assert_allclose([r.score for r in scaled], [r["score"] for r in expected], atol=1e-6)
+
+
 def test_a_misspelt_filter_is_one_line_naming_it(rd) -> None:
     for call in (
         lambda: rd.search(QUERY, lenght=6),
@@ -151,7 +162,13 @@ def test_filters_and_keywords_at_once_are_refused(rd) -> None:
         (lambda rd: rd.search_many(QUERY), "search_many takes a list of descriptions, not one string"),
         (lambda rd: rd.search_vectors(np.zeros((1, 7), np.float32)), r"query vectors of shape \(1, 7\)"),
         (lambda rd: rd.search_vectors(np.full((1, 32), np.nan, np.float32)), "NaN or infinite"),
+        (lambda rd: rd.search_vectors(np.zeros((2, 32), np.float32)), "query vector 0 is all zeros"),
+        (lambda rd: rd.search_vectors("abc"), "query vectors: an array or tensor of numbers, not str"),
+        (lambda rd: rd.search_vectors([[1.0, 2.0], [1.0]]), "query vectors: an array or tensor of numbers, one row"),
+        (lambda rd: rd.search_vectors(np.ones(32), texts=[5]), "text 0 is int, not a string"),
+        (lambda rd: rd.search_vectors(np.ones(32), texts="a"), "texts must be a list of str, not one str"),
         (lambda rd: rd.neighbours(None), "a word is a string, not NoneType"),
+        (lambda rd: rd.ranks("wordnet"), r"ranks: a Dictionary \(dictembed.dictionary.load_dictionary\), not str"),
         (lambda rd: rd.predict(""), r"empty query \(query 1\)"),
         (lambda rd: rd.predict(QUERY, top_k="5"), "top_k: a whole number of at least 1, not '5'"),
         (lambda rd: Filters(pos=5), "pos: a string, not 5"),

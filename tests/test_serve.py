@@ -604,6 +604,33 @@ def test_serve_checks_the_port(capsys) -> None:
     assert "--port" in capsys.readouterr().err
 
 
+def test_the_python_serving_helpers_refuse_bad_arguments_in_one_line(tmp_path) -> None:
+    """What the command line checks, `create_app`, `check_port` and `background_server` check too; a
+    `create_app` that fails leaves no model thread behind."""
+    import threading
+
+    from dictembed.errors import DictEmbedError
+    from dictembed.serve import background_server, check_port, create_app
+
+    (tmp_path / "empty").mkdir()
+    calls = {
+        "model_path is a model folder or a list of them, not int": lambda: create_app(5),
+        "reverse_dictionary is a ReverseDictionary or a list, not a list holding str": lambda: create_app(
+            reverse_dictionary=["x"]
+        ),
+        "budget is an EncodeBudget, not int": lambda: create_app(tmp_path, budget=5),
+        "centring must be True or False, not 'no'": lambda: create_app(tmp_path, centring="no"),
+        "holds no saved entry space": lambda: create_app(tmp_path / "empty"),
+        "a host name and a port from 0 to 65535": lambda: check_port("127.0.0.1", 70000),
+        "timeout is a number of seconds above 0, not 'x'": lambda: background_server(None, timeout="x").__enter__(),
+    }
+    before = threading.active_count()
+    for message, call in calls.items():
+        with pytest.raises(DictEmbedError, match=re.escape(message)):
+            call()
+    assert threading.active_count() == before
+
+
 def test_concurrent_queries_are_batched_with_the_answers_of_lone_ones(app, model_dir) -> None:
     """Queries that arrive while the model is busy are searched together, each getting exactly what it would
     get alone; a query with other options stays out of their batch; a bad query fails alone."""
@@ -798,3 +825,21 @@ def test_a_parameter_the_search_does_not_take_is_named(client) -> None:
     )
     taken = client.get("/api/reverse", params={"q": "a pet", "length": "3", "sort": "alphabet", "mode": "describe"})
     assert taken.status_code == 200
+
+
+def test_a_parameter_given_twice_is_named_not_the_last_one_taken(client) -> None:
+    for query in ("q=cat&q=dog", "q=cat&pos=n&pos=v", "q=cat&k=1&k=3"):
+        response = client.get(f"/api/reverse?{query}")
+        name = query.rsplit("&", 1)[1].split("=")[0]
+        assert response.status_code == 422 and response.json()["error"].startswith(f"{name}: given more than once")
+
+
+def test_encode_refuses_what_it_would_drop(client) -> None:
+    """A misspelt `normalize` (the Python name `normalize_embeddings`) or sentences in the query string: a 422
+    naming it, where they were dropped and the vectors came back unscaled."""
+    for body in ({"sentences": ["a"], "normalize_embeddings": True}, {"sentences": ["a"], "normalise": True}):
+        response = client.post("/api/encode", json=body)
+        key = next(k for k in body if k != "sentences")
+        assert response.status_code == 422 and response.json()["error"].startswith(key), response.text
+    response = client.post("/api/encode?sentences=a", json={"sentences": ["a"]})
+    assert response.status_code == 422 and response.json()["error"].startswith("sentences: /api/encode takes no")

@@ -236,3 +236,21 @@ def test_the_latency_benchmark_encodes_in_halves_until_the_budget_takes_them(rd)
         summary = script.bulk_loop("127.0.0.1", port, sentences, stop, started)
     assert started.is_set() and summary["errors"] == 0 and summary["sentences_per_request"] == 4
     assert summary["requests"] >= 2 and summary["sentences_per_s"] > 0
+
+
+def test_an_upload_cut_off_mid_body_is_one_info_line(rd, caplog) -> None:
+    """A client that closes its socket before its body is sent is a client gone, not an internal error."""
+    import logging
+
+    from dictembed.serve import background_server, create_app
+
+    app = create_app(reverse_dictionary=rd)
+    head = b"POST /api/encode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    with caplog.at_level(logging.INFO), background_server(app) as base:
+        port = int(base.rsplit(":", 1)[1])
+        raw_request(port, head + b'{"sentences": ["a').close()
+        wait_for(lambda: "the client went away" in caplog.text)
+        with urllib.request.urlopen(f"{base}/api/reverse?q=a+small+pet&k=1", timeout=60) as response:
+            assert response.status == 200
+    assert "internal error" not in caplog.text and "Traceback" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -10,6 +10,7 @@ import os
 from dictembed.errors import DictEmbedError
 
 DEVICE_HELP = "auto (CUDA, else MPS, else CPU), cpu, cuda, cuda:1, mps"
+DEVICE_TYPES = ("cpu", "cuda", "mps")  # the torch device types dictembed runs on
 COMPUTE_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 PRECISION_HELP = (
     "compute precision: auto (bf16 on a CUDA GPU that supports it, on a CPU with AMX, and on one with AVX512_BF16 "

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, cpu_precision_choice
+from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, DEVICE_TYPES, cpu_precision_choice
 from dictembed.device_choices import is_main_process as is_main_process  # re-exported
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
@@ -58,13 +58,17 @@ def best_device() -> torch.device:
 
 
 def device_type(device: str | torch.device | None) -> str:
-    """The type ("cpu", "cuda", "mps") of a device choice, without checking that it exists."""
+    """The type ("cpu", "cuda", "mps") of a device choice, without checking that it exists; a device torch knows
+    that dictembed does not run on (xpu, meta, hpu, ...) is refused with the names it takes."""
     if device is None or str(device) == "auto":
         return best_device().type
     try:
-        return torch.device(device).type
-    except (RuntimeError, ValueError):
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError, TypeError):
         raise DictEmbedError(f"unknown device {device!r}; use {DEVICE_HELP}") from None
+    if kind not in DEVICE_TYPES:
+        raise DictEmbedError(f"device {device!r}: dictembed runs on {', '.join(DEVICE_TYPES)}; use {DEVICE_HELP}")
+    return kind
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

@@ -36,7 +36,14 @@ from dictembed.output_folder import check_output_folder
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.record import RunRecord
-from dictembed.st_encode import encode_keywords, encode_normalize, encode_output, prompt_text, similarity
+from dictembed.st_encode import (
+    encode_flags,
+    encode_keywords,
+    encode_normalize,
+    encode_output,
+    prompt_text,
+    similarity,
+)
 from dictembed.texts import check_batch_size, check_chunk, check_flag, check_prompt, check_texts, text_input, text_list
 from dictembed.tokenization import tokenize_counting_cuts
 
@@ -339,12 +346,12 @@ class Encoder(nn.Module):
         quantize = encode_keywords(quantize, precision, kwargs)
         texts, single = text_input(sentences)
         normalize_embeddings = encode_normalize(normalize_embeddings, normalize)
-        show = show_progress if show_progress is not None else show_progress_bar
+        show, as_tensor = encode_flags(show_progress_bar, show_progress, convert_to_numpy, convert_to_tensor)
         if device is not None:
             self.to(resolve_device(device))
         prefix = self._prompt(prompt, prompt_name)
         vectors = torch.cat([torch.zeros(0, self.dim), *self.embed(texts, batch_size, prefix, show)])
-        return encode_output(vectors, normalize_embeddings, quantize, convert_to_tensor or not convert_to_numpy, single)
+        return encode_output(vectors, normalize_embeddings, quantize, as_tensor, single)
 
     @torch.no_grad()
     def embed(

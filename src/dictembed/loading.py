@@ -28,6 +28,7 @@ from dictembed.errors import DictEmbedError, ModelLoadError
 from dictembed.model_folder import (
     WEIGHTS_FILE,
     ModelFolder,
+    has_weights,
     is_exported,
     outside_reference,
     record_path,
@@ -281,7 +282,7 @@ class Opened(NamedTuple):
 
 def refuse_weightless_export(folder: Path) -> None:
     """Refuse an ONNX export saved without its fp32 weights where the weights themselves are to load."""
-    if is_exported(folder) and not any(folder.glob("*.safetensors")):
+    if is_exported(folder) and not has_weights(folder):
         from dictembed.backends.onnx.session import exported_file
 
         exported_file(folder)  # a manifest that does not parse or names no graph is the fault to name first

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.split import seeded_sample
+from dictembed.errors import DictEmbedError
 from dictembed.query_encoder import QueryEncoder, as_rows
 from dictembed.search_index import top_indices
 from dictembed.search_options import check_count, check_queries, query_list
@@ -25,7 +27,6 @@ from dictembed.texts import check_batch_size, check_texts
 if TYPE_CHECKING:
     import torch
 
-    from dictembed.dictionary.core import Dictionary
     from dictembed.entry_space import EntrySpace
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,10 @@ class ModelScores:
 
         check_count("limit", limit, none=True)
         check_count("seed", seed, low=0)
+        if not isinstance(dictionary, Dictionary):
+            raise DictEmbedError(
+                f"ranks: a Dictionary (dictembed.dictionary.load_dictionary), not {type(dictionary).__name__}"
+            )
         every = list(dictionary.pairs())
         known = [(w, d) for w, d in every if w in self.space.index]
         if len(known) < len(every):

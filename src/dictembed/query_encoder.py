@@ -18,6 +18,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from dictembed.errors import DictEmbedError
 from dictembed.model_folder import ONNX_DIR, QUERY_MANIFEST, ModelFolder
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,12 @@ def as_rows(vectors: Any) -> np.ndarray:
     """Pooled vectors (a torch tensor on any device, or an array) as a 2-D float32 numpy array."""
     if hasattr(vectors, "detach"):
         vectors = vectors.detach().float().cpu().numpy()
-    rows = np.asarray(vectors, dtype=np.float32)
+    if isinstance(vectors, str | bytes):
+        raise DictEmbedError(f"query vectors: an array or tensor of numbers, not {type(vectors).__name__}")
+    try:
+        rows = np.asarray(vectors, dtype=np.float32)
+    except (ValueError, TypeError):  # text, None, rows of different lengths
+        raise DictEmbedError("query vectors: an array or tensor of numbers, one row a vector") from None
     return rows[None] if rows.ndim == 1 else rows
 
 

@@ -66,7 +66,7 @@ from dictembed.search_options import (
     ranking_over,
 )
 from dictembed.search_space import SearchSpace, l2_normalize
-from dictembed.texts import check_batch_size
+from dictembed.texts import check_batch_size, check_texts, text_list
 from dictembed.word_frequency import check_language
 
 if TYPE_CHECKING:
@@ -443,6 +443,9 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         filters = Filters.resolve(filters, options)
         check_search(k, max_definitions)
         vectors = as_rows(vectors)
+        if texts is not None:
+            texts = text_list(texts, "texts")
+            check_texts(texts, "text")
         if texts is not None and len(texts) != len(vectors):
             raise DictEmbedError(f"{len(texts)} texts for {len(vectors)} query vectors")
         dim = self.space.dim if isinstance(self.space, SearchSpace) else vectors.shape[-1]
@@ -450,6 +453,11 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             raise DictEmbedError(f"query vectors of shape {vectors.shape}; the entry space has {dim} dimensions")
         if not np.isfinite(vectors).all():
             raise DictEmbedError("a query vector holds NaN or infinite values")
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)  # float32 squares under/overflow
+        if (zero := np.flatnonzero(norms[:, 0] == 0)).size:
+            raise DictEmbedError(f"query vector {int(zero[0])} is all zeros: it points nowhere")
+        if isinstance(self.space, SearchSpace):  # cosines: the direction alone, at a scale float32 computes them at
+            vectors = (vectors / norms).astype(np.float32)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
         reranks, depth = self.reranks, max(k, self.ranking.depth)

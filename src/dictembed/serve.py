@@ -68,6 +68,7 @@ from dictembed.serve_limits import (
     EncodeBudget,
 )
 from dictembed.serve_scheduling import BULK, SEARCH, ModelThread, QueryBatcher
+from dictembed.texts import check_flag, is_real_number, is_whole_number
 
 __all__ = [
     "BULK",
@@ -89,6 +90,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+def listed(value: object, kind: type | tuple[type, ...], what: str) -> list[Any]:
+    """`value`, one `kind` or a non-empty list of them, as a list; refused in one line saying `what` otherwise."""
+    items = [value] if isinstance(value, kind) else value
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence) or not items:
+        raise DictEmbedError(f"create_app: {what}, not {type(value).__name__}")
+    if wrong := [item for item in items if not isinstance(item, kind)]:
+        raise DictEmbedError(f"create_app: {what}, not a list holding {type(wrong[0]).__name__}")
+    return list(items)
+
+
 def create_app(
     model_path: str | Path | Sequence[str | Path] | None = None,
     reverse_dictionary: ReverseDictionary | Sequence[ReverseDictionary] | None = None,
@@ -108,22 +119,34 @@ def create_app(
     from dictembed.serve_routes import Served, api
     from dictembed.served_dictionaries import ServedDictionaries, open_served, served_of
 
-    model = ModelThread()
+    check_flag("centring", centring)
+    if budget is not None and not isinstance(budget, EncodeBudget):
+        raise DictEmbedError(f"create_app: budget is an EncodeBudget, not {type(budget).__name__}")
     if reverse_dictionary is not None:
-        loaded = [reverse_dictionary] if isinstance(reverse_dictionary, ReverseDictionary) else reverse_dictionary
-        served = [served_of(rd) for rd in loaded]
+        loaded = listed(reverse_dictionary, ReverseDictionary, "reverse_dictionary is a ReverseDictionary or a list")
     elif model_path is not None:
-        paths = [model_path] if isinstance(model_path, str | Path) else list(model_path)
-        served = model.call(open_served, paths, device, precision, ranking, dictionary)
+        paths = listed(model_path, (str, Path), "model_path is a model folder or a list of them")
     else:
         raise DictEmbedError("create_app needs a model folder or a ReverseDictionary")
-    for one in served:
-        model.call(one.rd.prepare)
-    return api(Served(ServedDictionaries(served, model, centring), model, budget or EncodeBudget()))
+    model = ModelThread()
+    try:
+        if reverse_dictionary is not None:
+            served = [served_of(rd) for rd in loaded]
+        else:
+            served = model.call(open_served, paths, device, precision, ranking, dictionary)
+        for one in served:
+            model.call(one.rd.prepare)
+        return api(Served(ServedDictionaries(served, model, centring), model, budget or EncodeBudget()))
+    except BaseException:
+        model.stop()  # no thread left holding a model that will never serve
+        raise
 
 
 def check_port(host: str, port: int) -> None:
-    """Refuse, with one line, a host and port this process cannot listen on (in use, not permitted)."""
+    """Refuse, with one line, a host and port this process cannot listen on (not a port number, in use, not
+    permitted)."""
+    if not isinstance(host, str) or not is_whole_number(port, low=0, high=65535):
+        raise DictEmbedError(f"cannot listen on {host!r}:{port!r}: a host name and a port from 0 to 65535")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
@@ -178,12 +201,16 @@ def run_server(
 @contextlib.contextmanager
 def background_server(app: Any, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0) -> Iterator[str]:
     """Serve `app` from a daemon thread while the block runs; yields the base URL (port 0: a free port)."""
+    if not is_real_number(timeout) or not timeout > 0:
+        raise DictEmbedError(f"background_server: timeout is a number of seconds above 0, not {timeout!r}")
+    check_port(host, port)
     running = server(app, host, port, log_level="warning")
     thread = threading.Thread(target=running.run, name="dictembed-serve", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
     while not running.started:
         if not thread.is_alive() or time.monotonic() > deadline:
+            running.should_exit = True  # a server still starting stops once it has
             raise DictEmbedError(f"the server did not start on {host}:{port}")
         time.sleep(0.05)
     bound = running.servers[0].sockets[0].getsockname()[1]

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Message, Receive, Scope, Send
 
@@ -104,7 +105,10 @@ async def json_body(request: Request, model: type[M]) -> M:
     and 422 (a one-line `DictEmbedError`) for anything else that is not that JSON: invalid JSON or UTF-8, nesting
     too deep, numbers too long, a missing or invalid field. Parsed off the event loop, by pydantic."""
     check_json_media(request)
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # gone mid-upload: one info line, as for a client gone while its work waits
+        raise ClientGone(request.url.path) from None
     try:
         return await run_in_threadpool(model.model_validate_json, raw)
     except ValidationError as err:

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -58,6 +58,8 @@ near-synonyms. Every error is a JSON object `{"error": message}` of one line. Th
 
 
 class EncodeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt `normalize` would be dropped, and the vectors not scaled
+
     sentences: Annotated[
         list[Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)]],
         Field(min_length=1, max_length=MAX_SENTENCES),
@@ -371,6 +373,8 @@ def api(served: Served) -> FastAPI:
     ) -> Any:
         if unknown := sorted(set(request.query_params) - parameters):  # a misspelt filter filters nothing
             return error(422, f"{unknown[0][:50]}: not a parameter of /api/reverse ({', '.join(sorted(parameters))})")
+        if twice := sorted(name for name in parameters if len(request.query_params.getlist(name)) > 1):
+            return error(422, f"{twice[0]}: given more than once; give each parameter once")
         query = q.strip()
         if is_blank(query):
             return error(422, "q: the query is empty")
@@ -414,12 +418,15 @@ def api(served: Served) -> FastAPI:
             {
                 413: f"a request body over {MAX_BODY_BYTES >> 20} MiB, or sentences over {budget.request} tokens",
                 415: "a body with a Content-Encoding (gzip, ...) or a Content-Type other than JSON",
-                422: "a body that is not the JSON asked for (invalid, nested too deep, a number too long) or an "
-                "invalid sentence list",
+                422: "a body that is not the JSON asked for (invalid, nested too deep, a number too long, a key "
+                "other than sentences and normalize), an invalid sentence list, or a query parameter",
             },
         ),
     )
     async def encode(request: Request) -> Response:
+        if request.query_params:  # the sentences are the body's: a parameter would be dropped
+            name = next(iter(request.query_params))[:50]
+            return error(422, f"{name}: /api/encode takes no query parameters; send the sentences as its JSON body")
         body = await json_body(request, EncodeRequest)
         return Response(await served.encode(request, body.sentences, body.normalize), media_type="application/json")
 

@@ -51,6 +51,20 @@ def encode_normalize(normalize_embeddings: object, normalize: object) -> bool:
     return bool(normalize if normalize is not None else normalize_embeddings)
 
 
+def encode_flags(
+    show_progress_bar: object, show_progress: object, convert_to_numpy: object, convert_to_tensor: object
+) -> tuple[bool | None, bool]:
+    """Whether to show a bar (`show_progress_bar`, or `show_progress`, its older name, where given; None: by the
+    number of texts) and to return a tensor (`convert_to_tensor`, or not `convert_to_numpy`), each flag True or
+    False (the bars' None too): "no" would count as true."""
+    check_flag("show_progress_bar", show_progress_bar, none=True)
+    check_flag("show_progress", show_progress, none=True)
+    check_flag("convert_to_numpy", convert_to_numpy)
+    check_flag("convert_to_tensor", convert_to_tensor)
+    show = show_progress if show_progress is not None else show_progress_bar
+    return cast("bool | None", show), bool(convert_to_tensor or not convert_to_numpy)
+
+
 def prompt_text(
     prompts: dict[str, str], default_name: str | None, prompt: str | None, prompt_name: str | None
 ) -> str | None:
@@ -96,7 +110,9 @@ def similarity(a: object, b: object) -> torch.Tensor:
     rows = [_numeric_rows(x, name) for x, name in ((a, "a"), (b, "b"))]
     if rows[0].shape[-1] != rows[1].shape[-1]:
         raise DictEmbedError(f"similarity: a has {rows[0].shape[-1]} dimensions, b {rows[1].shape[-1]}")
-    return cos_sim(*rows)
+    dtype = torch.promote_types(rows[0].dtype, rows[1].dtype)  # float64 with float32, as numpy would
+    dtype = dtype if dtype.is_floating_point else torch.float32  # whole numbers and booleans as float32
+    return cos_sim(*(r.to(dtype) for r in rows))
 
 
 def _numeric_rows(x: object, name: str) -> torch.Tensor:
@@ -105,7 +121,10 @@ def _numeric_rows(x: object, name: str) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         rows = x
     else:
-        array = np.asarray(x, dtype=object if isinstance(x, str | bytes) else None)
+        try:
+            array = np.asarray(x, dtype=object if isinstance(x, str | bytes) else None)
+        except ValueError:  # rows of different lengths
+            raise DictEmbedError(f"similarity: {name} has rows of different lengths") from None
         if array.dtype.kind not in "fiub":
             raise DictEmbedError(f"similarity: {name} must be vectors of numbers, not {type(x).__name__}")
         keep = array.dtype.kind == "f" and isinstance(x, np.ndarray)  # an array's float dtype; lists as torch.tensor

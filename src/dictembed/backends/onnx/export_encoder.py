@@ -15,7 +15,6 @@ import numpy as np
 
 from dictembed.backends.onnx.query import OnnxQueryEncoder
 from dictembed.model_folder import ModelFolder
-from dictembed.quantization import Quantization
 
 
 def graph_precision(folder: ModelFolder) -> str:
@@ -89,9 +88,11 @@ class ExportEncoder:
         asked and quantised unless `quantize` is float32 (sentence-transformers' `quantize_embeddings`)."""
         import torch
 
-        from dictembed.st_encode import encode_output
+        from dictembed.st_encode import encode_keywords, encode_normalize, encode_output
 
+        quantization = encode_keywords(quantize, None, {})
+        normalize = encode_normalize(normalize_embeddings, None)
         single = isinstance(sentences, str)
         vectors = self.query.encode(sentences, batch_size, prompt=prompt, show_progress_bar=show_progress_bar)
         rows = torch.from_numpy(np.atleast_2d(vectors))
-        return cast(np.ndarray, encode_output(rows, normalize_embeddings, cast(Quantization, quantize), False, single))
+        return cast(np.ndarray, encode_output(rows, normalize, quantization, False, single))

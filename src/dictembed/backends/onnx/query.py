@@ -41,6 +41,7 @@ from dictembed.search_space import l2_normalize
 from dictembed.texts import (
     check_batch_size,
     check_chunk,
+    check_flag,
     check_prompt,
     check_texts,
     is_whole_number,
@@ -217,6 +218,8 @@ class OnnxQueryEncoder:
         """Like `Encoder.encode`: a list gives a float32 (n, dim) array, one string a (dim,) vector, each after
         `prompt` (default: the model's default prompt; "" for none); `normalize_embeddings` L2-normalises."""
         texts, single = text_input(sentences)
+        check_flag("normalize_embeddings", normalize_embeddings)  # "no" would count as true
+        check_flag("show_progress_bar", show_progress_bar, none=True)
         vectors = np.concatenate(
             [np.zeros((0, self.dim), np.float32), *self.embed(texts, batch_size, prompt, show_progress_bar)]
         )
