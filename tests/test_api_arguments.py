@@ -209,7 +209,7 @@ def test_similarity_keeps_the_gradient_and_the_dtype(encoder: Encoder) -> None:
 
 
 def test_encode_flags_given_a_string_are_refused(encoder: Encoder) -> None:
-    """"no" would count as true: a tensor for `convert_to_tensor="no"`, a bar for `show_progress_bar="x"`."""
+    """A string would count as true: a tensor for `convert_to_tensor="no"`, a bar for `show_progress_bar="x"`."""
     for flag in ("convert_to_tensor", "convert_to_numpy", "show_progress_bar", "show_progress"):
         with pytest.raises(DictEmbedError, match=f"^{flag} must be True or False"):
             encoder.encode(["a dog"], **{flag: "no"})

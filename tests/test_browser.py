@@ -129,7 +129,7 @@ def test_the_length_and_initial_controls_filter_the_results(page, base_url) -> N
     page.locator("#max_length").fill("3")  # over the minimum: the API's message in the page
     page.locator("#max_length").press("Enter")
     page.wait_for_selector("#status.error")
-    assert "min_length 4 is more than max_length 3" in page.locator("#status").text_content()
+    assert "min_length: 4 is more than max_length 3" in page.locator("#status").text_content()
 
 
 def _reverse_request(page, action) -> str:

@@ -413,7 +413,7 @@ def test_encoder_load_of_a_weightless_export_is_a_one_line_error(served_export: 
 
 
 def test_the_graph_encoders_refuse_what_encoder_encode_refuses(served_export: tuple[Path, Path]) -> None:
-    """"no" would normalise; an unknown quantisation would fail inside sentence-transformers."""
+    """A string would normalise; an unknown quantisation would fail inside sentence-transformers."""
     from dictembed.backends.onnx.export_encoder import ExportEncoder
     from dictembed.model_folder import ModelFolder
 

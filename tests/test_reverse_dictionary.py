@@ -242,8 +242,8 @@ def test_length_and_initial_filters(rd, filters, expected) -> None:
     [
         ({"min_length": 0}, "min_length: a whole number of letters from 1 to 100"),
         ({"max_length": 101}, "max_length"),
-        ({"min_length": 5, "max_length": 4}, "min_length 5 is more than max_length 4"),
-        ({"initial": "g" * 21}, "initial too long"),
+        ({"min_length": 5, "max_length": 4}, "min_length: 5 is more than max_length 4"),
+        ({"initial": "g" * 21}, "initial: too long"),
     ],
 )
 def test_bad_length_and_initial_filters(rd, filters, message) -> None:

@@ -62,7 +62,7 @@ def test_filters_of_maps_every_option_name() -> None:
         ({"pos": 5}, "pos: a string, not 5"),
         ({"pos": "x"}, "unknown part of speech 'x'"),
         ({"words": "many"}, "unknown word count 'many'"),
-        ({"min_length": 5, "max_length": 4}, "min_length 5 is more than max_length 4"),
+        ({"min_length": 5, "max_length": 4}, "min_length: 5 is more than max_length 4"),
     ],
 )
 def test_filters_of_refuses_in_one_line(options, message) -> None:

@@ -158,9 +158,9 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
     pattern can never backtrack exponentially (`/(.*)*x$/` over a long lemma) and stall a server. RE2 has no
     backreferences or lookaround; such a pattern is refused with a one-line error."""
     if len(pattern) > MAX_PATTERN_CHARS:
-        raise DictEmbedError(f"pattern too long: at most {MAX_PATTERN_CHARS} characters")
+        raise DictEmbedError(f"pattern: too long, at most {MAX_PATTERN_CHARS} characters")
     if pattern == "//":
-        raise DictEmbedError("empty regular expression //: write one between the slashes, e.g. /^gir/")
+        raise DictEmbedError("pattern: an empty regular expression //; write one between the slashes, e.g. /^gir/")
     if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
         options = re2.Options()
         options.case_sensitive, options.log_errors = False, False
@@ -169,7 +169,7 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
         except re2.error as err:
             detail = err.args[0].decode(errors="replace") if err.args and isinstance(err.args[0], bytes) else err
             raise DictEmbedError(
-                f"invalid regular expression {pattern}: {detail} (RE2 syntax: no backreferences or lookaround)"
+                f"pattern: invalid regular expression {pattern}: {detail} (RE2 syntax: no backreferences or lookaround)"
             ) from None
         return lambda word: regex.search(word) is not None
     if any(c in pattern for c in GLOB_CHARACTERS):
@@ -205,13 +205,13 @@ class Filters:
             if value is not None and not isinstance(value, str):
                 raise DictEmbedError(f"{name}: a string, not {value!r}")
         if self.words not in WORD_COUNTS:
-            raise DictEmbedError(f"unknown word count {self.words!r}; choose from {', '.join(WORD_COUNTS)}")
+            raise DictEmbedError(f"words: unknown word count {self.words!r}; choose from {', '.join(WORD_COUNTS)}")
         if self.script not in SCRIPTS:
-            raise DictEmbedError(f"unknown script {self.script!r}; choose from {', '.join(SCRIPTS)}")
+            raise DictEmbedError(f"script: unknown script {self.script!r}; choose from {', '.join(SCRIPTS)}")
         object.__setattr__(self, "pos", normalize_pos(self.pos) or None)
         if self.pos is not None and self.pos not in POS_TAGS:
             raise DictEmbedError(
-                f"unknown part of speech {self.pos!r}; choose from n, v, a, r (noun, verb, adjective, adverb)"
+                f"pos: unknown part of speech {self.pos!r}; choose from n, v, a, r (noun, verb, adjective, adverb)"
             )
         object.__setattr__(self, "pattern", self.pattern or None)
         if self.pattern is not None:
@@ -219,10 +219,10 @@ class Filters:
         for name in ("min_length", "max_length"):
             check_letters(name, getattr(self, name))
         if self.min_length is not None and self.max_length is not None and self.min_length > self.max_length:
-            raise DictEmbedError(f"min_length {self.min_length} is more than max_length {self.max_length}")
+            raise DictEmbedError(f"min_length: {self.min_length} is more than max_length {self.max_length}")
         object.__setattr__(self, "initial", (self.initial or "").strip() or None)
         if self.initial is not None and len(self.initial) > MAX_INITIAL_CHARS:
-            raise DictEmbedError(f"initial too long: at most {MAX_INITIAL_CHARS} characters")
+            raise DictEmbedError(f"initial: too long, at most {MAX_INITIAL_CHARS} characters")
         pinyin = (self.pinyin or "").strip()
         object.__setattr__(self, "pinyin", check_pinyin(pinyin) if pinyin else None)
 

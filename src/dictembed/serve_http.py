@@ -70,7 +70,8 @@ def validation_message(errors: Iterable[Any], listed: int = LISTED_ERRORS) -> st
     for found in errors[:listed]:
         loc = [str(x) for x in found.get("loc", ())]
         where = ".".join(loc[1:] if len(loc) > 1 and loc[0] in ("query", "body") else loc) or "body"
-        parts.append(f"{where}: {' '.join(str(found.get('msg', 'invalid')).split())}")
+        message = " ".join(str(found.get("msg", "invalid")).split()).removeprefix("Value error, ")  # our validators'
+        parts.append(f"{where}: {message}")
     if len(errors) > listed:
         parts.append(f"and {len(errors) - listed} more")
     return "; ".join(parts) or "invalid request"

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -55,6 +55,17 @@ log = logging.getLogger("dictembed.serve")
 SHUTDOWN_WAIT = 30.0  # seconds a shutdown waits for the model's queued calls to end
 API_DESCRIPTION = """Describe a word and get the words (a reverse dictionary), or give a word and get its
 near-synonyms. Every error is a JSON object `{"error": message}` of one line. The search page is at `/`."""
+
+
+def written_in_digits(value: object) -> object:
+    """A query parameter's count as digits alone (`5`): not `2.0`, `+5` or `1_0`, which the lax parse reads as
+    numbers the Python API refuses."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError(f"a whole number in digits, not {value[:20]!r}")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(written_in_digits)]  # k and the lengths of /api/reverse
 
 
 class EncodeRequest(BaseModel):
@@ -307,7 +318,7 @@ def api(served: Served) -> FastAPI:
                 examples=["a long-necked African animal"],
             ),
         ],
-        k: Annotated[int, Query(ge=1, le=MAX_K, description="how many results")] = DEFAULT_K,
+        k: Annotated[Count, Query(ge=1, le=MAX_K, description="how many results")] = DEFAULT_K,
         pos: Annotated[
             str | None, Query(max_length=20, description="part of speech: n, v, a, r (or noun, verb, ...)")
         ] = None,
@@ -317,7 +328,7 @@ def api(served: Served) -> FastAPI:
         ] = None,
         words: Annotated[WordCount, Query(description="single words, phrases (several words) or any")] = WORD_COUNTS[0],
         length: Annotated[
-            int | None,
+            Count | None,
             Query(
                 ge=1,
                 le=MAX_WORD_LENGTH,
@@ -325,10 +336,10 @@ def api(served: Served) -> FastAPI:
             ),
         ] = None,
         min_length: Annotated[
-            int | None, Query(ge=1, le=MAX_WORD_LENGTH, description="at least this many letters")
+            Count | None, Query(ge=1, le=MAX_WORD_LENGTH, description="at least this many letters")
         ] = None,
         max_length: Annotated[
-            int | None, Query(ge=1, le=MAX_WORD_LENGTH, description="at most this many letters")
+            Count | None, Query(ge=1, le=MAX_WORD_LENGTH, description="at most this many letters")
         ] = None,
         initial: Annotated[
             str | None,
@@ -378,7 +389,7 @@ def api(served: Served) -> FastAPI:
         query = q.strip()
         if is_blank(query):
             return error(422, "q: the query is empty")
-        target = served.dictionaries.choose(lang, dictionary)
+        target = served.dictionaries.choose(lang or None, dictionary or None)  # empty: not given, as the filters
         target = served.dictionaries.reader(target, query)
         options = {"pos": pos, "pattern": pattern, "words": words, "length": length, "min_length": min_length}
         options |= {"max_length": max_length, "initial": initial, "pinyin": pinyin, "script": script}
