@@ -86,6 +86,13 @@ def check_prompt(prompt: object) -> None:
         raise DictEmbedError(f"prompt must be a str or None, not {type(prompt).__name__}")
 
 
+def bounds_in_words(whole: bool, low: float, strict: bool, high: float | None = None) -> str:
+    """A range as the one-line errors give it: "> 0", ">= 1 and <= 1000000" (whole numbers as integers)."""
+    shown = (lambda v: str(int(v))) if whole else (lambda v: f"{v:g}")
+    text = f"> {shown(low)}" if strict else f">= {shown(low)}"
+    return text + (f" and <= {shown(high)}" if high is not None else "")
+
+
 def check_flag(name: str, value: object, none: bool = False) -> None:
     """Refuse an option `name` that is not True or False (None too where `none`): "no" would count as true."""
     if not (isinstance(value, bool) or is_numpy_bool(value) or (none and value is None)):

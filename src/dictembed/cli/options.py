@@ -29,7 +29,7 @@ from dictembed.search_options import (
     SECOND_FLOOR,
     WORD_COUNTS,
 )
-from dictembed.texts import MAX_BATCH_SIZE, MAX_SEED
+from dictembed.texts import MAX_BATCH_SIZE, MAX_SEED, bounds_in_words
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
 
@@ -39,9 +39,7 @@ ARRAY_SUFFIXES = (".npy", ".npz")
 # ------------------------------------------------------------------------ argument types
 def number(convert: Callable[[str], Any], minimum: float, strict: bool, maximum: float | None = None) -> Callable:
     """An argparse `type=` that converts and checks the bounds, with a one-line message on failure."""
-    shown = (lambda v: str(int(v))) if convert is int else (lambda v: f"{v:g}")
-    bound = f"> {shown(minimum)}" if strict else f">= {shown(minimum)}"
-    bound += f" and <= {shown(maximum)}" if maximum is not None else ""
+    bound = bounds_in_words(convert is int, minimum, strict, maximum)
 
     def parse(text: str) -> Any:
         try:

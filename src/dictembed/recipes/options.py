@@ -11,7 +11,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar, cast
 
 from dictembed.errors import DictEmbedError
-from dictembed.texts import is_real_number, is_whole_number
+from dictembed.texts import bounds_in_words, is_real_number, is_whole_number
 
 
 def option(
@@ -111,10 +111,9 @@ def _number(kind: str, value: Any, positive: bool, maximum: float | None) -> int
 
 def _number_kind(kind: str, positive: bool, maximum: float | None) -> str:
     """What `_number` takes, in words: "a whole number >= 1", "a number from 0 to 1"."""
-    noun = "a whole number" if kind == "int" else "a number"
-    low = ("> 0" if kind == "float" else ">= 1") if positive else ">= 0"
-    top = "" if maximum is None else f" and <= {int(maximum)}" if kind == "int" else f" and <= {maximum:g}"
-    return f"{noun} {low}{top}"
+    whole = kind == "int"
+    noun = "a whole number" if whole else "a number"
+    return f"{noun} {bounds_in_words(whole, int(positive and whole), positive and not whole, maximum)}"
 
 
 def _text(f: Field, value: Any, name: str) -> str:
