@@ -292,7 +292,11 @@ def test_the_sense_that_matched_comes_first(mince) -> None:
     assert _senses(mince.search(meat, pos="v"), "mince") == [cut, harsh, meat]  # the best verb sense, then verbs
     assert _senses(mince.search(cut, max_definitions=1), "mince") == [cut]
     assert mince.search(cut)[0].pos["mince"] == ["v", "v", "n"]
-    assert _senses(mince.neighbours("chop"), "mince") == [harsh, cut, meat]  # no description: dictionary order
+    for word, own in (("chop", "cut into pieces with a knife"), ("soften", "make less hard or severe")):
+        # a near-synonym's sense nearest the word's own first, then dictionary order
+        vectors = mince.encoder.encode([own, harsh, cut, meat], normalize_embeddings=True)
+        nearest = [harsh, cut, meat][int(np.argmax(vectors[1:] @ vectors[0]))]
+        assert _senses(mince.neighbours(word), "mince") == [nearest] + [d for d in (harsh, cut, meat) if d != nearest]
 
 
 def test_the_api_lists_the_matched_sense_first(mince) -> None:

@@ -16,13 +16,13 @@ from dictembed.errors import DictEmbedError
 from dictembed.near_synonyms import SynonymScoring, SynonymSearch, has_entry_vectors
 from dictembed.query_encoder import QueryEncoder, search_threads
 from dictembed.search_options import SEARCH_MODES, Filters, check_search
+from dictembed.search_space import SearchSpace, as_float32, l2_normalize
 
 if TYPE_CHECKING:
     from dictembed.entry_senses import EntrySenses
     from dictembed.entry_space import EntrySpace
     from dictembed.reverse_dictionary import Result
     from dictembed.search_index import EntryGroups, SearchIndex, WordIndex
-    from dictembed.search_space import SearchSpace
 
 
 class EntryNeighbours:
@@ -49,8 +49,15 @@ class EntryNeighbours:
         def word_index(self) -> WordIndex: ...
         def _entry_mask(self, filters: Filters) -> np.ndarray | None: ...
         def _result(
-            self, group: int, score: float, mask: np.ndarray | None, max_definitions: int | None, pos: str | None = None
+            self,
+            group: int,
+            score: float,
+            mask: np.ndarray | None,
+            max_definitions: int | None,
+            pos: str | None = None,
+            cosines: dict[int, np.ndarray] | None = None,
         ) -> Result: ...
+        def _sense_cosines(self, groups: np.ndarray, query: np.ndarray) -> dict[int, np.ndarray]: ...
 
     @property
     def has_entry_vectors(self) -> bool:
@@ -109,7 +116,8 @@ class EntryNeighbours:
         """The k results nearest to the entry `word` (see `entry_of`) by `scoring` (`near_synonyms`: the cosine of the
         entry vectors mixed with that of the best pair of senses; `SynonymScoring(sense_weight=0)`: the first alone),
         best first: its near-synonyms, the word itself left out (the other words of its own group come first). The
-        filters are those of `search` (`filters=` or keywords); the senses come in dictionary order."""
+        filters are those of `search` (`filters=` or keywords); each result's senses begin with the one nearest a sense
+        of `word` (`_entry_sense_cosines`), then come in dictionary order."""
         if scoring is not None and not isinstance(scoring, SynonymScoring):
             raise DictEmbedError(f"scoring: a near_synonyms.SynonymScoring, not {type(scoring).__name__}")
         filters = Filters.resolve(filters, options)
@@ -124,4 +132,20 @@ class EntryNeighbours:
         alone = len(self.groups.members(group)) == 1  # unfiltered, its group drops out
         with search_threads(self.encoder):
             top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone)
-        return [self._result(int(g), s, mask, max_definitions, filters.pos) for g, s in zip(top, scores, strict=True)]
+            cosines = self._entry_sense_cosines(top, index) if max_definitions != 0 else None
+        results = zip(top, scores, strict=True)
+        return [self._result(int(g), s, mask, max_definitions, filters.pos, cosines) for g, s in results]
+
+    def _entry_sense_cosines(self, groups: np.ndarray, entry: int) -> dict[int, np.ndarray]:
+        """Per entry of `groups`, the best cosine of each of its definition vectors to one of entry `entry`'s: the
+        sense a near-synonym shares with the word (*fall* for *autumn*: the season, not the descent); empty for a
+        space that keeps no definition vectors."""
+        space = self.space
+        if not isinstance(space, SearchSpace) or space.definitions is None or not len(groups):
+            return {}
+        rows, _ = space.definition_rows(np.array([entry]))
+        best: dict[int, np.ndarray] = {}
+        for sense in l2_normalize(as_float32(space.definitions[rows])):
+            for member, cosines in self._sense_cosines(groups, sense).items():
+                best[member] = cosines if member not in best else np.maximum(best[member], cosines)
+        return best
