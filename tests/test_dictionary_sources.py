@@ -130,15 +130,18 @@ def test_table_text_that_looks_the_same_is_one_entry(tmp_path, caplog):
         "\u200b\tan invisible headword\n"
         "\ufeff\u200d\ta joiner alone\n"
         "bank\ufeff\tland beside a river\n"
-        "\t\u200b\n",
+        "\t\u200b\n"
+        "\x00\ta NUL alone\n"
+        "river\tflowing\x00 water\x07\n",  # control characters inside: removed
         encoding="utf-8",
     )
     with caplog.at_level(logging.WARNING):
         table = load_table(path)
-    assert table.headwords == [nfc, "bank"]
+    assert table.headwords == [nfc, "bank", "river"]
     assert table[nfc].definitions == ["a small restaurant", f"a {nfc} that sells coffee"]
-    assert "7 rows -> 2 headwords, 3 senses" in caplog.text and "(1 repeated definitions united)" in caplog.text
-    assert "skipped 2 rows whose headword is only invisible format characters (lines 5, 6)" in caplog.text
+    assert table["river"].definitions == ["flowing water"]
+    assert "9 rows -> 3 headwords, 4 senses" in caplog.text and "(1 repeated definitions united)" in caplog.text
+    assert "skipped 3 rows whose headword is only invisible format or control characters (lines 5, 6, 9)" in caplog.text
     assert "skipped 1 rows with an empty headword (lines 8)" in caplog.text
 
 

@@ -56,6 +56,9 @@ def test_jsonl_records_may_spell_a_key_differently_but_one_record_not_twice(tmp_
     twice = '{"word": "cat", "definition": "a feline"}\n{"word": "dog", "Word": "hound", "definition": "a canine"}\n'
     with pytest.raises(DataFormatError, match=r"twice\.jsonl:2: key 'word' appears more than once in one record"):
         load_dictionary(str(_write(tmp_path / "twice.jsonl", twice)))
+    same = '{"word": "cat", "definition": "a feline"}\n{"word": "dog", "definition": "a canine", "word": "hound"}\n'
+    with pytest.raises(DataFormatError, match=r"same\.jsonl:2: key 'word' appears more than once in one record"):
+        load_dictionary(str(_write(tmp_path / "same.jsonl", same)))  # json.loads alone would keep "hound"
 
 
 def test_a_header_naming_no_known_column_lists_the_names_and_offers_columns_for_a_headerless_file(

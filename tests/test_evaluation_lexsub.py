@@ -131,6 +131,14 @@ def test_generate_substitutes_with_emb_and_valid(tiny_scorer):
         assert all(word.isalpha() and lexicon.base_forms(word, inst.pos) for word in ranked)
 
 
+def test_a_target_the_tokenizer_reads_as_nothing_is_named_with_its_context(tiny_scorer):
+    tokens = ["the", "boy", "is", "\u200b", "today"]  # a zero-width space where the target word should be
+    with pytest.raises(
+        DictEmbedError, match=r"^the target word '\\u200b' \('\.\.\. the boy is \u200b'\) reads as nothing"
+    ):
+        tiny_scorer.encode([tokens], [3])
+
+
 def test_bad_post_process_and_unknown_model_are_clear_errors(tiny_scorer):
     with pytest.raises(DictEmbedError, match=r"post-process\(es\) \['mask'\]"):
         evaluate_lexsub(tiny_scorer, "LS07", post=["+mask"], limit=1)

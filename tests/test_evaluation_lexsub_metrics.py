@@ -124,6 +124,7 @@ def test_read_gold_formats(tmp_path):
         ("bright.a 1 :: clever 3;\nbright.a 2 clever 3;\n", 2),  # no '::'
         ("bright.a 1 :: clever 3;\nbright.a 2 :: smart x;\n", 2),  # count is not a number
         ("bright.a 1 :: clever 3;\n\nbright.a 1 :: smart 1;\n", 3),  # duplicate id
+        ("bright.a 1 :: clever 3;\nbright.a 2 :: smart \u00b2;\n", 2),  # a digit int() cannot read
     ],
 )
 def test_read_gold_errors_name_file_and_line(tmp_path, text, line):
@@ -145,6 +146,26 @@ def test_read_preprocessed_errors_name_file_and_line(tmp_path):
     path.write_text("bright.x\t1\t1\ta bright boy\n")
     with pytest.raises(DataFormatError, match=r"bad\.preprocessed:1: unknown part-of-speech"):
         read_preprocessed(path)
+    path.write_text("bright.a\t1\t\u00b9\ta bright boy\n")
+    with pytest.raises(DataFormatError, match=r"bad\.preprocessed:1: bad target"):
+        read_preprocessed(path)
+
+
+def test_empty_files_and_zero_counts_are_not_scored_silently(tmp_path):
+    """An empty gold or sentence file would score 0.00 everywhere; an instance whose gold counts are all 0 is
+    counted among those without gold, as it is left out of every score."""
+    from dictembed.evaluation.lexsub_metrics import LexSubData
+
+    (tmp_path / "empty.gold").write_text("\n")
+    with pytest.raises(DataFormatError, match=r"empty\.gold: no gold instances"):
+        read_gold(tmp_path / "empty.gold")
+    (tmp_path / "empty.preprocessed").write_text("")
+    with pytest.raises(DataFormatError, match=r"empty\.preprocessed: no instances"):
+        read_preprocessed(tmp_path / "empty.preprocessed")
+    (tmp_path / "toy.preprocessed").write_text("bright.a\t1\t1\ta bright boy\nbright.a\t2\t1\ta bright girl\n")
+    (tmp_path / "toy.gold").write_text("bright.a 1 :: intelligent 0;clever 0;\nbright.a 2 :: smart 2;\n")
+    data = LexSubData("toy", read_preprocessed(tmp_path / "toy.preprocessed"), read_gold(tmp_path / "toy.gold"))
+    assert data.n_without_gold == 1
 
 
 def test_load_ls07_real_files(caplog):

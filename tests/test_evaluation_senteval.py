@@ -155,6 +155,36 @@ def test_malformed_files_name_file_and_line(toy_root: Path):
         load_mrpc("test", toy_root)
 
 
+def test_damaged_files_are_named_not_scored(toy_root: Path):
+    """A lone carriage return would run sentences together, an empty class would leave scikit-learn a traceback:
+    each names its file; a UTF-8 byte order mark in a Latin-1 file and a tab after a TREC label are read right."""
+    senteval = toy_root / "senteval"
+    pos = senteval / "MR" / "rt-polarity.pos"
+    pos.write_bytes(b"w0 good w1\rw1 good w0\nw2 good w2\n")
+    with pytest.raises(DataFormatError, match=r"rt-polarity\.pos:1: a carriage return"):
+        load_binary("MR", toy_root)
+    pos.write_bytes(b"")
+    with pytest.raises(DataFormatError, match=r"rt-polarity\.pos: no sentences; MR needs both classes"):
+        load_binary("MR", toy_root)
+    pos.write_bytes(b"\xef\xbb\xbfw0 good w1\nw1 good w0\n")
+    assert load_binary("MR", toy_root).sentences[0] == "w0 good w1"
+    train = senteval / "SST" / "binary" / "sentiment-train"
+    train.write_text("fine film\t1\ngood film\t1\n")
+    with pytest.raises(DataFormatError, match=r"sentiment-train: every sentence has label 1: a classifier needs 2"):
+        load_sst2("train", toy_root)
+    train.write_text("")
+    with pytest.raises(DataFormatError, match=r"sentiment-train: no labelled sentences"):
+        load_sst2("train", toy_root)
+    assert load_sst2("test", toy_root).labels.size  # one class is enough to score a test split
+    trec = senteval / "TREC" / "TREC_10.label"
+    trec.write_text("DESC:manner\tHow do you do ?\nNUM:dist How far ?\n", encoding="latin-1")
+    assert load_trec("test", toy_root).sentences == ["How do you do ?", "How far ?"]
+    mrpc = senteval / "MRPC" / "msr_paraphrase_train.txt"
+    mrpc.write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+    with pytest.raises(DataFormatError, match=r"msr_paraphrase_train\.txt: no labelled sentences"):
+        load_mrpc("train", toy_root)
+
+
 def test_parallel_folds_give_the_same_result() -> None:
     """--jobs only spreads the folds over processes: accuracies and chosen C are those of one process."""
     rng = np.random.default_rng(0)

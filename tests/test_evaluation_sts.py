@@ -162,6 +162,38 @@ def test_malformed_stsb_and_sick_name_file_and_line(tmp_path: Path):
         load_sick("trial", tmp_path)
 
 
+@pytest.mark.parametrize("gold", ["7.5", "-1", "nan", "inf", "4_5", "5.0001"])
+def test_a_gold_score_outside_0_to_5_or_not_decimal_is_named(tmp_path: Path, gold: str):
+    """A score the Spearman correlation would take without a word (7.5, -1), that makes it NaN (nan), or that
+    float() reads as another number (4_5 as 45)."""
+    (tmp_path / "in.txt").write_text("a\tb\nc\td\ne\tf\n")
+    (tmp_path / "gs.txt").write_text(f"1.0\n{gold}\n3\n")
+    with pytest.raises(DataFormatError, match=rf"gs\.txt:2: score '{gold}' is (outside 0-5|not a number)"):
+        load_sts_subset(tmp_path / "in.txt", tmp_path / "gs.txt", "toy")
+    stsb = tmp_path / "sts" / "STS" / "STSBenchmark"
+    stsb.mkdir(parents=True, exist_ok=True)
+    (stsb / "sts-test.csv").write_text(f"g\tf\t2012\t1\t3.0\ta\tb\ng\tf\t2012\t2\t{gold}\tc\td\n")
+    with pytest.raises(DataFormatError, match=rf"sts-test\.csv:2: score '{gold}'"):
+        load_stsb("test", tmp_path)
+
+
+def test_a_set_of_fewer_than_two_pairs_is_named_not_a_nan(tmp_path: Path):
+    (tmp_path / "in.txt").write_text("a\tb\nc\td\n")
+    (tmp_path / "gs.txt").write_text("\n2.0\n")  # one scored pair left once the unscored one is dropped
+    with pytest.raises(DataFormatError, match=r"gs\.txt: 1 scored sentence pair\(s\); a Spearman correlation needs"):
+        load_sts_subset(tmp_path / "in.txt", tmp_path / "gs.txt", "toy")
+    stsb = tmp_path / "sts" / "STS" / "STSBenchmark"
+    stsb.mkdir(parents=True)
+    (stsb / "sts-test.csv").write_text("")
+    with pytest.raises(DataFormatError, match=r"sts-test\.csv: 0 sentence pair\(s\)"):
+        load_stsb("test", tmp_path)
+    sick = tmp_path / "sts" / "SICK"
+    sick.mkdir()
+    (sick / "SICK_test_annotated.txt").write_text("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment\n")
+    with pytest.raises(DataFormatError, match=r"SICK_test_annotated\.txt: 0 sentence pair"):
+        load_sick("test", tmp_path)
+
+
 def test_missing_file_is_a_data_format_error(tmp_path: Path):
     with pytest.raises(DataFormatError, match="cannot read file"):
         load_sts_year("STS12", tmp_path)

@@ -58,9 +58,10 @@ def test_load_stsb_pairs_first_rows_and_limit() -> None:
 
 
 def test_load_stsb_pairs_ignores_extra_columns(tmp_path: Path) -> None:
-    root = fake_data_dir(tmp_path, ROW.format(score="2.5").rstrip("\n") + "\tsource\tlicence\n", split="dev")
+    row = ROW.format(score="2.5").rstrip("\n") + "\tsource\tlicence\n"
+    root = fake_data_dir(tmp_path, row + ROW.format(score="5.0"), split="dev")
     pairs = sup.load_stsb_pairs("dev", data_dir=root)
-    assert pairs.scores == [0.5] and pairs.sentences2 == ["an air plane is taking off ."]
+    assert pairs.scores == [0.5, 1.0] and pairs.sentences2[0] == "an air plane is taking off ."
 
 
 @pytest.mark.parametrize(
@@ -71,6 +72,7 @@ def test_load_stsb_pairs_ignores_extra_columns(tmp_path: Path) -> None:
         (ROW.format(score="high"), "not a number"),
         (ROW.format(score="7.5"), "outside 0-5"),
         (ROW.format(score="-1"), "outside 0-5"),
+        (ROW.format(score="nan"), "not a number"),  # NaN labels trained to NaN weights, without a word
     ],
 )
 def test_load_stsb_pairs_malformed_line_names_file_and_line(tmp_path: Path, bad_line: str, message: str) -> None:
@@ -83,7 +85,7 @@ def test_load_stsb_pairs_malformed_line_names_file_and_line(tmp_path: Path, bad_
 def test_load_stsb_pairs_missing_or_empty(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match="sts-test.csv"):
         sup.load_stsb_pairs("test", data_dir=tmp_path)
-    with pytest.raises(DictEmbedError, match="no sentence pairs"):
+    with pytest.raises(DataFormatError, match=r"sts-train\.csv: 0 sentence pair\(s\)"):
         sup.load_stsb_pairs("train", data_dir=fake_data_dir(tmp_path, ""))
     with pytest.raises(DictEmbedError, match="unknown STS-B split"):
         sup.load_stsb_pairs("validation")

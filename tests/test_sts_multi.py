@@ -97,7 +97,8 @@ def test_data_dir_argument_overrides_the_environment(data: Path, monkeypatch: py
         ("a,b,c,4.0", "got 4"),
         ("a,b,beaucoup", "'beaucoup' is not a number"),
         ("a,b,7.5", "outside 0-5"),
-        ("a,b,nan", "outside 0-5"),
+        ("a,b,nan", "'nan' is not a number"),
+        ("a,b,0_5", "'0_5' is not a number"),  # float() reads 0_5 as 5.0
     ],
 )
 def test_malformed_row_names_file_and_line(data: Path, row: str, message: str) -> None:
@@ -117,6 +118,9 @@ def test_fewer_than_two_pairs_name_the_file(data: Path, rows: str) -> None:
 
 def test_missing_file_names_it_and_the_languages_there(data: Path) -> None:
     with pytest.raises(DictEmbedError, match=r"stsb-de-test\.csv: not found; test files there for: en, fr$"):
+        load_sts_multi("de")
+    (data / "stsb-de-test.csv").mkdir()  # there, but no file: named as what it is
+    with pytest.raises(DataFormatError, match=r"stsb-de-test\.csv: cannot read file \(it is a folder\)$"):
         load_sts_multi("de")
     with pytest.raises(DictEmbedError, match="stsb-en-dev.csv: not found; dev files there for: no language"):
         evaluate_sts_multi(AngleEncoder(), ["en"], split="dev")

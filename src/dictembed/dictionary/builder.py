@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -62,9 +63,14 @@ def _invisible_end(char: str) -> bool:
     return unicodedata.category(char) == "Cf" and char not in KEPT_AT_ENDS and not TAG_RANGE[0] <= char <= TAG_RANGE[1]
 
 
+CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")  # the control characters that are no white space
+
+
 def clean_text(text: str) -> str:
-    """`text` in Unicode NFC with every run of whitespace (newlines, tabs) made one space and the ends stripped
-    of spaces and format characters (see KEPT_AT_ENDS); "" when nothing visible is left."""
+    """`text` in Unicode NFC with every run of whitespace (newlines, tabs) made one space, control characters
+    (NUL, ...) removed, and the ends stripped of spaces and format characters (see KEPT_AT_ENDS); "" when nothing
+    visible is left."""
+    text = CONTROL.sub("", text)
     if text.isascii():  # no format character, and already NFC
         return " ".join(text.split())
     text = " ".join(unicodedata.normalize("NFC", text).split())
@@ -82,7 +88,7 @@ def clean_text(text: str) -> str:
 def _empty_reason(raw: str | None, column: str) -> str:
     """The skip reason of a row whose `column` text (`raw`, before `clean_text`) is empty once cleaned."""
     if raw and raw.strip():
-        return f"rows whose {column} is only invisible format characters"
+        return f"rows whose {column} is only invisible format or control characters"
     return f"rows with an empty {column}"
 
 

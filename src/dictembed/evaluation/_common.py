@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -30,16 +31,38 @@ def resolve_data_dir(override: str | Path | None) -> Path:
 
 
 def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
-    """`dictembed.io.read_lines` for evaluation data, whose encoding is fixed (no --encoding hint on errors)."""
-    return io.read_lines(path, encoding, hint=None)
+    """`dictembed.io.read_lines` for evaluation data, whose encoding is fixed (no --encoding hint on errors); a
+    UTF-8 byte order mark read as Latin-1 is dropped too, and a carriage return inside a line (old Mac line
+    endings, which would run lines together) is a DataFormatError naming it."""
+    lines = io.read_lines(path, encoding, hint=None)
+    if lines and lines[0].startswith("\xef\xbb\xbf") and encoding.replace("-", "").lower() in ("latin1", "iso88591"):
+        lines[0] = lines[0][3:]
+    for number, line in enumerate(lines, start=1):
+        if "\r" in line:
+            raise DataFormatError(
+                path, "a carriage return (\\r) inside the line; convert the file to \\n line ends", number
+            )
+    return lines
+
+
+MAX_SCORE = 5.0  # STS gold scores run from 0 to 5 (SICK's relatedness from 1 to 5)
+PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")  # not float()'s "4_5", "nan" or "inf"
 
 
 def parse_float(value: str, path: str | Path, line: int, what: str = "score") -> float:
-    """`float(value)`, or a DataFormatError naming the file and line."""
-    try:
-        return float(value)
-    except ValueError:
-        raise DataFormatError(path, f"{what} {value!r} is not a number", line=line) from None
+    """`value`, a number written in decimal digits, or a DataFormatError naming the file and line."""
+    if not PLAIN_NUMBER.fullmatch(value.strip()):
+        raise DataFormatError(path, f"{what} {value!r} is not a number", line=line)
+    return float(value)
+
+
+def parse_score(value: str, path: str | Path, line: int, what: str = "score") -> float:
+    """A gold similarity score (`parse_float`) within 0 to `MAX_SCORE`, or a DataFormatError naming the file and
+    line: a score outside would move the Spearman correlation without a word."""
+    score = parse_float(value, path, line, what)
+    if not 0.0 <= score <= MAX_SCORE:
+        raise DataFormatError(path, f"{what} {value.strip()!r} is outside 0-{MAX_SCORE:g}", line=line)
+    return score
 
 
 def check_encoder(model: object) -> None:

@@ -132,13 +132,18 @@ class WordAligner:
             return_tensors="pt",
         )
         word_positions = []
-        for row, (_, index) in enumerate(cropped):
+        for row, (words, index) in enumerate(cropped):
             positions: dict[int, list[int]] = {}
             for pos, word in enumerate(enc.word_ids(row)):
                 if word is not None:
                     positions.setdefault(word, []).append(pos)
             if index not in positions:
-                raise DictEmbedError(f"target word {index} of sentence {row} was truncated away by the tokenizer")
+                why = "was cut off at the model's window" if index > max(positions, default=-1) else "reads as nothing"
+                context = " ".join(words[max(0, index - 5) : index + 1])[-80:]
+                raise DictEmbedError(
+                    f"the target word {words[index]!r} ('... {context}') {why} to the model's tokenizer: no "
+                    "sub-token to score; correct its line in the data"
+                )
             word_positions.append((positions, index))
         return enc.to(self.device), word_positions
 

@@ -74,7 +74,7 @@ def _parse_substitutes(path: Path, number: int, text: str) -> Counter[str]:
         if not item.strip():
             continue
         word, _, count = item.strip().rpartition(" ")
-        if not word.strip() or not count.isdigit():
+        if not word.strip() or not (count.isascii() and count.isdigit()):  # not "²", which int() refuses
             raise DataFormatError(path, f"expected 'substitute count', got {item.strip()!r}", number)
         counts[normalise(word)] += int(count)
     return counts
@@ -99,7 +99,9 @@ def read_gold(path: str | Path) -> dict[str, Counter[str]]:
         if instance_id in gold:
             raise DataFormatError(path, f"instance id {instance_id!r} appears twice", number)
         gold[instance_id] = _parse_substitutes(path, number, rest)
-    empty = sum(1 for counts in gold.values() if not counts)
+    if not gold:
+        raise DataFormatError(path, "no gold instances ('target.pos id :: sub1 count;...' lines)")
+    empty = sum(1 for counts in gold.values() if not has_gold(counts))
     if empty:
         logger.warning("%s: %d instance(s) have no gold substitute; they are not scored", path, empty)
     return gold
@@ -126,7 +128,7 @@ class LexSubData:
 
     @property
     def n_without_gold(self) -> int:
-        return sum(1 for inst in self.instances if not self.gold.get(inst.instance_id))
+        return sum(1 for inst in self.instances if not has_gold(self.gold.get(inst.instance_id)))
 
     def head(self, limit: int | None) -> LexSubData:
         """The first ``limit`` instances with their gold (all of them when ``limit`` is None)."""
@@ -148,7 +150,8 @@ def read_preprocessed(path: str | Path) -> list[LexSubInstance]:
             raise DataFormatError(path, f"expected 4 tab-separated fields, got {len(fields)}", number)
         lemma, _, tag = fields[0].rpartition(".")
         tokens = tuple(fields[3].split())
-        if not lemma or not fields[2].strip().isdigit() or int(fields[2]) >= len(tokens):
+        index = fields[2].strip()
+        if not lemma or not (index.isascii() and index.isdigit()) or int(index) >= len(tokens):
             raise DataFormatError(path, f"bad target {fields[0]!r} or index {fields[2]!r}", number)
         if fields[1] in seen:
             raise DataFormatError(path, f"instance id {fields[1]!r} appears twice", number)
@@ -158,6 +161,8 @@ def read_preprocessed(path: str | Path) -> list[LexSubInstance]:
             raise DataFormatError(path, str(error), number) from error
         seen.add(fields[1])
         instances.append(LexSubInstance(fields[1], lemma.lower(), pos, tokens, int(fields[2])))
+    if not instances:
+        raise DataFormatError(path, "no instances ('target.pos<TAB>id<TAB>index<TAB>sentence' lines)")
     return instances
 
 
@@ -190,8 +195,13 @@ def mode(counts: Mapping[str, int]) -> str | None:
     return ranked[0][0]
 
 
+def has_gold(counts: Mapping[str, int] | None) -> bool:
+    """Whether an instance's gold multiset names a substitute at all (counts of 0 name none): what is scored."""
+    return counts is not None and sum(counts.values()) > 0
+
+
 def _with_gold(gold: Gold) -> dict[str, Mapping[str, int]]:
-    return {key: counts for key, counts in gold.items() if counts and sum(counts.values()) > 0}
+    return {key: counts for key, counts in gold.items() if has_gold(counts)}
 
 
 def _pr(total: float, attempted: int, items: int) -> PR:

@@ -102,6 +102,16 @@ def _nonempty(path: Path, encoding: str) -> tuple[list[str], int]:
     return kept, len(lines) - len(kept)
 
 
+def checked_labels(path: Path, labels: list[int], classes: int) -> np.ndarray:
+    """`labels` as an array; a file of no labelled sentences, or of fewer than `classes` classes (a training split
+    needs two, for a classifier to learn), is a DataFormatError naming it."""
+    if not labels:
+        raise DataFormatError(path, "no labelled sentences")
+    if len(set(labels)) < classes:
+        raise DataFormatError(path, f"every sentence has label {labels[0]}: a classifier needs {classes} classes")
+    return np.array(labels)
+
+
 def load_binary(task: str, data_dir: str | Path | None = None) -> LabelledSentences:
     """MR, CR, SUBJ or MPQA: one sentence per line in two files (latin-1, as SentEval reads them)."""
     if task not in BINARY_FILES:
@@ -109,6 +119,9 @@ def load_binary(task: str, data_dir: str | Path | None = None) -> LabelledSenten
     folder, first, second = BINARY_FILES[task]
     positive, skipped_pos = _nonempty(_task_dir(data_dir, folder) / first, "latin-1")
     negative, skipped_neg = _nonempty(_task_dir(data_dir, folder) / second, "latin-1")
+    for name, kept in ((first, positive), (second, negative)):
+        if not kept:  # one class only: no classifier to train
+            raise DataFormatError(_task_dir(data_dir, folder) / name, f"no sentences; {task} needs both classes")
     labels = np.array([1] * len(positive) + [0] * len(negative))
     return LabelledSentences(positive + negative, labels, skipped_pos + skipped_neg)
 
@@ -125,7 +138,7 @@ def load_sst2(split: str, data_dir: str | Path | None = None) -> LabelledSentenc
             raise DataFormatError(path, f"label {columns[1].strip()!r} is not 0 or 1", lineno)
         sentences.append(columns[0].strip())
         labels.append(int(columns[1]))
-    return LabelledSentences(sentences, np.array(labels))
+    return LabelledSentences(sentences, checked_labels(path, labels, classes=1 + (split == "train")))
 
 
 def load_trec(split: str, data_dir: str | Path | None = None) -> LabelledSentences:
@@ -135,13 +148,13 @@ def load_trec(split: str, data_dir: str | Path | None = None) -> LabelledSentenc
     path = _task_dir(data_dir, "TREC") / TREC_FILES[split]
     sentences, labels = [], []
     for lineno, line in enumerate(read_lines(path, "latin-1"), start=1):
-        label, _, question = line.strip().partition(" ")
+        label, question = (line.split(None, 1) + ["", ""])[:2]  # a tab after the label is a space too
         coarse = label.split(":", 1)[0]
         if ":" not in label or coarse not in TREC_CLASSES or not question.strip():
             raise DataFormatError(path, f"expected 'COARSE:fine question' with COARSE in {TREC_CLASSES}", lineno)
         sentences.append(question.strip())
         labels.append(TREC_CLASSES.index(coarse))
-    return LabelledSentences(sentences, np.array(labels))
+    return LabelledSentences(sentences, checked_labels(path, labels, classes=1 + (split == "train")))
 
 
 def load_mrpc(split: str, data_dir: str | Path | None = None) -> LabelledPairs:
@@ -162,7 +175,7 @@ def load_mrpc(split: str, data_dir: str | Path | None = None) -> LabelledPairs:
         labels.append(int(columns[0]))
         first.append(columns[3].strip())
         second.append(columns[4].strip())
-    return LabelledPairs(first, second, np.array(labels))
+    return LabelledPairs(first, second, checked_labels(path, labels, classes=1 + (split == "train")))
 
 
 def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:

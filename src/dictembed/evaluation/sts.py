@@ -23,7 +23,7 @@ from dictembed.evaluation._common import (
     cosine_rows,
     encode_sentences,
     name_list,
-    parse_float,
+    parse_score,
     read_lines,
     resolve_data_dir,
     unique_index,
@@ -76,12 +76,20 @@ def load_sts_subset(input_path: str | Path, gold_path: str | Path, name: str) ->
         if not gold.strip():
             unscored += 1
             continue
-        scores.append(parse_float(gold.strip(), gold_path, lineno))
+        scores.append(parse_score(gold, gold_path, lineno))
         first.append(columns[0].strip())
         second.append(columns[1].strip())
     if unscored:
         logger.info("%s: dropped %d unscored pairs (empty gold lines) of %d", name, unscored, len(inputs))
+    check_pairs(scores, gold_path, "scored ")
     return StsSubset(name, first, second, np.asarray(scores, dtype=np.float64), unscored)
+
+
+def check_pairs(scores: list[float], path: str | Path, kind: str = "") -> None:
+    """Refuse a set of fewer than two pairs, naming its file: a Spearman correlation needs two, and a NaN among
+    the tasks' scores would say nothing of why."""
+    if len(scores) < 2:
+        raise DataFormatError(path, f"{len(scores)} {kind}sentence pair(s); a Spearman correlation needs at least 2")
 
 
 def load_sts_year(task: str, data_dir: str | Path | None = None) -> list[StsSubset]:
@@ -108,9 +116,10 @@ def load_stsb(split: str = "test", data_dir: str | Path | None = None) -> StsSub
         columns = line.split("\t")
         if len(columns) < 7:
             raise DataFormatError(path, f"expected 7 tab-separated columns, got {len(columns)}", lineno)
-        scores.append(parse_float(columns[4], path, lineno))
+        scores.append(parse_score(columns[4], path, lineno))
         first.append(columns[5].strip())
         second.append(columns[6].strip())
+    check_pairs(scores, path)
     return StsSubset(f"STSB/{split}", first, second, np.asarray(scores, dtype=np.float64))
 
 
@@ -127,9 +136,10 @@ def load_sick(split: str = "test", data_dir: str | Path | None = None) -> StsSub
         columns = line.split("\t")
         if len(columns) != 5:
             raise DataFormatError(path, f"expected 5 tab-separated columns, got {len(columns)}", lineno)
-        scores.append(parse_float(columns[3], path, lineno, what="relatedness score"))
+        scores.append(parse_score(columns[3], path, lineno, what="relatedness score"))
         first.append(columns[1].strip())
         second.append(columns[2].strip())
+    check_pairs(scores, path)
     return StsSubset(f"SICKR/{split}", first, second, np.asarray(scores, dtype=np.float64))
 
 

@@ -15,12 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.evaluation._common import SentenceEncoder, parse_float, read_lines, resolve_data_dir
-from dictembed.evaluation.sts import StsSubset, evaluate_stsb_dev, predict_similarities, spearman100
+from dictembed.evaluation._common import SentenceEncoder, parse_score, read_lines, resolve_data_dir
+from dictembed.evaluation.sts import StsSubset, check_pairs, evaluate_stsb_dev, predict_similarities, spearman100
 
 STS_MULTI_LANGUAGES = ("en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
 STS_MULTI_SPLITS = ("dev", "test")
-MAX_SCORE = 5.0
 
 
 def check_language(language: str) -> None:
@@ -36,7 +35,7 @@ def sts_multi_path(language: str, split: str = "test", data_dir: str | Path | No
         raise DictEmbedError(f"unknown STS-B split {split!r}; expected one of {', '.join(STS_MULTI_SPLITS)}")
     folder = resolve_data_dir(data_dir) / "sts_multi"
     path = folder / f"stsb-{language}-{split}.csv"
-    if not path.is_file():
+    if not path.exists():  # a folder or an unreadable file: the reader names what it is
         present = [code for code in STS_MULTI_LANGUAGES if (folder / f"stsb-{code}-{split}.csv").is_file()]
         raise DictEmbedError(f"{path}: not found; {split} files there for: {', '.join(present) or 'no language'}")
     return path
@@ -53,10 +52,7 @@ def parse_row(line: str, path: Path, lineno: int) -> tuple[str, str, float]:
         raise DataFormatError(
             path, f"expected 3 comma-separated columns (sentence1, sentence2, score), got {len(columns)}", lineno
         )
-    score = parse_float(columns[2].strip(), path, lineno)
-    if not 0.0 <= score <= MAX_SCORE:
-        raise DataFormatError(path, f"score {columns[2].strip()!r} is outside 0-{MAX_SCORE:g}", lineno)
-    return columns[0].strip(), columns[1].strip(), score
+    return columns[0].strip(), columns[1].strip(), parse_score(columns[2], path, lineno)
 
 
 def load_sts_multi(language: str, split: str = "test", data_dir: str | Path | None = None) -> StsSubset:
@@ -69,8 +65,7 @@ def load_sts_multi(language: str, split: str = "test", data_dir: str | Path | No
         first.append(sentence1)
         second.append(sentence2)
         scores.append(score)
-    if len(scores) < 2:  # no correlation to report: an error, not a NaN among the languages' scores
-        raise DataFormatError(path, f"{len(scores)} sentence pair(s); a Spearman correlation needs at least 2")
+    check_pairs(scores, path)  # no correlation to report: an error, not a NaN among the languages' scores
     return StsSubset(f"STSB-{language}/{split}", first, second, np.asarray(scores, dtype=np.float64))
 
 

@@ -36,7 +36,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
@@ -233,10 +233,27 @@ def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | 
     return header, first[0], rows()
 
 
+class _RepeatedKey(ValueError):
+    """A JSON object that names one key twice (`json.loads` would keep the last value without a word)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`'s `object_pairs_hook`: the object, or `_RepeatedKey` naming a key it names twice."""
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        keys = [key for key, _ in pairs]
+        raise _RepeatedKey(next(key for key in keys if keys.count(key) > 1))
+    return record
+
+
 def _json_record(path: Path, line: str, number: int) -> Row:
-    """One JSONL line as an object, or DataFormatError."""
+    """One JSONL line as an object, or DataFormatError (a key named twice too)."""
     try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as error:
+        raise DataFormatError(
+            path, f"key {error.args[0]!r} appears more than once in one record", line=number
+        ) from None
     except json.JSONDecodeError as error:
         raise DataFormatError(path, f"invalid JSON: {error.msg}", line=number) from None
     except (ValueError, RecursionError) as error:  # e.g. an integer over Python's digit limit, deep nesting
