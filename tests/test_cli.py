@@ -563,6 +563,15 @@ def test_bars_turned_off_silences_a_library_bar_made_after_tqdm_was_imported(cap
     list(tqdm(range(3), desc="after"))
     err = capfd.readouterr().err
     assert "library bar" not in err and "asked for" in err and "after" in err, err
+    first, second = bars_turned_off(), bars_turned_off()  # overlapping blocks (threads), not nested
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    list(tqdm(range(3), desc="still off"))
+    second.__exit__(None, None, None)
+    list(tqdm(range(3), desc="on again"))
+    err = capfd.readouterr().err
+    assert "still off" not in err and "on again" in err, err
 
 
 def test_version_json_is_one_document_of_versions(capsys) -> None:

@@ -207,7 +207,11 @@ def test_finetune_tiny_bert_learns(tiny_bert: Path, tmp_path: Path, monkeypatch:
     assert saved["settings"] == sup.seed_settings(tiny_bert, 1.0, 0, 2, 16, 1e-3, "mean", 200, "fp32")
 
 
-def test_finetune_ratio_uses_seeded_subset(tiny_bert: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_finetune_ratio_uses_seeded_subset(
+    tiny_bert: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
     from transformers.utils import logging as hf_logging
 
     from dictembed.progress import bars_turned_off
@@ -215,7 +219,7 @@ def test_finetune_ratio_uses_seeded_subset(tiny_bert: Path, capfd: pytest.Captur
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # as the command line does
     try:
-        with bars_turned_off():  # `finetune stsb -q`
+        with bars_turned_off(), caplog.at_level(logging.INFO):  # `finetune stsb -q`, or no terminal
             result = sup.finetune_stsb(tiny_bert, ratio=0.25, seed=3, epochs=1, batch_size=8, limit=64)
     finally:
         if shown:
@@ -223,6 +227,7 @@ def test_finetune_ratio_uses_seeded_subset(tiny_bert: Path, capfd: pytest.Captur
     assert result["n_train"] == 16 and result["steps"] == 2
     out, err = capfd.readouterr()  # no bar, and no log dict printed on stdout in the bar's place
     assert out == "" and "it/s" not in err and "s/it" not in err and "%|" not in err, (out, err[-500:])
+    assert "finetune: step 2/2, loss" in caplog.text  # the losses as log lines (-q: below its warning level)
     assert result["ratio"] == 0.25 and result["seed"] == 3
 
 

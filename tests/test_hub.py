@@ -426,11 +426,14 @@ def _fake_hub(monkeypatch: pytest.MonkeyPatch, repo: Path, cache: Path) -> list[
     snapshot = cache / "models--org--tiny" / "snapshots" / "0123abcd"
     asked: list[str] = []
 
-    def snapshot_download(repo_id: str, ignore_patterns: list[str] | None = None, **kwargs: Any) -> str:
+    def snapshot_download(
+        repo_id: str, ignore_patterns: list[str] | None = None, allow_patterns: list[str] | None = None, **kwargs: Any
+    ) -> str:
         assert repo_id == "org/tiny"
         for file in repo.rglob("*"):
             name = file.relative_to(repo).as_posix()
-            if file.is_file() and not any(fnmatch.fnmatch(name, p) for p in ignore_patterns or []):
+            allowed = allow_patterns is None or any(fnmatch.fnmatch(name, p) for p in allow_patterns)
+            if file.is_file() and allowed and not any(fnmatch.fnmatch(name, p) for p in ignore_patterns or []):
                 (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(file, snapshot / name)
         return str(snapshot)
@@ -510,8 +513,10 @@ def test_transformers_loads_a_hub_name_from_the_snapshot_the_folder_check_fetche
     monkeypatch.chdir(tmp_path)
     _fake_hub(monkeypatch, model_dir, tmp_path / "cache")
     tokenizer = load_pretrained(AutoTokenizer, "org/tiny")
-    assert tokenizer.name_or_path == str(tmp_path / "cache" / "models--org--tiny" / "snapshots" / "0123abcd")
+    snapshot = tmp_path / "cache" / "models--org--tiny" / "snapshots" / "0123abcd"
+    assert tokenizer.name_or_path == str(snapshot)
     assert tokenizer.tokenize("dog cat") == load_pretrained(AutoTokenizer, str(model_dir)).tokenize("dog cat")
+    assert not (snapshot / "model.safetensors").exists()  # a tokenizer fetches its small files alone
 
 
 def test_a_hub_name_the_hub_cannot_give_fails_in_one_line_without_transformers_retries(

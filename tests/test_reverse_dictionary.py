@@ -400,9 +400,9 @@ def test_predict_usage_errors(model_dir, argv, capsys) -> None:
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        (["--pos", "x"], "--pos: "),
-        (["--words", "single", "--pos", "x"], "--pos/--words: "),
-        (["--min-length", "5", "--max-length", "4"], "--min-length/--max-length: "),
+        (["--pos", "x"], "--pos: unknown part of speech"),  # the option names it, not "pos:" again
+        (["--words", "single", "--pos", "x"], "--pos/--words: unknown part of speech"),
+        (["--min-length", "5", "--max-length", "4"], "--min-length/--max-length: 5 is more than max_length 4"),
     ],
 )
 def test_a_filter_error_names_the_options_given(model_dir, options, named, capsys) -> None:

@@ -144,8 +144,6 @@ class EntryNeighbours:
         if not isinstance(space, SearchSpace) or space.definitions is None or not len(groups):
             return {}
         rows, _ = space.definition_rows(np.array([entry]))
-        best: dict[int, np.ndarray] = {}
-        for sense in l2_normalize(as_float32(space.definitions[rows])):
-            for member, cosines in self._sense_cosines(groups, sense).items():
-                best[member] = cosines if member not in best else np.maximum(best[member], cosines)
-        return best
+        if not len(rows):
+            return {}
+        return self._sense_cosines(groups, l2_normalize(as_float32(space.definitions[rows])))  # one product

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import pickle
 import warnings
 from collections.abc import Iterator
@@ -42,6 +41,7 @@ log = logging.getLogger(__name__)
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")  # weights saved by pickle, never loaded
 SAFE_WEIGHTS = (WEIGHTS_FILE, WEIGHTS_FILE + ".index.json")  # what transformers and sentence-transformers read first
+SMALL_FILES = ["*.json", "*.txt", "*.model", "*/*.json", "*/*.txt", "*/*.model"]  # configs, tokenizers, vocabularies
 SAFE_LOAD = {"use_safetensors": True}  # what every load passes to transformers, over any module config's model_args
 
 
@@ -56,28 +56,24 @@ def load_pretrained(loader: Any, name_or_path: str, **kwargs: Any) -> Any:
     an offline model (`dictembed models prepare`) loads its prepared folder. A model's weights load from safetensors
     only (`use_safetensors=True`): never from a pickle. A Hub name loads the snapshot `ModelFolder.open` fetches,
     which fails at once offline where transformers' own download retries for most of a minute."""
-    if not Path(name_or_path).exists():
-        name_or_path = str(ModelFolder.open(name_or_path).path)
+    folder = Path(name_or_path)
+    if not folder.exists():  # a Hub name or a prepared model; a tokenizer or a config fetches its small files alone
+        folder = ModelFolder.open(name_or_path, only=None if reads_weights(loader) else SMALL_FILES).path
     if reads_weights(loader):
-        refuse_weightless_export(Path(name_or_path))
+        refuse_weightless_export(folder)
         kwargs["use_safetensors"] = True  # never a pickle (`pytorch_model.bin`), whatever else the folder holds
     try:
         with torch.random.fork_rng(devices=[]):  # weights the checkpoint lacks (an unused pooler) start alike
             torch.manual_seed(0)  # in every process, so a rerun or a resumed run saves the same bytes
-            return loader.from_pretrained(name_or_path, **kwargs)
+            return loader.from_pretrained(str(folder), **kwargs)
     except (OSError, ValueError, KeyError, SafetensorError) as err:  # a truncated or empty weights file too
-        folder = Path(name_or_path)
         if folder.is_dir() and not (folder / "config.json").is_file():  # no model at all: the cause is noise
             what = "is empty" if not any(folder.iterdir()) else "has no config.json"
             raise ModelLoadError(f"model folder {name_or_path} holds no model: it {what}") from err
-        if folder.is_dir():
-            hint = " (the folder holds no complete model)"
-        else:
-            offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not Path(name_or_path).exists()
-            hint = " (no network here: pass a local folder)" if offline else ""
+        hint = " (the folder holds no complete model)" if folder.is_dir() else ""
         cause = " ".join(str(err).split())
         cause = cause if len(cause) <= 300 else cause[:297] + "..."
-        raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {cause}") from err
+        raise ModelLoadError(f"cannot load model {name_or_path!r}{hint}: {cause}") from err  # as the user named it
 
 
 def missing_head_keys(model: PreTrainedModel, missing: list[str]) -> list[str]:

@@ -328,9 +328,10 @@ class ModelFolder:
             )
 
     @classmethod
-    def open(cls, name_or_path: str | Path | ModelFolder) -> ModelFolder:
+    def open(cls, name_or_path: str | Path | ModelFolder, only: list[str] | None = None) -> ModelFolder:
         """The folder of a model folder's path, an offline model's name (`dictembed models prepare`) or a Hub name
-        (its snapshot, from the local cache when offline); links leading outside it are refused."""
+        (its snapshot, from the local cache when offline; `only`: the file patterns to fetch, e.g. a tokenizer's,
+        else every file but `HUB_IGNORE`); links leading outside it are refused."""
         if isinstance(name_or_path, ModelFolder):
             return name_or_path
         if not isinstance(name_or_path, str | os.PathLike) or not str(name_or_path).strip():
@@ -349,13 +350,14 @@ class ModelFolder:
         from huggingface_hub import snapshot_download
 
         try:
-            snapshot = Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE))
+            snapshot = Path(snapshot_download(str(name_or_path), ignore_patterns=HUB_IGNORE, allow_patterns=only))
         except Exception as err:  # noqa: BLE001 - any hub failure (offline, unknown repo, auth) is one message
             raise ModelLoadError(
                 f"model {str(name_or_path)!r}: no such folder, and the Hugging Face Hub could not provide it "
                 f"({type(err).__name__}; offline, pass a local folder)"
             ) from None
-        with_export_graph(str(name_or_path), snapshot)
+        if only is None:
+            with_export_graph(str(name_or_path), snapshot)
         return cls(snapshot, hub_repo_root(snapshot), name=str(name_or_path))
 
     def __fspath__(self) -> str:

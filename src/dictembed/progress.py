@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -38,24 +39,38 @@ def disable(show: bool | None) -> bool:
     return show is False or bars_off() or not terminal()
 
 
+_turned_off = threading.Lock()  # guards the three below
+_off_depth = 0  # how many `bars_turned_off` blocks are open
+_env_before: str | None = None  # TQDM_DISABLE before the first of them
+_init_before: Any = None  # tqdm's __init__ before the first of them
+
+
 @contextlib.contextmanager
 def bars_turned_off(off: bool = True) -> Iterator[None]:
     """Every progress bar off while inside (when `off`), those of the libraries underneath included; the
-    setting before is restored after."""
-    before = os.environ.get(DISABLE_ENV)
-    init = tqdm_std.tqdm.__dict__["__init__"]
-    if off:
-        os.environ[DISABLE_ENV] = "1"
-        # what the variable does when set before tqdm's import: `disable=True` unless a bar passes its own
-        tqdm_std.tqdm.__init__ = functools.partialmethod(init, disable=True)
+    setting before is restored once the last such block ends (blocks may nest, or overlap in threads)."""
+    global _off_depth, _env_before, _init_before
+    if not off:
+        yield
+        return
+    with _turned_off:
+        _off_depth += 1
+        if _off_depth == 1:
+            _env_before, _init_before = os.environ.get(DISABLE_ENV), tqdm_std.tqdm.__dict__["__init__"]
+            os.environ[DISABLE_ENV] = "1"
+            # what the variable does when set before tqdm's import: `disable=True` unless a bar passes its own
+            tqdm_std.tqdm.__init__ = functools.partialmethod(_init_before, disable=True)
     try:
         yield
     finally:
-        tqdm_std.tqdm.__init__ = init
-        if before is None:
-            os.environ.pop(DISABLE_ENV, None)
-        else:
-            os.environ[DISABLE_ENV] = before
+        with _turned_off:
+            _off_depth -= 1
+            if _off_depth == 0:
+                tqdm_std.tqdm.__init__ = _init_before
+                if _env_before is None:
+                    os.environ.pop(DISABLE_ENV, None)
+                else:
+                    os.environ[DISABLE_ENV] = _env_before
 
 
 def terminal() -> bool:

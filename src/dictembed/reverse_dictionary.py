@@ -360,8 +360,8 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
         return int(np.argmax(cosine))
 
     def _sense_cosines(self, groups: np.ndarray, query: np.ndarray) -> dict[int, np.ndarray]:
-        """Per entry of `groups`, the cosines of its definition vectors to the pooled `query`, from one product
-        (`SearchSpace.definition_cosines`); empty for a space that keeps none."""
+        """Per entry of `groups`, the cosines of its definition vectors to the pooled `query` (rows of them: the best
+        of each), from one product (`SearchSpace.definition_cosines`); empty for a space that keeps none."""
         space = self.space
         if not isinstance(space, SearchSpace) or not len(groups):
             return {}
@@ -453,10 +453,10 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             raise DictEmbedError(f"query vectors of shape {vectors.shape}; the entry space has {dim} dimensions")
         if not np.isfinite(vectors).all():
             raise DictEmbedError("a query vector holds NaN or infinite values")
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)  # float32 squares under/overflow
-        if (zero := np.flatnonzero(norms[:, 0] == 0)).size:
-            raise DictEmbedError(f"query vector {int(zero[0])} is all zeros: it points nowhere")
         if isinstance(self.space, SearchSpace):  # cosines: the direction alone, at a scale float32 computes them at
+            norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)  # float32 squares: under/overflow
+            if (zero := np.flatnonzero(norms[:, 0] == 0)).size:
+                raise DictEmbedError(f"query vector {int(zero[0])} is all zeros: it points nowhere")
             vectors = (vectors / norms).astype(np.float32)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None

@@ -271,15 +271,17 @@ class SearchSpace:
 
     def definition_cosines(self, entries: np.ndarray, query: np.ndarray) -> list[np.ndarray] | None:
         """Per entry of `entries`, its definition vectors, in dictionary order, scaled to unit length, times `query`
-        (their cosines to it, all scaled alike by its norm), from one product; None for a space that keeps no
-        definition vectors."""
+        (their cosines to it, all scaled alike by its norm; several query rows: the best of them), from one
+        product; None for a space that keeps no definition vectors."""
         if self.definitions is None or self.counts is None:
             return None
         if not len(entries):
             return []
         rows, starts = self.definition_rows(entries)
         chosen = as_float32(self.definitions[rows])
-        return np.split((chosen @ query) / np.maximum(row_norms(chosen), 1e-12), starts[1:])
+        products = chosen @ query.T if query.ndim == 2 else chosen @ query
+        best = products.max(axis=1) if query.ndim == 2 else products
+        return np.split(best / np.maximum(row_norms(chosen), 1e-12), starts[1:])
 
 
 def open_second(space_dir: Path, entries: int, dim: int) -> SecondDefinitions | None:

@@ -141,6 +141,8 @@ WORDS_WIDTH = 36  # the columns of the table's words
 def column_words(words: list[str], width: int = WORDS_WIDTH) -> str:
     """`words` joined by commas in at most `width` columns: those that fit, then `+N` for the N left out (the
     first word always, cut with an ellipsis if it alone is wider)."""
+    if not words:
+        return ""
     for shown in range(len(words), 0, -1):
         left = len(words) - shown
         text = ", ".join(words[:shown]) + (f", +{left}" if left else "")
@@ -200,7 +202,10 @@ def check_predict(args: argparse.Namespace) -> None:
         args.filters = Filters.of(**options)
     except DictEmbedError as err:
         given = [name for name in FILTER_OPTIONS if not Filters.none_asked({name: options[name]})] or FILTER_OPTIONS
-        raise UsageError(f"{'/'.join('--' + name.replace('_', '-') for name in given)}: {err}") from None
+        message = str(err)
+        named = message.split(":", 1)[0]
+        message = message[len(named) + 2 :] if named in FILTER_OPTIONS else message  # the option names it instead
+        raise UsageError(f"{'/'.join('--' + name.replace('_', '-') for name in given)}: {message}") from None
     if args.input is None:
         args.queries, args.lines = [args.definition], [0]
     else:

@@ -70,7 +70,8 @@ def clean_text(text: str) -> str:
     """`text` in Unicode NFC with every run of whitespace (newlines, tabs) made one space, control characters
     (NUL, ...) removed, and the ends stripped of spaces and format characters (see KEPT_AT_ENDS); "" when nothing
     visible is left."""
-    text = CONTROL.sub("", text)
+    if not text.isprintable():  # tabs, newlines and control characters: most text has none
+        text = CONTROL.sub("", text)
     if text.isascii():  # no format character, and already NFC
         return " ".join(text.split())
     text = " ".join(unicodedata.normalize("NFC", text).split())

@@ -208,13 +208,20 @@ def _train(model: Any, train: StsPairs, args: Any) -> tuple[list[tuple[int, floa
     Dataset = require("finetune").Dataset
     from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
-    from transformers.trainer_callback import PrinterCallback
+    from transformers.trainer_callback import PrinterCallback, TrainerCallback
+
+    class LossLines(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
+            if logs and "loss" in logs:
+                logger.info("finetune: step %d/%d, loss %.4f", state.global_step, state.max_steps, logs["loss"])
 
     dataset = Dataset.from_dict({"sentence1": train.sentences1, "sentence2": train.sentences2, "score": train.scores})
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=dataset, loss=CosineSimilarityLoss(model)
     )
     trainer.remove_callback(PrinterCallback)  # with its bar off the Trainer prints each log dict on stdout
+    if args.disable_tqdm:  # no terminal (a log file): the logged losses as lines on stderr instead of a bar
+        trainer.add_callback(LossLines())
     trainer.train()
     history = [(int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e]
     return history, int(trainer.state.global_step)

@@ -211,14 +211,14 @@ def query_graph_matches(folder: Path, manifest: dict[str, Any]) -> bool:
     state of the files); a graph of other weights is logged once and never run."""
     sources = [p for p in graph_sources(folder) if p.is_file()]
     files = tuple((p.name, (stat := p.stat()).st_size, stat.st_mtime_ns) for p in sources)
+    if len(files) < 2:  # no weights beside it: the load that follows names what is missing
+        return False
     key = (str(folder.resolve()), files)
     if key not in _digests:
         _digests[key] = weights_sha256(folder)
     named = str(manifest.get("weights_sha256"))
-    if len(files) > 1 and named == _digests[key]:
+    if named == _digests[key]:
         return True
-    if len(files) < 2:  # no weights beside it: the load that follows names what is missing
-        return False
     warn_once(
         folder,
         named,
