@@ -254,3 +254,22 @@ def test_an_upload_cut_off_mid_body_is_one_info_line(rd, caplog) -> None:
             assert response.status == 200
     assert "internal error" not in caplog.text and "Traceback" not in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_an_upload_that_stalls_is_answered_408_and_others_are_served(rd, monkeypatch) -> None:
+    """A body that sends nothing for the stall time gets a JSON 408 (its connection freed); a search, whose wait
+    for its answer after the request is not timed, is unaffected."""
+    from dictembed import serve_http
+    from dictembed.serve import background_server, create_app
+
+    monkeypatch.setattr(serve_http, "BODY_STALL_SECONDS", 0.5)
+    app = create_app(reverse_dictionary=rd)
+    head = b"POST /api/encode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    with background_server(app) as base:
+        port = int(base.rsplit(":", 1)[1])
+        stalled = raw_request(port, head + b'{"sentences": ["a')
+        answer = stalled.recv(4096).decode()
+        stalled.close()
+        with urllib.request.urlopen(f"{base}/api/reverse?q=a+small+pet&k=1", timeout=60) as response:
+            assert response.status == 200
+    assert answer.startswith("HTTP/1.1 408") and '"error":"the request body sent nothing for 0.5 s"' in answer

@@ -26,7 +26,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.serve_limits import MAX_BODY_BYTES, MAX_REQUEST_LINE
+from dictembed.serve_limits import BODY_STALL_SECONDS, MAX_BODY_BYTES, MAX_REQUEST_LINE
 
 log = logging.getLogger("dictembed.serve")
 T = TypeVar("T")
@@ -193,10 +193,13 @@ class Utf8Query:
 
 class BodyLimit:
     """ASGI middleware: a request body over `limit` bytes is refused with 413, by its Content-Length up front, or
-    as it arrives when it has none (chunked), before the app has read more than the limit."""
+    as it arrives when it has none (chunked), before the app has read more than the limit; one that sends nothing
+    for `stall` seconds before its end is answered 408, so that stalled uploads do not hold the server's
+    connections (a client's wait for its answer, after the body, is not timed)."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, stall: float | None = None) -> None:
         self.app, self.limit = app, limit
+        self.stall = BODY_STALL_SECONDS if stall is None else stall
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -206,13 +209,19 @@ class BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             await send_error(send, 413, self.message)
             return
-        received, started = 0, False
+        received, started, body_done = 0, False, False
 
         async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done
+            if body_done:  # the body is in: what follows is the wait for a disconnect, never timed
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), self.stall)
+            except TimeoutError:  # an HTTPException: the route's error handler answers it
+                raise HTTPException(408, f"the request body sent nothing for {self.stall:g} s") from None
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
             received += len(message.get("body", b""))
-            if received > self.limit:  # an HTTPException: the route's error handler answers it
+            if received > self.limit:
                 raise HTTPException(413, self.message)
             return message
 
@@ -223,10 +232,11 @@ class BodyLimit:
 
         try:
             await self.app(scope, limited_receive, tracked_send)
-        except Exception as err:  # the limit hit outside a route's error handlers
-            if getattr(err, "status_code", None) != 413 or started:
+        except Exception as err:  # the limit or the stall hit outside a route's error handlers
+            status = getattr(err, "status_code", None)
+            if status not in (408, 413) or started:
                 raise
-            await send_error(send, 413, self.message)
+            await send_error(send, status, getattr(err, "detail", None) or self.message)
 
     @property
     def message(self) -> str:

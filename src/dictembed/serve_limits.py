@@ -13,6 +13,7 @@ MAX_SENTENCES = 256  # sentences one POST /api/encode holds at most
 MAX_REQUEST_LINE = 1 << 20  # h11's buffer: an over-long query reaches the app and gets a JSON 422
 # 256 sentences of 2,000 characters, each written as a 12-byte JSON escape pair at worst (6 MB), and room to spare
 MAX_BODY_BYTES = 8 << 20
+BODY_STALL_SECONDS = 30.0  # a request body that sends nothing for this long is answered 408 and dropped
 MAX_ENCODE_TOKENS = 32_768  # the tokens of one POST /api/encode, as the model reads them (cut at its window)
 ENCODE_CHUNK_TOKENS = 128  # the tokens of one step of an encode on the model's thread (MiniLM-L6, 2 cores: ~0.06 s)
 
