@@ -339,3 +339,15 @@ def test_cache_clear_refuses_a_cache_that_is_a_file(tmp_path: Path, capsys: pyte
     cache_file.write_text("mine")
     cli_refuses(capsys, ["cache", "clear", "--yes", "--cache-dir", str(cache_file)], "not a folder")
     assert cache_file.read_text() == "mine"
+
+
+def test_an_empty_cache_dir_is_refused_not_read_as_the_default(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`--cache-dir ""` meant the default cache: `cache clear --yes` would empty the one the user did not name."""
+    from conftest import cli_refuses
+
+    default = tmp_path / "default"
+    monkeypatch.setenv("DICTEMBED_CACHE", str(default))
+    (default / "spaces").mkdir(parents=True)
+    for task in (["list"], ["clear", "--yes"]):
+        cli_refuses(capsys, ["cache", *task, "--cache-dir", ""], "--cache-dir", "empty path", code=2)
+    assert (default / "spaces").is_dir()

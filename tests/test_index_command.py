@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import EN_WORDS, ZH_WORDS, cli_refuses, cli_succeeds
 
+from dictembed.errors import DictEmbedError
 from dictembed.model_folder import CARD_FILE, DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, read_record
 
 
@@ -81,6 +82,22 @@ def test_a_latin1_table_is_read_with_encoding(bert_path, tmp_path, capsys) -> No
     cli_succeeds(capsys, [*argv, "--encoding", "latin-1"])
     assert "café" in (out / DEFINITIONS_FILE).read_text(encoding="utf-8")
     assert json.loads((out / SPACE_DIR / "space.json").read_text())["words"] == ["café", "dog"]
+
+
+def test_a_folder_that_lost_its_definitions_names_its_dictionary_not_wordnets(bert_path, tmp_path, capsys) -> None:
+    """Without its `definitions.jsonl` an index folder named no dictionary, and results came with WordNet's
+    definitions and parts of speech in place of the user's."""
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    tsv = tmp_path / "mine.tsv"
+    tsv.write_text("word\tdefinition\ngiraffe\ta tall animal with a long neck\ncat\ta small furry pet\n")
+    out = tmp_path / "mine"
+    cli_succeeds(capsys, ["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)])
+    (out / DEFINITIONS_FILE).unlink()
+    with pytest.raises(DictEmbedError, match="names the dictionary 'mine.tsv', which is not in the model folder"):
+        ReverseDictionary.load(out).search("a tall animal")
+    results = ReverseDictionary.load(out, dictionary=str(tsv)).search("a tall animal", k=2)
+    assert {r.words[0]: r.definitions[r.words[0]] for r in results}["giraffe"] == ["a tall animal with a long neck"]
 
 
 @pytest.mark.parametrize(

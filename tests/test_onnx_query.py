@@ -433,6 +433,20 @@ def test_the_graph_encoders_refuse_what_encoder_encode_refuses(served_export: tu
     np.testing.assert_array_equal(export.encode(["a dog barks"]), raw)
 
 
+def test_an_export_or_index_into_its_own_model_folder_is_refused(served_model: Path, capsys) -> None:
+    """`export --output MODEL --overwrite` replaced the model's folder with a weightless export of itself."""
+    from conftest import cli_refuses
+
+    before = (served_model / WEIGHTS_FILE).read_bytes()
+    for argv in (
+        ["export", "--model", str(served_model), "--output", str(served_model), "--overwrite"],
+        ["export", "--model", str(served_model), "--output", str(served_model / "int8"), "--quantize", "int8"],
+        ["index", "--model", str(served_model), "--dictionary", "wordnet", "--output", str(served_model / "sub")],
+    ):
+        cli_refuses(capsys, argv, "is inside the model folder")
+    assert (served_model / WEIGHTS_FILE).read_bytes() == before and not (served_model / "sub").exists()
+
+
 def test_commands_that_need_the_weights_refuse_a_weightless_export_in_one_line(
     served_export: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -42,8 +42,8 @@ def test_given_settings_go_over_the_saved_ones_and_a_whole_ranking_over_everythi
     "saved,given,message",
     [
         ({"headword": 1}, None, "model folder m's saved ranking: no setting 'headword'; choose from frequency_weight"),
-        ({"headword_weight": -1}, None, "model folder m's saved ranking: headword_weight: a finite number >= 0"),
-        ({"headword_weight": "high"}, None, "model folder m's saved ranking: headword_weight: a finite number"),
+        ({"headword_weight": -1}, None, "model folder m's saved ranking: headword_weight: a number from 0 to 1000"),
+        ({"headword_weight": "high"}, None, "model folder m's saved ranking: headword_weight: a number from 0 to"),
         ({}, {"depth": 0}, "depth: a whole number >= 1, not 0"),
         ({}, {"weights": 1}, "ranking: no setting 'weights'"),
         ({}, [("headword_weight", 1)], "ranking: a search_options.Ranking or a dict of its settings, not list"),

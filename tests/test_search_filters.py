@@ -214,8 +214,10 @@ def test_load_refuses_a_missing_path_or_a_ranking_of_another_type(tmp_path) -> N
         ReverseDictionary.load(tmp_path, ranking=[0.5])  # type: ignore[arg-type]
     with pytest.raises(DictEmbedError, match="ranking: no setting 'headword'; choose from frequency_weight, "):
         ReverseDictionary.load(tmp_path, ranking={"headword": 0.5})
-    with pytest.raises(DictEmbedError, match="headword_weight: a finite number >= 0, not -1"):
+    with pytest.raises(DictEmbedError, match="headword_weight: a number from 0 to 1000, not -1"):
         ReverseDictionary.load(tmp_path, ranking={"headword_weight": -1})
+    with pytest.raises(DictEmbedError, match="definition_weight: a number from 0 to 1000, not 1e"):
+        ReverseDictionary.load(tmp_path, ranking={"definition_weight": 1e308})
 
 
 @pytest.mark.parametrize(
@@ -246,3 +248,24 @@ def test_a_glob_range_written_backwards_is_named() -> None:
     with pytest.raises(DictEmbedError, match=r"^pattern \[z-a\]\*: the range z-a is empty; write it a-z$"):
         Filters(pattern="[z-a]*")
     assert pattern_matcher("[a-z]ir*")("giraffe") and not pattern_matcher("[!g]ir*")("giraffe")
+
+
+def test_a_decomposed_word_finds_its_composed_entry(bert_path) -> None:
+    """The dictionary keeps its words in NFC (`clean_text`): a query, a pattern and an initial typed decomposed
+    (e + combining acute, as macOS file names and some keyboards give it) find them too."""
+    import unicodedata
+
+    composed = unicodedata.normalize("NFC", "école")
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert decomposed != composed
+    dictionary = Dictionary(name="nfc")
+    dictionary.add(composed, "a place where children learn", pos="n")
+    dictionary.add("eclipse", "the moon hiding the sun", pos="n")
+    dictionary.add("dog", "a pet that barks", pos="n")
+    rows = np.random.default_rng(0).normal(size=(3, 32)).astype(np.float32)
+    space = DefinitionSpace([composed, "eclipse", "dog"], rows, similarity="cosine", temperature=0.05)
+    encoder = Encoder.load(str(bert_path), pooling="mean")
+    rd = ReverseDictionary(encoder, space, dictionary=dictionary, name="nfc", ranking=Ranking(frequency_weight=0))
+    assert rd.entry_of(decomposed) == composed
+    assert _words(rd.search("a place", pattern=decomposed[:2] + "*")) == [composed]
+    assert _words(rd.search("a place", initial=decomposed[:2])) == [composed]

@@ -198,3 +198,44 @@ def test_a_users_file_at_the_partial_name_is_never_overwritten(encoder, text, tm
     with caplog.at_level(logging.WARNING):
         assert encode_to_npy(encoder, text, out, chunk_size=6, show_progress=False)["resumed_from"] == 0
     assert "no readable progress file" in caplog.text and not partial.exists()
+
+
+def test_a_users_file_at_the_progress_name_or_as_the_input_is_never_deleted(encoder, text, tmp_path) -> None:
+    out = tmp_path / "v.npy"
+    sidecar = progress_path(out)
+    sidecar.write_text("my notes")
+    with pytest.raises(DictEmbedError, match=f"^{sidecar} is in the way"):
+        encode_to_npy(encoder, text, out, chunk_size=6, show_progress=False)
+    assert sidecar.read_text() == "my notes" and not out.exists()
+    sidecar.unlink()
+    for named in (sidecar, partial_path(out)):  # the input at the name encode keeps its unfinished work under
+        named.write_text("a dog barks\n")
+        with pytest.raises(DictEmbedError, match="encode keeps .* unfinished work under that name; rename the input"):
+            encode_to_npy(encoder, named, out, chunk_size=6, show_progress=False)
+        assert named.read_text() == "a dog barks\n"
+        named.unlink()
+
+
+@pytest.mark.parametrize("change", ["cut", "grown"])
+def test_an_input_that_changes_while_it_is_encoded_is_named_and_writes_nothing(
+    encoder, tmp_path, monkeypatch, change
+) -> None:
+    """Cut short, its last rows would have stayed zeros in a complete-looking output; grown, numpy's broadcast
+    error."""
+    from dictembed import streaming
+
+    source = tmp_path / "in.txt"
+    lines = [f"line {i} of a file long enough that the reader has not read it all\n" for i in range(4000)]
+    source.write_text("".join(lines))
+    out, calls = tmp_path / "v.npy", []
+
+    def changing(encoder, chunk, *args, **kwargs):
+        if not calls:  # after the first chunk is read, the file changes under the run
+            source.write_text("".join(lines[:600] if change == "cut" else lines * 2))
+        calls.append(1)
+        return np.zeros((len(chunk), encoder.dim), np.float32)  # the vectors do not matter here
+
+    monkeypatch.setattr(streaming, "encode_across_processes", changing)
+    with pytest.raises(DictEmbedError, match=r"in\.txt: changed while it was encoded \("):
+        encode_to_npy(encoder, source, out, chunk_size=500, show_progress=False)
+    assert not out.exists()

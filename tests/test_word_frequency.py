@@ -86,9 +86,10 @@ def test_frequencies_are_cached_and_a_damaged_cache_recomputed(
     np.testing.assert_array_equal(zipf_frequencies(WORDS, "en", tmp_path), first)
 
 
-def test_the_cli_refuses_a_negative_weight(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["predict", "a dog", "--model", "m", "--frequency-weight", "-1"]) == 2
-    assert "must be a finite number >= 0" in capsys.readouterr().err
+def test_the_cli_refuses_a_negative_or_overflowing_weight(capsys: pytest.CaptureFixture[str]) -> None:
+    for value in ("-1", "1e308"):  # 1e308 times a cosine overflowed the score to NaN: results in file order
+        assert main(["predict", "a dog", "--model", "m", "--frequency-weight", value]) == 2
+        assert "must be a number from 0 to 1000" in capsys.readouterr().err
     assert FREQUENCY_WEIGHT > 0
 
 

@@ -8,6 +8,7 @@ whether a query is searched as an entry or as a description (`similar_entry`), a
 from __future__ import annotations
 
 import threading
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -68,7 +69,7 @@ class EntryNeighbours:
         """The entry `query` names, exactly or else case-insensitively (the first such entry), or None."""
         if not isinstance(query, str):
             raise DictEmbedError(f"a word is a string, not {type(query).__name__}")
-        text = query.strip()
+        text = unicodedata.normalize("NFC", query.strip())  # the dictionary's words are NFC (`clean_text`)
         if text in self.space.index:
             return text
         found = self.word_index.by_folded.get(text.casefold())

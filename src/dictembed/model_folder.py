@@ -392,7 +392,8 @@ class ModelFolder:
         self, dictionary: str | None = None, wordnet_dir: str | None = None, encoding: str | None = None
     ) -> ModelDictionary:
         """The dictionary the model uses: `dictionary` when the user names one (any file, read with `encoding`),
-        else the folder's own `definitions.jsonl`, else the one its record names by a public name (`wordnet`, ...;
+        else the folder's own `definitions.jsonl`, else the one its record names (its configuration's, or the
+        `data` an `index` folder records) by a public name (`wordnet`, ...;
         with the user's `wordnet_dir`, never one the record names), else `DEFAULT_DICTIONARY` for a model saved
         without training. A record naming a dictionary file (a path of another machine) is a one-line error telling
         the user to pass it."""
@@ -410,7 +411,7 @@ class ModelFolder:
             return ModelDictionary(dictionary, wordnet_dir, encoding or "utf-8", split_seed=seed)
         if self.definitions.is_file():  # the same headwords as the dictionary trained on, so the same split
             return ModelDictionary(str(self.definitions), split_seed=seed)
-        named = config.get("dictionary") or DEFAULT_DICTIONARY
+        named = config.get("dictionary") or self.record.data or DEFAULT_DICTIONARY  # `index` records it as data
         if not isinstance(named, str) or not is_public_dictionary(named):
             where = record_path(self.path) or self.path / RECORD_NAME
             raise DictEmbedError(

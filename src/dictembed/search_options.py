@@ -38,6 +38,7 @@ DEFAULT_K = 10  # results a search lists unless asked for more or fewer
 FREQUENCY_WEIGHT = 0.0125  # x the word's Zipf frequency (dictembed.word_frequency)
 DEFINITION_WEIGHT = 0.75  # x the cosine to the entry's best single definition
 HEADWORD_WEIGHT = 0.2  # x the cosine to the entry's word itself, encoded as a description is
+MAX_WEIGHT = 1000.0  # a ranking weight at most (1e308 overflowed the score to NaN and ranked in file order)
 # the same for a query encoder taught people's descriptions (`train --descriptions`, `distil`), saved in its folder's
 # record (`RunRecord.ranking`): chosen on the dev descriptions (docs/results.md, "The headword weight of a folder
 # trained on descriptions")
@@ -213,14 +214,14 @@ class Filters:
             raise DictEmbedError(
                 f"pos: unknown part of speech {self.pos!r}; choose from n, v, a, r (noun, verb, adjective, adverb)"
             )
-        object.__setattr__(self, "pattern", self.pattern or None)
+        object.__setattr__(self, "pattern", unicodedata.normalize("NFC", self.pattern) if self.pattern else None)
         if self.pattern is not None:
             pattern_matcher(self.pattern)  # fail early on a bad pattern
         for name in ("min_length", "max_length"):
             check_letters(name, getattr(self, name))
         if self.min_length is not None and self.max_length is not None and self.min_length > self.max_length:
             raise DictEmbedError(f"min_length: {self.min_length} is more than max_length {self.max_length}")
-        object.__setattr__(self, "initial", (self.initial or "").strip() or None)
+        object.__setattr__(self, "initial", unicodedata.normalize("NFC", (self.initial or "").strip()) or None)
         if self.initial is not None and len(self.initial) > MAX_INITIAL_CHARS:
             raise DictEmbedError(f"initial: too long, at most {MAX_INITIAL_CHARS} characters")
         pinyin = (self.pinyin or "").strip()
@@ -317,8 +318,8 @@ class Ranking:
         weights = ("frequency_weight", "definition_weight", "headword_weight", "second_dictionary_weight")
         for name in (*weights, "query_word_weight", "overlap_weight"):
             value = getattr(self, name)
-            if not is_real_number(value, 0):
-                raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")
+            if not is_real_number(value, 0, MAX_WEIGHT):
+                raise DictEmbedError(f"{name}: a number from 0 to {MAX_WEIGHT:g}, not {value!r}")
             if not isinstance(value, int):
                 object.__setattr__(self, name, float(value))
         if not is_whole_number(self.depth):

@@ -155,8 +155,19 @@ def refuse_foreign_partial(partial: Path) -> None:
         )
 
 
+def refuse_foreign_progress(sidecar: Path) -> None:
+    """Refuse, in one line, a progress file `sidecar` that no run of encode wrote (no JSON object with a `format`):
+    a user's file, which stays."""
+    if sidecar.exists() and "format" not in (_read_progress(sidecar) or {}):
+        raise DictEmbedError(
+            f"{sidecar} is in the way: encode keeps its progress under that name, and it holds something else; "
+            "move it or choose another --output"
+        )
+
+
 def _held_rows(output: Path, identity: dict[str, Any]) -> tuple[int, str | None]:
     """The rows an earlier run of the same job wrote, or 0 and why they cannot be used (None: no earlier run)."""
+    refuse_foreign_progress(progress_path(output))
     partial, progress = partial_path(output), _read_progress(progress_path(output))
     if progress is None:
         refuse_foreign_partial(partial)
@@ -280,6 +291,8 @@ def _encode_to_npy(
         raise DataFormatError(input_path, "cannot read file (not found)")
     main, cpu = is_main_process(), encoder.device.type == "cpu"
     partial, sidecar = partial_path(output), progress_path(output)
+    if input_path.resolve() in (partial.resolve(), sidecar.resolve()):
+        raise DictEmbedError(f"{input_path}: encode keeps {output}'s unfinished work under that name; rename the input")
     identity: dict[str, Any] | None = None
     if is_regular_file(input_path):
         rows = count_lines(input_path, encoding)
@@ -301,6 +314,7 @@ def _encode_to_npy(
         rows, start, lines = len(held), 0, iter(held)
         if main:  # an earlier run's progress file must not vouch for rows written from this input
             refuse_foreign_partial(partial)
+            refuse_foreign_progress(sidecar)
             partial.unlink(missing_ok=True)
             sidecar.unlink(missing_ok=True)
     matrix = _output_matrix(encoder, partial, rows, quantize, resume=bool(start)) if main else None
@@ -308,6 +322,8 @@ def _encode_to_npy(
     bar = tqdm(total=rows, initial=start, unit="rows", desc="encode", disable=disable(show_progress and main))
     done, last_log = start, time.monotonic()
     for chunk in _chunks(lines, chunk_size):
+        if done + len(chunk) > rows:
+            raise changed_input(input_path, f"more than the {rows:,} lines counted at the start")
         vectors = encode_across_processes(encoder, chunk, batch_size, False, normalize, quantize)
         if matrix is not None:
             matrix[done : done + len(chunk)] = vectors
@@ -321,6 +337,8 @@ def _encode_to_npy(
             log.info("encoded %d of %d rows (%.1f%%) into %s", done, rows, 100 * done / max(rows, 1), partial)
             last_log = time.monotonic()
     bar.close()
+    if done != rows:
+        raise changed_input(input_path, f"{done:,} lines read of the {rows:,} counted at the start")
     if main:
         if matrix is None:  # an empty input: nothing was encoded
             empty = encoder.encode([], quantize=quantize)
@@ -331,6 +349,11 @@ def _encode_to_npy(
         sidecar.unlink(missing_ok=True)
     wait_for_everyone()
     return {"rows": rows, "dim": dim, "dtype": dtype, "resumed_from": start}  # dim, dtype: on the main process
+
+
+def changed_input(path: Path, what: str) -> DataFormatError:
+    """The error of an input file that changed while it was encoded (`what`: how); the output is not written."""
+    return DataFormatError(path, f"changed while it was encoded ({what}); encode it again once it is written")
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

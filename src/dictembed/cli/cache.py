@@ -23,14 +23,23 @@ def register(subparsers: Any) -> None:
         ("clear", run_clear, "remove the cached entry spaces and search indexes (only files dictembed wrote)"),
     ]:
         p, (shared, _) = add_command(tasks, name, func, help_text)
-        shared.add_argument("--cache-dir", default=None, help=f"the cache folder (default: {CACHE_HELP})")
+        shared.add_argument(
+            "--cache-dir", type=folder_name, default=None, help=f"the cache folder (default: {CACHE_HELP})"
+        )
     p.add_argument("--yes", action="store_true", help="remove without asking")
+
+
+def folder_name(text: str) -> str:
+    """A --cache-dir that names a folder: an empty one would mean the default cache, which `clear` empties."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no folder; leave --cache-dir out for the default cache")
+    return text
 
 
 def run_list(args: argparse.Namespace) -> Report:
     from dictembed.cache import cache_folder, cached_indexes, human_size, list_cache
 
-    folder = cache_folder(args.cache_dir or None)
+    folder = cache_folder(args.cache_dir)
     spaces = list_cache(folder)
     lines = [f"{len(spaces)} cached entry space(s) in {folder}, {human_size(sum(s.size for s in spaces))}"]
     for space in spaces:
@@ -55,7 +64,7 @@ def run_list(args: argparse.Namespace) -> Report:
 def run_clear(args: argparse.Namespace) -> Report:
     from dictembed.cache import cache_folder, clear_cache, human_size, own_files
 
-    folder = cache_folder(args.cache_dir or None)
+    folder = cache_folder(args.cache_dir)
     files = own_files(folder)
     total = sum(p.stat().st_size for p in files if p.exists())
     if files and not args.yes:

@@ -23,7 +23,7 @@ from dictembed.cli.options import (
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.io import atomic_file, check_readable, read_lines
-from dictembed.output_folder import check_output_file, check_output_folder
+from dictembed.output_folder import check_output_file, check_output_folder, check_outside
 from dictembed.quantization import CALIBRATED, QUANTIZATIONS, SMOOTH_ALPHA, STREAMABLE, WEIGHT_QUANTIZATIONS
 
 CALIBRATION_LINES = 300  # lines of --input that set an --int8 network's activation ranges
@@ -241,6 +241,7 @@ def check_export(args: argparse.Namespace) -> None:
         raise UsageError("--smooth-ffn finds the down-projections in the optimised graph: drop --no-optimize")
     check_output_folder(args.output, args.overwrite)
     check_model(args.model)
+    check_outside(args.output, args.model)  # the model's folder is read as the export is written
 
 
 def run_export(args: argparse.Namespace) -> Report:

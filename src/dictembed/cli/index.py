@@ -12,7 +12,7 @@ from typing import Any
 
 from dictembed.cli.options import add_command, add_device, add_encoding, add_model, add_overwrite, check_model
 from dictembed.cli.report import Report
-from dictembed.output_folder import check_output_folder
+from dictembed.output_folder import check_output_folder, check_outside
 
 COMMANDS = {"index": "a servable reverse-dictionary folder: an encoder, trained or not, over a dictionary"}
 log = logging.getLogger("dictembed")
@@ -59,6 +59,7 @@ def check_index(args: argparse.Namespace) -> None:
         check_sources(args.second_dictionary)
     check_output_folder(args.output, args.overwrite)
     check_model(args.model)
+    check_outside(args.output, args.model)  # the model's folder is read as the index is written
 
 
 def index_folder(

@@ -22,6 +22,7 @@ from dictembed.search_options import (
     DESCRIBED_HEADWORD_WEIGHT,
     FREQUENCY_WEIGHT,
     HEADWORD_WEIGHT,
+    MAX_WEIGHT,
     OVERLAP_WEIGHT,
     POS_TAGS,
     QUERY_WORD_WEIGHT,
@@ -304,8 +305,8 @@ def weight(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    if not 0 <= value <= MAX_WEIGHT:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number from 0 to {MAX_WEIGHT:g}")
     return value
 
 

@@ -167,7 +167,9 @@ def results_table(results: list[Any], entry: str | None = None) -> str:
         words = column_words(r.words)
         padding = " " * max(WORDS_WIDTH - display_width(words), 0)  # Chinese characters take two columns
         lines.append(f"{rank:>3}  {words}{padding} {r.score:.4f}  {gloss[:70]}".rstrip())
-    return "\n".join(lines) or "  (no results)"
+    if not results:
+        lines.append("  (no results)")
+    return "\n".join(lines)
 
 
 def check_served(args: argparse.Namespace) -> None:
