@@ -439,6 +439,18 @@ def test_keyboard_interrupt_exits_130(monkeypatch, tmp_path, capsys) -> None:
     assert "interrupted" in capsys.readouterr().err
 
 
+def test_a_ctrl_c_while_the_parser_imports_exits_130_without_a_traceback(monkeypatch, capsys) -> None:
+    import dictembed.cli as cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # as a Ctrl-C in the seconds train's recipes take to import
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["train", "--output", "x"]) == 130
+    err = capsys.readouterr().err
+    assert err == "dictembed: interrupted before it began\n"
+
+
 # ------------------------------------------------------------------ conventions
 def test_version(capsys) -> None:
     assert main(["--version"]) == 0
@@ -653,3 +665,12 @@ def test_the_pooling_names_are_those_sentence_transformers_has() -> None:
     from dictembed.pooling_names import ST_POOLINGS
 
     assert set(ST_POOLINGS) == set(modules.Pooling.POOLING_MODES)
+
+
+def test_a_list_option_names_an_item_given_twice_or_left_empty(capsys) -> None:
+    """A seed or a rate listed twice was trained twice and counted twice in the selection's mean."""
+    for value, message in (("0,0,1", "'0' is listed more than once"), ("1e-3,0.001", "'1e-3' is listed more than")):
+        assert main(["train", "--seeds" if value.startswith("0") else "--lr-grid", value, "--output", "o"]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["train", "--lr-grid", "1e-3,,2e-3", "--output", "o"]) == 2
+    assert "has an empty item between its commas" in capsys.readouterr().err

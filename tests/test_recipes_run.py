@@ -134,6 +134,17 @@ def test_a_rerun_resolves_the_precision_on_its_own_machine(bert_path, toy_tsv, t
     assert told.config.precision == "bf16" and told.config.seeds == [3]
 
 
+def test_a_configuration_file_of_another_name_is_read_itself_not_its_neighbour(bert_path, toy_tsv, tmp_path) -> None:
+    """`train --config cfg/my-run.json` beside a folder's own dictembed.json ran the neighbour's settings."""
+    from dictembed.recipes.resolve import saved_config
+
+    out = train(_config(bert_path, toy_tsv, tmp_path / "first", seeds=[3]))
+    record = json.loads((out / RECORD_NAME).read_text())
+    record["config"]["seeds"] = [7]
+    (out / "my-run.json").write_text(json.dumps(record))
+    assert saved_config(out / "my-run.json").seeds == [7] and saved_config(out).seeds == [3]
+
+
 # ------------------------------------------------------------------------------ checkpoints
 def _trainer(bert_path, toy_dictionary, run_dir, identity=None) -> tuple[Trainer, Encoder]:
     torch.manual_seed(123)
@@ -329,3 +340,29 @@ def test_a_failure_after_training_resumes_at_the_end_without_training_again(
     assert not list(runs_root(tmp_path / "out").rglob("checkpoint"))
     ours, theirs = load_file(out / "model.safetensors"), load_file(straight / "model.safetensors")
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_defsent_over_a_dictionary_without_one_token_word_is_one_line(bert_path, tmp_path, capsys) -> None:
+    """DefSent trains on the headwords its tokenizer reads as one token; a dictionary of none was a ValueError
+    traceback from the trainer."""
+    from conftest import cli_refuses
+
+    table = tmp_path / "made-up.tsv"
+    table.write_text("word\tdefinition\n" + "".join(f"zzqxaablorp{i}\ta made up thing {i}\n" for i in range(40)))
+    argv = ["train", "--method", "defsent", "--model", str(bert_path), "--dictionary", str(table)]
+    cli_refuses(capsys, [*argv, "--lr-grid", "1e-3", "--output", str(tmp_path / "o")], "made-up.tsv", "single-token")
+
+
+def test_a_dictionary_file_edited_at_the_same_path_trains_anew(bert_path, toy_tsv, tmp_path, caplog) -> None:
+    """A finished run was reused when only the dictionary file's content changed (and the model folder's weights),
+    publishing weights of the old file beside the new file's definitions."""
+    table = tmp_path / "mine.tsv"
+    shutil.copyfile(toy_tsv, table)
+    train(_config(bert_path, str(table), tmp_path / "out", seeds=[3]))
+    first = read_record(tmp_path / "out").run
+    assert first["sources"][f"dictionary {table.name}"] and any(k.startswith("model ") for k in first["sources"])
+    table.write_text(table.read_text() + "zebra\ta striped wild horse of Africa\n")
+    with caplog.at_level(logging.WARNING):
+        train(_config(bert_path, str(table), tmp_path / "out", seeds=[3], overwrite=True))
+    assert "its saved configuration differs in sources." in caplog.text
+    assert read_record(tmp_path / "out").run["sources"] != first["sources"]

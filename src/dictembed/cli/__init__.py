@@ -178,15 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     if "--version" in top_level and "--json" in argv:  # argparse's own --version prints plain text
         print(json.dumps(versions()))
         return 0
-    if command in CHECKS_BEFORE_PARSING and not {"-h", "--help"} & set(argv):
+    try:  # a Ctrl-C while the libraries the parser names are imported (a few seconds for train): no traceback
+        if command in CHECKS_BEFORE_PARSING and not {"-h", "--help"} & set(argv):
+            try:
+                CHECKS_BEFORE_PARSING[command](argv[argv.index(command) + 1 :])
+            except (DictEmbedError, OSError) as err:
+                return runtime_error(err)
         try:
-            CHECKS_BEFORE_PARSING[command](argv[argv.index(command) + 1 :])
-        except (DictEmbedError, OSError) as err:
-            return runtime_error(err)
-    try:
-        args = build_parser(full=[command] if command else []).parse_args(argv)
-    except SystemExit as stop:  # argparse: --help, --version and usage errors
-        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+            args = build_parser(full=[command] if command else []).parse_args(argv)
+        except SystemExit as stop:  # argparse: --help, --version and usage errors
+            return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    except KeyboardInterrupt:
+        print("dictembed: interrupted before it began", file=sys.stderr)
+        return 130
     try:
         if hasattr(args, "precision"):  # a command that runs a model: what the variables choose for it
             check_environment()

@@ -57,13 +57,19 @@ def number(convert: Callable[[str], Any], minimum: float, strict: bool, maximum:
 
 
 def list_of(parse_one: Callable[[str], Any]) -> Callable[[str], list]:
-    """A comma-separated, non-empty list of `parse_one` values."""
+    """A comma-separated, non-empty list of `parse_one` values, each once (a seed or a rate listed twice would be
+    trained twice and weigh twice in the selection's mean); no empty item."""
 
     def parse(text: str) -> list:
-        items = [item.strip() for item in text.split(",") if item.strip()]
-        if not items:
+        items = [item.strip() for item in text.split(",")]
+        if not any(items):
             raise argparse.ArgumentTypeError("expected a non-empty comma-separated list")
-        return [parse_one(item) for item in items]
+        if "" in items:
+            raise argparse.ArgumentTypeError(f"{text!r} has an empty item between its commas")
+        values = [parse_one(item) for item in items]
+        if twice := next((item for item, value in zip(items, values, strict=True) if values.count(value) > 1), None):
+            raise argparse.ArgumentTypeError(f"{twice!r} is listed more than once in {text!r}")
+        return values
 
     return parse
 

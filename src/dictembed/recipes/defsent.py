@@ -16,7 +16,7 @@ from dictembed.dictionary.catalog import language_of
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
-from dictembed.errors import MissingHeadError
+from dictembed.errors import DictEmbedError, MissingHeadError
 from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.evaluation.sts_multi import evaluate_sts_dev
 from dictembed.objectives.entry_prediction import (
@@ -146,6 +146,12 @@ class EntryRecipe(Recipe):
         space = stage_space(stage)
         train = stage.data["splits"]["train"]
         examples = seeded_sample(entry_examples(train, space), config.limit, seed)
+        if not examples:  # DefSent's words are those its tokenizer reads as one token: a dictionary may have none
+            kept = "single-token headword" if config.method == "defsent" else "headword with an entry"
+            raise DictEmbedError(
+                f"{config.dictionary}: no training definition has a {kept} in the training split; give a dictionary "
+                "of more (or more common) words"
+            )
         options = config.options_as(EntryOptions)
         details: dict[str, Any] = {}
         if options.descriptions and describes(options.descriptions, config.dictionary, train):

@@ -46,8 +46,8 @@ class ResolvedConfig:
 def saved_record(path: str | Path) -> tuple[RunRecord, RunConfig]:
     """The run record of a model folder (`path`: the folder or its dictembed.json) and its typed configuration,
     which it must hold."""
-    folder = Path(path).parent if Path(path).is_file() else Path(path)
-    record = read_record(folder, required=True)
+    # a file is read itself, whatever its name (a record copied and edited as my-run.json), never its neighbour
+    record = RunRecord.read(Path(path)) if Path(path).is_file() else read_record(path, required=True)
     if record.config is None:
         raise DictEmbedError(f"{path}: the model's record holds no run configuration (it was not trained here)")
     config = RunConfig.of_record(record)

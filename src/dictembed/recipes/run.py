@@ -37,7 +37,7 @@ from dictembed.model_folder import links_outside, read_record, write_definitions
 from dictembed.output_folder import check_run_output
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
-from dictembed.record import RunRecord
+from dictembed.record import RunRecord, file_sha256
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
 from dictembed.second_dictionary import SecondDefinitions
@@ -213,8 +213,38 @@ def space_fingerprint(space: EntrySpace) -> str:
 
 
 def run_identity(config: RunConfig, stage: Stage, lr: float, seed: int) -> dict[str, Any]:
-    """What determines one run's weights and dev figures: the run options, lr, seed and the stage."""
-    return json.loads(json.dumps({**config.run_identity(), "lr": lr, "seed": seed, "stage": stage.fingerprint}))
+    """What determines one run's weights and dev figures: the run options, lr, seed, the stage, and the content
+    of the local files the options name by path only (`source_prints`: a dictionary file edited, or a model
+    folder's weights changed, at the same path trains anew instead of reusing or resuming a run)."""
+    identity = {**config.run_identity(), "lr": lr, "seed": seed, "stage": stage.fingerprint}
+    if prints := source_prints(config):
+        identity["sources"] = prints
+    return json.loads(json.dumps(identity))
+
+
+def source_prints(config: RunConfig) -> dict[str, str]:
+    """The SHA-256 of each local dictionary file and of a local model folder's weights, by name."""
+    prints: dict[str, str] = {}
+    for part in str(config.dictionary or "").split(","):
+        if Path(part.strip()).is_file():
+            prints[f"dictionary {Path(part.strip()).name}"] = _content_print(Path(part.strip()))
+    model = Path(str(config.model)) if config.model else None
+    if model is not None and model.is_dir():
+        for weights in sorted(model.glob("*.safetensors")):
+            prints[f"model {weights.name}"] = _content_print(weights)
+    return prints
+
+
+_prints: dict[tuple[str, int, int], str] = {}  # a file's path, size and time -> its SHA-256, hashed once
+
+
+def _content_print(path: Path) -> str:
+    """`file_sha256` of `path`, computed once per state of the file in this process."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _prints:
+        _prints[key] = file_sha256(path) or ""
+    return _prints[key]
 
 
 def _differences(saved: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
