@@ -366,3 +366,22 @@ def test_a_dictionary_file_edited_at_the_same_path_trains_anew(bert_path, toy_ts
         train(_config(bert_path, str(table), tmp_path / "out", seeds=[3], overwrite=True))
     assert "its saved configuration differs in sources." in caplog.text
     assert read_record(tmp_path / "out").run["sources"] != first["sources"]
+
+
+def test_files_put_into_the_output_while_it_trains_are_never_replaced(
+    bert_path, toy_tsv, tmp_path, monkeypatch
+) -> None:
+    """The output was checked only before training: a folder a user made there meanwhile was replaced at publish."""
+    from dictembed.recipes import run
+
+    out, select = tmp_path / "out", run.select
+
+    def user_writes_meanwhile(*args, **kwargs):
+        out.mkdir(exist_ok=True)
+        (out / "my-notes.txt").write_text("mine")
+        return select(*args, **kwargs)
+
+    monkeypatch.setattr(run, "select", user_writes_meanwhile)
+    with pytest.raises(DictEmbedError, match="is a non-empty folder that holds no dictembed model; choose another"):
+        train(_config(bert_path, toy_tsv, out, seeds=[3]))
+    assert (out / "my-notes.txt").read_text() == "mine"

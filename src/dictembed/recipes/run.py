@@ -337,9 +337,11 @@ def publish(best: RunResult, summary: dict[str, Any], output: str | Path) -> Pat
     """Copy the selected model to `output` (atomically), with the grid summary added to its record and card, and
     for a reverse dictionary its query graph (`write_query_graph`). The published record names no path of this
     machine (`RunRecord.portable`); the run folders keep the real ones. A link in the run's folder that leads
-    outside it is refused: the copy would take in the file it names."""
+    outside it is refused: the copy would take in the file it names; so is an `output` that came to hold anything
+    but a model while the run trained (`check_run_output`: a user's files are never replaced)."""
     if outside := links_outside(Path(best.path)):
         raise DictEmbedError(f"{outside[0]}: a link leading outside the run's model folder; remove it to publish")
+    check_run_output(output, overwrite=True)  # files put there while it trained stay (the start checked --overwrite)
     with staged_dir(output) as staging:
         shutil.copytree(best.path, staging, dirs_exist_ok=True)
         record = read_record(staging, required=True)
