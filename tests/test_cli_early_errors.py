@@ -132,7 +132,7 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
         2,
         ("--dictionary", "only --baseline tfidf"),
     ),
-    (["finetune", "stsb", "--output", "ft", "--seeds", "0,1,0"], 1, ("--seeds 0,1,0", "twice")),
+    (["finetune", "stsb", "--output", "ft", "--seeds", "0,1,0"], 2, ("--seeds", "'0' is listed more than once")),
     # finetune, head, data, plot
     (["finetune", "stsb", "--model", "model", "--output", "finetuned"], 1, ("seed0", "--overwrite")),
     (["finetune", "stsb", "--model", "model", "--output", "in.txt"], 1, ("in.txt", "is a file")),

@@ -66,8 +66,6 @@ def check_stsb(args: argparse.Namespace) -> None:
     there: refused before anything loads."""
     if args.resume and args.output is None:
         raise DictEmbedError("--resume reads the finished seeds of --output; name the --output folder")
-    if len(set(args.seeds)) != len(args.seeds):
-        raise DictEmbedError(f"--seeds {','.join(map(str, args.seeds))}: a seed listed twice would train twice")
     if args.limit is not None and args.limit < 2:
         raise DictEmbedError(f"--limit {args.limit}: a Spearman correlation needs at least 2 pairs (limit >= 2)")
     if args.output is not None:
