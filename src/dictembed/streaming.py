@@ -29,7 +29,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -145,24 +145,24 @@ def _holds_array(path: Path) -> bool:
         return False
 
 
-def refuse_foreign_partial(partial: Path) -> None:
-    """Refuse, in one line, a `partial` that is no matrix an earlier run began (`_holds_array`): a user's file, which
-    stays."""
-    if partial.exists() and not _holds_array(partial):
+def refuse_in_the_way(path: Path, ours: Callable[[Path], bool], keeps: str) -> None:
+    """Refuse, in one line, a file at `path`, where encode keeps its `keeps`, that is no file of an earlier run
+    (`ours`): a user's file, which stays."""
+    if path.exists() and not ours(path):
         raise DictEmbedError(
-            f"{partial} is in the way: encode keeps its unfinished matrix under that name, and it holds something "
-            "else; move it or choose another --output"
+            f"{path} is in the way: encode keeps its {keeps} under that name, and it holds something else; "
+            "move it or choose another --output"
         )
+
+
+def refuse_foreign_partial(partial: Path) -> None:
+    """`refuse_in_the_way` for the unfinished matrix (`_holds_array`)."""
+    refuse_in_the_way(partial, _holds_array, "unfinished matrix")
 
 
 def refuse_foreign_progress(sidecar: Path) -> None:
-    """Refuse, in one line, a progress file `sidecar` that no run of encode wrote (no JSON object with a `format`):
-    a user's file, which stays."""
-    if sidecar.exists() and "format" not in (_read_progress(sidecar) or {}):
-        raise DictEmbedError(
-            f"{sidecar} is in the way: encode keeps its progress under that name, and it holds something else; "
-            "move it or choose another --output"
-        )
+    """`refuse_in_the_way` for the progress file: a JSON object with a `format`, as every run of encode writes."""
+    refuse_in_the_way(sidecar, lambda path: "format" in (_read_progress(path) or {}), "progress")
 
 
 def _held_rows(output: Path, identity: dict[str, Any]) -> tuple[int, str | None]:

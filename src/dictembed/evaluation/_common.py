@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -35,7 +36,7 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     UTF-8 byte order mark read as Latin-1 is dropped too, and a carriage return inside a line (old Mac line
     endings, which would run lines together) is a DataFormatError naming it."""
     lines = io.read_lines(path, encoding, hint=None)
-    if lines and lines[0].startswith("\xef\xbb\xbf") and encoding.replace("-", "").lower() in ("latin1", "iso88591"):
+    if lines and lines[0].startswith(codecs.BOM_UTF8.decode("latin-1")) and codecs.lookup(encoding).name == "iso8859-1":
         lines[0] = lines[0][3:]
     for number, line in enumerate(lines, start=1):
         if "\r" in line:

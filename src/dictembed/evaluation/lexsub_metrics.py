@@ -160,7 +160,7 @@ def read_preprocessed(path: str | Path) -> list[LexSubInstance]:
         except DictEmbedError as error:
             raise DataFormatError(path, str(error), number) from error
         seen.add(fields[1])
-        instances.append(LexSubInstance(fields[1], lemma.lower(), pos, tokens, int(fields[2])))
+        instances.append(LexSubInstance(fields[1], lemma.lower(), pos, tokens, int(index)))
     if not instances:
         raise DataFormatError(path, "no instances ('target.pos<TAB>id<TAB>index<TAB>sentence' lines)")
     return instances
