@@ -192,21 +192,6 @@ def staged_dir(target: str | Path, owned: bool = False) -> Iterator[Path]:
             raise
 
 
-@contextmanager
-def tidy_run_folder(folder: str | Path) -> Iterator[None]:
-    """The folders of `folder`'s path that the block creates and leaves empty (a run that failed before writing
-    anything there) are removed after it, deepest first; one holding anything stays."""
-    missing = [p for p in (Path(folder), *Path(folder).parents) if not p.exists()]
-    try:
-        yield
-    finally:
-        for path in missing:
-            try:
-                path.rmdir()
-            except OSError:  # not empty, or already gone
-                break
-
-
 def _partial_name(path: Path) -> Path:
     """The temporary name `path` is written under, in its folder: it holds the process id, so two processes
     writing the same file never write into one temporary file."""

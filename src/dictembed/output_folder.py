@@ -2,7 +2,8 @@
 
 A folder command (`train`, `head learn`, `export`, `finetune stsb`) never deletes a non-empty folder that does not
 hold what it writes, even with `--overwrite`, and replaces one that does only with `--overwrite`. A file command
-(`encode`) replaces an existing file only with `--overwrite`. Either must be somewhere a file can be made.
+(`encode`) replaces an existing file only with `--overwrite`. Either must be somewhere a file can be made. A run
+folder a command makes and a failure leaves empty is removed again (`tidy_run_folder`).
 Torch-free: the command line checks its `--output` before it loads anything.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dictembed.errors import DictEmbedError
@@ -113,3 +115,18 @@ def check_output_file(output: str | Path, overwrite: bool) -> None:
     if output.exists() and not overwrite:
         raise DictEmbedError(f"--output {output} already exists; pass --overwrite to replace it")
     check_writable_place(output)
+
+
+@contextmanager
+def tidy_run_folder(folder: str | Path) -> Iterator[None]:
+    """The folders of `folder`'s path that the block creates and leaves empty (a run that failed before writing
+    anything there) are removed after it, deepest first; one holding anything stays."""
+    missing = [p for p in (Path(folder), *Path(folder).parents) if not p.exists()]
+    try:
+        yield
+    finally:
+        for path in missing:
+            try:
+                path.rmdir()
+            except OSError:  # not empty, or already gone
+                break

@@ -99,6 +99,23 @@ def as_rows(vectors: Any) -> np.ndarray:
     return rows[None] if rows.ndim == 1 else rows
 
 
+def checked_rows(rows: np.ndarray, dim: int | None, unit: bool) -> np.ndarray:
+    """Query `rows` (`as_rows`) refused in one line unless a matrix of finite vectors of `dim` dimensions (None: any);
+    with `unit` (a space searched by cosine, where the direction alone counts) each scaled to unit length in
+    float64, whose squares neither under- nor overflow as float32's do at 1e-25 or 1e37, a row of zeros refused."""
+    dim = rows.shape[-1] if dim is None else dim
+    if rows.ndim != 2 or rows.shape[1] != dim:
+        raise DictEmbedError(f"query vectors of shape {rows.shape}; the entry space has {dim} dimensions")
+    if not np.isfinite(rows).all():
+        raise DictEmbedError("a query vector holds NaN or infinite values")
+    if not unit:
+        return rows
+    norms = np.linalg.norm(rows.astype(np.float64), axis=1, keepdims=True)
+    if (zero := np.flatnonzero(norms[:, 0] == 0)).size:
+        raise DictEmbedError(f"query vector {int(zero[0])} is all zeros: it points nowhere")
+    return (rows / norms).astype(np.float32)
+
+
 # numpy's BLAS and torch's OpenMP threads each want every core: while torch's threads spin after an encoder
 # pass, a multi-threaded BLAS call waits on them (a single search took 39 ms instead of 20 on 2 cores), so beside
 # a torch encoder the search's numpy products run on one thread. ONNX Runtime's threads sleep between runs

@@ -48,6 +48,7 @@ from dictembed.query_encoder import (
     QueryEncoder,
     as_rows,
     batch_invariant,
+    checked_rows,
     exported_query_encoder,
     on_onnx_runtime,
     search_threads,
@@ -448,16 +449,8 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             check_texts(texts, "text")
         if texts is not None and len(texts) != len(vectors):
             raise DictEmbedError(f"{len(texts)} texts for {len(vectors)} query vectors")
-        dim = self.space.dim if isinstance(self.space, SearchSpace) else vectors.shape[-1]
-        if vectors.ndim != 2 or vectors.shape[1] != dim:
-            raise DictEmbedError(f"query vectors of shape {vectors.shape}; the entry space has {dim} dimensions")
-        if not np.isfinite(vectors).all():
-            raise DictEmbedError("a query vector holds NaN or infinite values")
-        if isinstance(self.space, SearchSpace):  # cosines: the direction alone, at a scale float32 computes them at
-            norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)  # float32 squares: under/overflow
-            if (zero := np.flatnonzero(norms[:, 0] == 0)).size:
-                raise DictEmbedError(f"query vector {int(zero[0])} is all zeros: it points nowhere")
-            vectors = (vectors / norms).astype(np.float32)
+        cosine = isinstance(self.space, SearchSpace)
+        vectors = checked_rows(vectors, cast(SearchSpace, self.space).dim if cosine else None, unit=cosine)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
         reranks, depth = self.reranks, max(k, self.ranking.depth)

@@ -83,9 +83,10 @@ def check_distil(args: argparse.Namespace) -> None:
 
 def run_distil(args: argparse.Namespace) -> Report:
     from dictembed.backends.onnx.export import write_query_graph
-    from dictembed.io import staged_dir, tidy_run_folder
+    from dictembed.io import staged_dir
     from dictembed.model_card import write_model_card
     from dictembed.model_folder import read_record
+    from dictembed.output_folder import tidy_run_folder
     from dictembed.paths import default_model
     from dictembed.query_distillation import DistillationSettings, distil
     from dictembed.recipes.run import save_model_folder

@@ -59,7 +59,6 @@ def check_learn(args: argparse.Namespace) -> None:
 
 def run_learn(args: argparse.Namespace) -> Report:
     from dictembed.dictionary import load_dictionary
-    from dictembed.io import tidy_run_folder
     from dictembed.learned_head import (
         HeadSettings,
         check_backbone,
@@ -67,6 +66,7 @@ def run_learn(args: argparse.Namespace) -> Report:
         learn_head,
         write_masked_lm,
     )
+    from dictembed.output_folder import tidy_run_folder
     from dictembed.paths import default_model
     from dictembed.training import discard_checkpoints
 
