@@ -3,6 +3,8 @@ by (`RunConfig.create`, a saved configuration read back, the command line's reso
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,41 @@ def test_a_saved_configuration_is_held_to_the_same() -> None:
     assert RunConfig.from_dict(saved).batch_size == 16
     with pytest.raises(DictEmbedError, match="checkpoint_every must be a whole number >= 1, got 0"):
         RunConfig.from_dict(saved | {"checkpoint_every": 0})
+
+
+def test_a_saved_configuration_names_what_this_version_does_not_know(tmp_path) -> None:
+    """A typo in a hand-edited `--config` file was left out silently and the run went on without it."""
+    from dictembed.recipes.resolve import saved_config
+
+    saved = RunConfig.create("defsent-plus").to_dict()
+    assert RunConfig.from_dict(saved | {"lrr": [1e-3]}).lrs == saved["lrs"]  # a record is read as far as it goes
+    with pytest.raises(DictEmbedError, match=r"^no setting is named 'lrr'$"):
+        RunConfig.from_dict(saved | {"lrr": [1e-3]}, strict=True)
+    with pytest.raises(DictEmbedError, match=r"^defsent-plus has no option 'entriez'$"):
+        RunConfig.from_dict(saved | {"options": saved["options"] | {"entriez": "ac"}})
+    version_1 = {"method": "defsent-plus", "entries": "amp", "temperature": 0.2}  # one tau, read as the two
+    assert RunConfig.from_dict(version_1, strict=True).options.entry_temperature == 0.2
+    path = tmp_path / "my-run.json"
+    path.write_text(json.dumps({"config": saved | {"preset": "fast"}}))
+    with pytest.raises(DictEmbedError, match=r"my-run\.json: .*the preset 'fast' is not one of paper, best$"):
+        saved_config(path)
+
+
+def test_a_preset_beside_a_saved_configuration_is_refused(tmp_path) -> None:
+    """`train --config X --preset paper` ran X's own settings as if the preset had not been given."""
+    saved = RunConfig.create("defsent-plus", lrs=[3e-4]).to_dict()
+    (tmp_path / "run.json").write_text(json.dumps({"config": saved}))
+    resolved = resolve_train_config(None, None, {}, output="out", saved=tmp_path / "run.json")
+    assert resolved.config.preset is None and resolved.config.lrs == [3e-4]
+    with pytest.raises(ConfigError, match="preset paper: the saved configuration keeps its own settings"):
+        resolve_train_config(None, "paper", {}, output="out", saved=tmp_path / "run.json")
+    assert resolve_train_config(None, None, {}, output="out").config.preset == "best"  # the default preset
+
+
+def test_an_epoch_count_past_any_training_is_refused() -> None:
+    assert RunConfig.create("defsent-plus", epochs=1000).epochs == 1000
+    with pytest.raises(DictEmbedError, match="epochs must be a whole number >= 1 and <= 1000, got 10000"):
+        RunConfig.create("defsent-plus", epochs=10_000)
 
 
 def test_the_command_line_resolution_reports_it_as_a_usage_error() -> None:

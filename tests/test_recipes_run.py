@@ -128,9 +128,9 @@ def test_a_rerun_resolves_the_precision_on_its_own_machine(bert_path, toy_tsv, t
     record["config"]["precision"] = "bf16"
     (out / RECORD_NAME).write_text(json.dumps(record))
     given = {"model": str(bert_path), "dictionary": toy_tsv}
-    rerun = resolve_train_config(None, "best", given, output=str(tmp_path / "again"), saved=out)
+    rerun = resolve_train_config(None, None, given, output=str(tmp_path / "again"), saved=out)
     assert rerun.config.precision == "fp32"  # the suite's CPU "auto"
-    told = resolve_train_config(None, "best", given | {"precision": "bf16"}, output=str(tmp_path / "b"), saved=out)
+    told = resolve_train_config(None, None, given | {"precision": "bf16"}, output=str(tmp_path / "b"), saved=out)
     assert told.config.precision == "bf16" and told.config.seeds == [3]
 
 

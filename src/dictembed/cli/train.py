@@ -99,9 +99,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--preset",
         choices=presets.PRESETS,
-        default=presets.DEFAULT_PRESET,
+        default=None,
         help="paper: each paper's settings; best: the settings measured best on MiniLM (docs/results.md). "
-        "Options given explicitly override it",
+        f"Options given explicitly override it; not with --config (default: {presets.DEFAULT_PRESET})",
     )
     p.add_argument(
         "--config",

@@ -18,11 +18,13 @@ from dictembed.evaluation.sts_multi import STS_MULTI_LANGUAGES
 from dictembed.io import text_encoding
 from dictembed.paths import CACHE_HELP, default_model
 from dictembed.recipes.options import MethodOptions, Options, check_options, option
+from dictembed.recipes.presets import PRESETS
 from dictembed.recipes.registry import get_recipe
 from dictembed.record import RunRecord, version_2
 from dictembed.texts import MAX_BATCH_SIZE, MAX_SEED
 
 log = logging.getLogger(__name__)
+MAX_EPOCHS = 1000  # beyond it a typo (an extra 0) would train for weeks
 
 
 @dataclass
@@ -65,7 +67,7 @@ class RunConfig:
         16, "training batch size (global: over every process and accumulated micro-batch)", maximum=MAX_BATCH_SIZE
     )
     grad_accum: int = option(1, "gradient accumulation: optimizer steps take batch_size/(N x processes) per pass")
-    epochs: int = option(1, "training epochs")
+    epochs: int = option(1, "training epochs", maximum=MAX_EPOCHS)
     group_by_length: bool = option(
         False, "batches of definitions of similar length (seeded; less padding, faster, other batches)"
     )
@@ -110,6 +112,8 @@ class RunConfig:
             raise DictEmbedError(
                 f"{self.method} selects on one of {', '.join(recipe.select_choices)}, not {self.select_on!r}"
             )
+        if self.preset not in (None, *PRESETS):
+            raise DictEmbedError(f"the preset {self.preset!r} is not one of {', '.join(PRESETS)}")
         self.precision = resolve_precision(self.precision, self.device)  # "auto" -> what this device runs
 
     def options_as(self, kind: type[Options]) -> Options:
@@ -153,15 +157,23 @@ class RunConfig:
             return None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+    def from_dict(cls, data: dict[str, Any], strict: bool = False) -> RunConfig:
         """A config from its JSON form (a record's "config"), version 2 or version 1 (all options flat,
-        one `temperature` for both the entry logits and GR-BERT's InfoNCE)."""
+        one `temperature` for both the entry logits and GR-BERT's InfoNCE). An option the method does not have is
+        an error naming it; so, with `strict` (a configuration to run again), is a shared setting this version
+        does not know, which is otherwise left out."""
+        split = {"entry_temperature", "gloss_temperature"} if "temperature" in data else set()  # version 1's one
         data = version_2(data)
         method = data.get("method") or "defsent-plus"
         kind = get_recipe(method).options
         own = {f.name for f in fields(kind)}
         options = dict(data.pop("options", None) or {})
         options.update({k: data.pop(k) for k in list(data) if k in own or k in kind.removed})
+        shared = {f.name for f in fields(cls)}
+        if unknown := sorted(set(options) - own - set(kind.removed)):
+            raise DictEmbedError(f"{method} has no option {', '.join(map(repr, unknown))}")
+        if strict and (unknown := sorted(set(data) - shared - split)):
+            raise DictEmbedError(f"no setting is named {', '.join(map(repr, unknown))}")
         for name in sorted(set(options) & set(kind.removed)):
             value = options.pop(name)
             if value == kind.removed[name]:
@@ -173,7 +185,6 @@ class RunConfig:
                     name,
                     value,
                 )
-        shared = {f.name for f in fields(cls)}
         settings = {k: v for k, v in data.items() if k in shared and k != "method"}
         return cls(method=method, options=kind(**options), **settings)
 

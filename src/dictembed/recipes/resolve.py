@@ -50,10 +50,10 @@ def saved_record(path: str | Path) -> tuple[RunRecord, RunConfig]:
     record = RunRecord.read(Path(path)) if Path(path).is_file() else read_record(path, required=True)
     if record.config is None:
         raise DictEmbedError(f"{path}: the model's record holds no run configuration (it was not trained here)")
-    config = RunConfig.of_record(record)
-    if config is None:
-        raise DictEmbedError(f"{path}: the model's run configuration is not one this version of dictembed reads")
-    return record, config
+    try:
+        return record, RunConfig.from_dict(record.config, strict=True)
+    except (DictEmbedError, TypeError, ValueError, AttributeError) as err:
+        raise DictEmbedError(f"{path}: the run configuration cannot be run again: {err}") from None
 
 
 def saved_config(path: str | Path) -> RunConfig:
@@ -107,7 +107,7 @@ def record_config(record: RunRecord) -> dict[str, Any]:
 
 def resolve_train_config(
     method: str | None,
-    preset: str,
+    preset: str | None,
     given: Mapping[str, Any],
     *,
     output: str,
@@ -117,14 +117,20 @@ def resolve_train_config(
     name: Callable[[str], str] = str,
 ) -> ResolvedConfig:
     """The configuration of a run: the `saved` one (a model folder or its dictembed.json) or the `preset`'s
-    settings of `method` (None: the default method), with the `given` settings (not None) on top. Settings
-    that do not fit are a `ConfigError`; `name` spells a setting in its message (the command line: its flag)."""
+    settings of `method` (None: the default method; `preset` None: the default preset), with the `given` settings
+    (not None) on top. Settings that do not fit, and a `preset` beside a `saved` configuration (which keeps its
+    own), are a `ConfigError`; `name` spells a setting in its message (the command line: its flag)."""
     given = {k: v for k, v in given.items() if v is not None}
     settings: dict[str, Any] = {}
     overridden: list[str] = []
-    chosen_preset: str | None = preset  # a saved configuration's own, which may be None
+    chosen_preset: str | None = preset or presets.DEFAULT_PRESET  # a saved configuration's own, which may be None
     if saved:
         record, config = saved_record(saved)
+        if preset is not None:
+            raise ConfigError(
+                f"{name('preset')} {preset}: the saved configuration keeps its own settings (preset "
+                f"{config.preset or 'none'}); give the settings to change instead"
+            )
         if method not in (None, config.method):
             raise ConfigError(f"{name('method')} {method} differs from the saved configuration's {config.method}")
         reused = local_settings(record, {k: v for k, v in config.flat().items() if k not in NOT_REUSED}, given, name)
@@ -133,7 +139,7 @@ def resolve_train_config(
         method = method or presets.DEFAULT_METHOD
         if refused := presets.not_settable(method, given):
             raise ConfigError(f"{', '.join(map(name, refused))}: not an option of {name('method')} {method}")
-        settings, overridden = presets.resolve(method, preset, given)
+        settings, overridden = presets.resolve(method, preset or presets.DEFAULT_PRESET, given)
         chosen = settings
         warn_temperature(settings, given, name)
     try:
