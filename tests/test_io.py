@@ -125,3 +125,24 @@ def test_a_users_folder_at_a_staging_name_is_never_removed(tmp_path: Path) -> No
         assert sorted(p.name for p in target.iterdir()) == ["weights"]  # no mark left in the target
         before = f"new{suffix}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_a_staged_write_into_a_link_replaces_the_folder_it_names_and_keeps_the_link(tmp_path: Path) -> None:
+    """`train --output LINK` replaced the link with a folder, left LINK.old behind (a link the next run called in
+    the way) and a staging mark inside the folder it named; one output spelt two ways had two run locks."""
+    from dictembed.io import staged_dir
+    from dictembed.recipes.run import runs_root
+
+    real = tmp_path / "disk" / "model"
+    real.mkdir(parents=True)
+    (real / "weights").write_text("old")
+    link = tmp_path / "model"
+    link.symlink_to(real, target_is_directory=True)
+    for text in ("new", "newer"):  # twice: nothing the first write left stands in the second's way
+        with staged_dir(link) as staging:
+            (staging / "weights").write_text(text)
+        assert link.is_symlink() and link.resolve() == real.resolve()
+        assert sorted(p.name for p in real.iterdir()) == ["weights"] and (link / "weights").read_text() == text
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "model"]
+        assert sorted(p.name for p in real.parent.iterdir()) == ["model"]
+    assert runs_root(link) == runs_root(real).resolve()

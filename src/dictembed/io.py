@@ -123,6 +123,13 @@ def clear_staging(path: Path) -> None:
     )
 
 
+def link_target(path: str | Path) -> Path:
+    """The folder a link at `path` leads to (links followed to the end), else `path`: a staged write into a linked
+    output replaces the folder the link names and keeps the link, as writing through it would."""
+    path = Path(path)
+    return path.resolve() if path.is_symlink() else path
+
+
 def set_aside_path(target: Path) -> Path:
     """Where `replace_dir` sets the old `target` aside until the new one is in place."""
     return target.with_name(target.name + ".old")
@@ -175,11 +182,11 @@ def replace_dir(staging: Path, target: Path) -> None:
 
 @contextmanager
 def staged_dir(target: str | Path, owned: bool = False) -> Iterator[Path]:
-    """A fresh staging folder beside `target`; on success it replaces `target`, on failure it is removed (and
-    `target` left as it was). A full disk or read-only filesystem is an OSError naming `target` (`writing`).
-    `owned`: `target`'s folder is dictembed's own (a run's checkpoint), so what an interrupted write of any version
-    left beside it is removed, marked or not."""
-    target, staging, _ = swap_paths(Path(target))
+    """A fresh staging folder beside `target` (a link: beside the folder it leads to, `link_target`); on success it
+    replaces that folder, on failure it is removed (and `target` left as it was). A full disk or read-only
+    filesystem is an OSError naming `target` (`writing`). `owned`: `target`'s folder is dictembed's own (a run's
+    checkpoint), so what an interrupted write of any version left beside it is removed, marked or not."""
+    target, staging, _ = swap_paths(link_target(target))
     with writing(target):
         clear_way(target, staging, owned)
         staging.mkdir(parents=True)

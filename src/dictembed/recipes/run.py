@@ -31,7 +31,7 @@ from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.entry_vectors import headword_vectors, int8_build
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
-from dictembed.io import staged_dir, writing
+from dictembed.io import link_target, staged_dir, writing
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import links_outside, read_record, write_definitions, write_record
 from dictembed.output_folder import check_run_output
@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 
 
 def runs_root(output: str | Path) -> Path:
-    """The folder of the intermediate runs of `output`: `<output>-runs`."""
-    output = Path(output)
+    """The folder of the intermediate runs of `output`: `<output>-runs` (beside the folder a link leads to, so that
+    both spellings of one output share its runs and its lock)."""
+    output = link_target(output)
     return output.with_name(output.name + "-runs")
 
 

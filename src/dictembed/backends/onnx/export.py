@@ -36,7 +36,7 @@ from dictembed.backends.onnx.session import graph_feeds, graph_print, weights_sh
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import installed, require
-from dictembed.io import STAGING_MARK, STAGING_SUFFIX, clear_way, replace_dir
+from dictembed.io import STAGING_MARK, STAGING_SUFFIX, clear_way, link_target, replace_dir
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import (
     DEFINITIONS_FILE,
@@ -104,7 +104,7 @@ def export(
         )
     if (problem := unexportable(encoder)) is not None:
         raise DictEmbedError(problem)
-    output = Path(output)
+    output = link_target(output)  # a link to a folder: that folder is replaced, the link kept
     staging = output.with_name(output.name + ".export")
     clear_way(output, staging)  # an interrupted export's leftovers go; a user's folder of those names is an error
     try:
