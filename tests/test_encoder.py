@@ -153,6 +153,9 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     for quantize in ("int8", "uint8"):  # scaled to the sentences encoded together: one has no range
         with pytest.raises(DictEmbedError, match=f"^quantize='{quantize}' scales each dimension .* at least two"):
             enc.encode("fine", quantize=quantize)
+        with pytest.raises(DictEmbedError, match=f"^quantize='{quantize}' .* the 3 given have one vector"):
+            enc.encode(["fine"] * 3, quantize=quantize)  # every row fell into one bucket, all zeros for uint8
+        assert len(np.unique(enc.encode(["fine", "fine", "good"], quantize=quantize), axis=0)) == 2
     assert enc.encode("fine", quantize="binary").shape == (4,)
 
 

@@ -97,6 +97,12 @@ def encode_output(
             "(sentence-transformers' quantize_embeddings): it needs at least two; encode them in one call, or use "
             "binary or ubinary"
         )
+    if quantize in CALIBRATED and not np.ptp(result, axis=0).any():
+        raise DictEmbedError(
+            f"quantize={quantize!r} scales each dimension to the range of the sentences encoded together, and the "
+            f"{len(result)} given have one vector (the same sentence each time?): every row would quantise to the same "
+            "bucket; encode distinct sentences together, or use binary or ubinary"
+        )
     if quantize != "float32":
         result = cast(np.ndarray, quantize_embeddings(result, precision=quantize))
     if as_tensor:
