@@ -17,7 +17,7 @@ import pytest
 from dictembed.cli import main
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
-from dictembed.streaming import PROBES, encode_to_npy, iter_lines, partial_path, progress_path
+from dictembed.streaming import PROBES, encode_to_npy, iter_lines, lock_path, partial_path, progress_path
 
 SENTENCES = [f"sentence {i} about " + "a dog that barks " * (i % 5) for i in range(40)]
 
@@ -208,7 +208,7 @@ def test_a_users_file_at_the_progress_name_or_as_the_input_is_never_deleted(enco
         encode_to_npy(encoder, text, out, chunk_size=6, show_progress=False)
     assert sidecar.read_text() == "my notes" and not out.exists()
     sidecar.unlink()
-    for named in (sidecar, partial_path(out)):  # the input at the name encode keeps its unfinished work under
+    for named in (sidecar, partial_path(out), lock_path(out)):  # the input where encode keeps its unfinished work
         named.write_text("a dog barks\n")
         with pytest.raises(DictEmbedError, match="encode keeps .* unfinished work under that name; rename the input"):
             encode_to_npy(encoder, named, out, chunk_size=6, show_progress=False)
@@ -239,3 +239,23 @@ def test_an_input_that_changes_while_it_is_encoded_is_named_and_writes_nothing(
     with pytest.raises(DictEmbedError, match=r"in\.txt: changed while it was encoded \("):
         encode_to_npy(encoder, source, out, chunk_size=500, show_progress=False)
     assert not out.exists()
+
+
+def test_a_second_encode_into_the_same_output_refuses_while_the_first_writes(encoder, text, tmp_path) -> None:
+    """Two runs into one .npy wrote the same partial file and progress file (and the second's start removed the
+    first's rows); the lock is held while one writes and gone when it ends, a user's file at its name stays."""
+    from filelock import FileLock
+
+    out = tmp_path / "v.npy"
+    lock = lock_path(out)
+    with FileLock(str(lock)):  # another process's run, as the operating system sees it
+        with pytest.raises(DictEmbedError, match=f"^another dictembed encode is writing {out} \\(lock {lock}\\)"):
+            encode_to_npy(encoder, text, out, chunk_size=6, show_progress=False)
+    assert not out.exists() and not partial_path(out).exists()
+    assert lock.exists()  # the empty file a killed run leaves: the next run takes it and removes it
+    assert encode_to_npy(encoder, text, out, chunk_size=6, show_progress=False)["rows"] == len(SENTENCES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "v.npy"]
+    lock.write_text("my notes")
+    with pytest.raises(DictEmbedError, match=f"^{lock} is in the way"):
+        encode_to_npy(encoder, text, tmp_path / "v.npy", chunk_size=6, show_progress=False)
+    assert lock.read_text() == "my notes"

@@ -8,7 +8,8 @@ the rows are flushed, so it never claims a row the file does not hold. Run again
 model (same size, modification time and first bytes; same vectors for probe sentences, pooling, modules,
 precision and options; the batch and chunk sizes too for an encoder whose vectors depend on their batch, as an
 int8 graph's or bf16's do), it continues after the rows done; anything else starts over. When every row is written the
-partial file is renamed to OUTPUT and the sidecar removed: OUTPUT only ever appears complete.
+partial file is renamed to OUTPUT and the sidecar removed: OUTPUT only ever appears complete. A run holds
+`OUTPUT.lock` while it writes; a second run into the same output refuses at once.
 
 Only a plain file is counted first and resumed. A pipe, FIFO or device (`--input /dev/stdin`) gives its bytes
 once, so it is read into memory with `dictembed.io.read_lines` (bounded in size and line length) and encoded
@@ -58,6 +59,7 @@ from dictembed.query_encoder import batch_invariant
 log = logging.getLogger(__name__)
 
 PROGRESS_SUFFIX = ".progress.json"
+LOCK_SUFFIX = ".lock"
 FORMAT = 1
 HEAD_BYTES = 1 << 16  # the input's first bytes hashed into its identity
 PROBES = ["a dog barks at the postman", "water that falls from the clouds", "x"]  # model_identity's sentences
@@ -67,6 +69,11 @@ LOG_EVERY_S = 10.0  # at most one progress line in the log per this many seconds
 def partial_path(output: Path) -> Path:
     """Where the rows are written before the rename to `output`."""
     return output.with_name(output.name + STAGING_SUFFIX)
+
+
+def lock_path(output: Path) -> Path:
+    """The lock a run writing `output` holds (`output_lock`)."""
+    return output.with_name(output.name + LOCK_SUFFIX)
 
 
 def progress_path(output: Path) -> Path:
@@ -260,15 +267,42 @@ def encode_to_npy(
     A failure of the disk (full, read-only) is an OSError naming `output`; the partial file is removed unless
     a progress file vouches for rows in it (then a run after the disk is freed continues)."""
     input_path, output = Path(input_path), Path(output)
+    if input_path.resolve() in (p.resolve() for p in (partial_path(output), progress_path(output), lock_path(output))):
+        raise DictEmbedError(f"{input_path}: encode keeps {output}'s unfinished work under that name; rename the input")
+    with output_lock(output) if is_main_process() else contextlib.nullcontext():
+        try:
+            with writing(output):
+                return _encode_to_npy(
+                    encoder, input_path, output, encoding, batch_size, chunk_size, normalize, quantize, show_progress
+                )
+        except BaseException:
+            if is_main_process():
+                _discard_unusable(output)
+            raise
+
+
+@contextlib.contextmanager
+def output_lock(output: Path) -> Iterator[None]:
+    """Hold `OUTPUT.lock` while encode writes `output`'s unfinished work: a second encode into the same output
+    refuses at once instead of writing into the same partial file (the operating system releases a killed
+    process's lock; the empty file it leaves is taken by the next run). The file goes when the run ends."""
+    from filelock import FileLock, Timeout
+
+    path = lock_path(output)
+    refuse_in_the_way(path, lambda p: p.is_file() and p.stat().st_size == 0, "lock")
+    lock = FileLock(str(path))
     try:
-        with writing(output):
-            return _encode_to_npy(
-                encoder, input_path, output, encoding, batch_size, chunk_size, normalize, quantize, show_progress
-            )
-    except BaseException:
-        if is_main_process():
-            _discard_unusable(output)
-        raise
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise DictEmbedError(
+            f"another dictembed encode is writing {output} (lock {path}); wait for it or choose another --output"
+        ) from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # removed while held: no other run can be waiting on it (timeout 0)
+            path.unlink(missing_ok=True)
+        lock.release()
 
 
 def _encode_to_npy(
@@ -291,8 +325,6 @@ def _encode_to_npy(
         raise DataFormatError(input_path, "cannot read file (not found)")
     main, cpu = is_main_process(), encoder.device.type == "cpu"
     partial, sidecar = partial_path(output), progress_path(output)
-    if input_path.resolve() in (partial.resolve(), sidecar.resolve()):
-        raise DictEmbedError(f"{input_path}: encode keeps {output}'s unfinished work under that name; rename the input")
     identity: dict[str, Any] | None = None
     if is_regular_file(input_path):
         rows = count_lines(input_path, encoding)
