@@ -243,3 +243,19 @@ def test_predict_script_option(served_model, capsys) -> None:
     out, _ = cli_succeeds(capsys, ["predict", "--model", str(served_model), "a pet", "--script", "latin", "--json"])
     assert json.loads(out)
     cli_refuses(capsys, ["predict", "--model", str(served_model), "a pet", "--script", "greek"], "--script", code=2)
+
+
+def test_a_long_query_heads_its_results_cut_to_the_width() -> None:
+    """`predict --input` printed a 58,000-character line above its results; `--json` keeps the query whole."""
+    from dictembed.cli.predict import query_heading
+
+    assert query_heading("a long-necked African animal") == "a long-necked African animal"
+    long = "a long-necked African animal " * 2000
+    heading = query_heading(long)
+    assert (
+        display_width(heading) <= 120
+        and heading.startswith("a long-necked")
+        and heading.endswith(f"… ({len(long):,} characters)")
+    )
+    wide = query_heading("长颈的非洲动物" * 30, 40)
+    assert display_width(wide) <= 40 and wide.startswith("长颈的") and wide.endswith("(210 characters)")

@@ -238,7 +238,22 @@ def run_predict(args: argparse.Namespace) -> Report:
         {"line": line, "query": q, "entry": e, "results": result_rows(results)}
         for line, (q, e, results) in zip(args.lines, rows, strict=True)
     ]
-    return Report(data, "\n\n".join(f"{q}\n{results_table(results, e)}" for q, e, results in rows))
+    return Report(data, "\n\n".join(f"{query_heading(q)}\n{results_table(results, e)}" for q, e, results in rows))
+
+
+QUERY_WIDTH = 120  # the columns of a query's heading above its results (--json keeps it whole)
+
+
+def query_heading(query: str, width: int = QUERY_WIDTH) -> str:
+    """`query` as the heading of its results: whole when it fits `width` columns, else cut with an ellipsis and
+    its length in characters."""
+    if display_width(query) <= width:
+        return query
+    note = f"… ({len(query):,} characters)"
+    head = query[: width - len(note)]
+    while display_width(head) + len(note) > width:
+        head = head[:-1]
+    return head.rstrip() + note
 
 
 def similar_entry(rd: Any, query: str, mode: str, input_file: str | None, line: int) -> str | None:
