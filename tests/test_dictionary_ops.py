@@ -53,6 +53,25 @@ def test_merge_deduplicates_case_and_space_blind(caplog):
     assert "4 definitions -> 3 (1 duplicate definitions removed)" in caplog.text
 
 
+def test_merge_keeps_the_case_variants_one_dictionary_keeps_apart():
+    """`--dictionary wordnet,mine.tsv` folded WordNet's *Polish* (the language) into *polish* (to shine)."""
+    wordnet = Dictionary(name="wordnet")
+    wordnet.add("Polish", "the Slavic language of Poland")
+    wordnet.add("polish", "make shiny")
+    wordnet.add("giraffe", "tallest living quadruped")
+    mine = Dictionary(name="mine")
+    mine.add("Giraffe", "a long-necked African animal")  # another dictionary's case: joins the one entry
+    mine.add("POLISH", "to rub until it shines")  # two entries match it case-blind, none exactly: its own
+    mine.add("polish", "Make  shiny")  # the exact spelling: its duplicate definition goes
+    mine.add("March", "the third month")
+    mine.add("march", "walk with regular steps")  # this dictionary's own two stay two
+    merged, report = merge_dictionaries([wordnet, mine])
+    assert merged.headwords == ["Polish", "polish", "giraffe", "POLISH", "March", "march"]
+    assert merged["giraffe"].definitions == ["tallest living quadruped", "a long-necked African animal"]
+    assert merged["Polish"].definitions == ["the Slavic language of Poland"]
+    assert (report.entries_out, report.duplicate_definitions) == (6, 1)
+
+
 NFD_CAFE, NFC_CAFE = "cafe\u0301", "caf\u00e9"
 
 

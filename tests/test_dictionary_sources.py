@@ -143,6 +143,38 @@ def test_table_text_that_looks_the_same_is_one_entry(tmp_path, caplog):
     assert "9 rows -> 3 headwords, 4 senses" in caplog.text and "(1 repeated definitions united)" in caplog.text
     assert "skipped 3 rows whose headword is only invisible format or control characters (lines 5, 6, 9)" in caplog.text
     assert "skipped 1 rows with an empty headword (lines 8)" in caplog.text
+    assert "1 rows whose control characters (NUL, escape, lone surrogates, ...) were removed (lines 10)" in caplog.text
+
+
+def test_a_windows_file_read_as_latin_1_is_counted_and_named(tmp_path, caplog):
+    """The encoding hint's latin-1 turned a cp1252 file's quotes, dashes and euro sign into control characters, which
+    were removed without a word; a lone surrogate (JSON "\\ud800") made the tokenizer raise."""
+    path = tmp_path / "win.tsv"
+    path.write_bytes("word\tdefinition\ncafé\ta “hot” drink – €2\ntea\ta drink\n".encode("cp1252"))
+    with caplog.at_level(logging.WARNING):
+        assert load_table(path, encoding="latin-1")["café"].definitions == ["a hot drink 2"]
+    text = "1 rows whose control characters U+0080-U+009F were removed (a Windows file read as latin-1? use cp1252) "
+    assert text + "(lines 2)" in caplog.text
+    assert load_table(path, encoding="cp1252")["café"].definitions == ["a “hot” drink – €2"]
+    jsonl = tmp_path / "lone.jsonl"
+    jsonl.write_text('{"word": "cat", "definition": "a fe\\ud800line"}\n{"word": "dog", "definition": "a canine"}\n')
+    assert load_table(jsonl)["cat"].definitions == ["a feline"]
+
+
+def test_a_tsv_field_quoted_as_spreadsheets_write_it_loses_the_quoting(tmp_path, caplog):
+    """pandas and spreadsheets wrap a TSV field holding a quote in quotes and double it; the quotes were kept."""
+    path = tmp_path / "sheet.tsv"
+    path.write_text(
+        'word\tdefinition\nzebra\t"a ""striped"" horse"\n"rock, stone"\ta hard mass\n'
+        'quote\t"a" or "b"\nempty\t""\nplain\tno quotes\n',
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.WARNING):
+        table = load_table(path)
+    assert table["zebra"].definitions == ['a "striped" horse'] and "rock, stone" in table.headwords
+    assert table["quote"].definitions == ['"a" or "b"']  # not quoted as a spreadsheet quotes: read as written
+    assert "empty" not in table.headwords and table["plain"].definitions == ["no quotes"]
+    assert "3 fields quoted as spreadsheets write them" in caplog.text and "(lines 2, 3, 5)" in caplog.text
 
 
 def test_jsonl_keys_missing_from_the_first_record(tmp_path):

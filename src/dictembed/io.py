@@ -260,8 +260,8 @@ def preallocate(path: str | Path) -> None:
 # only, so U+2028, \x0c or \x85 inside a line never make extra lines; bad bytes are named by line and byte.
 
 ENCODING_HINT = (  # every reader shows it: only these commands take --encoding
-    "convert the file to UTF-8, or pass --encoding latin-1 if it is Latin-1 "
-    "(train, index, encode, evaluate, data stats)"
+    "convert the file to UTF-8, or pass --encoding cp1252 if it was written on Windows, latin-1 if it is "
+    "ISO Latin-1 (train, index, encode, evaluate, data stats)"
 )
 
 

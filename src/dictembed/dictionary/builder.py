@@ -63,7 +63,20 @@ def _invisible_end(char: str) -> bool:
     return unicodedata.category(char) == "Cf" and char not in KEPT_AT_ENDS and not TAG_RANGE[0] <= char <= TAG_RANGE[1]
 
 
-CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")  # the control characters that are no white space
+# the control characters that are no white space, and lone surrogates (a JSON "\ud800" no encoder can write)
+CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\ud800-\udfff]")
+C1 = re.compile("[\x80-\x9f]")  # what a Windows (cp1252) file's quotes, dashes and euro sign become read as latin-1
+
+
+def removed_controls(texts: Iterable[str | None]) -> str | None:
+    """Why `clean_text` removes characters from any of `texts` (a row's headword, definition, examples), as the
+    load report counts the rows it changed; None when it removes none."""
+    found = [t for t in texts if t and not t.isprintable() and CONTROL.search(t)]
+    if not found:
+        return None
+    if any(C1.search(t) for t in found):
+        return "rows whose control characters U+0080-U+009F were removed (a Windows file read as latin-1? use cp1252)"
+    return "rows whose control characters (NUL, escape, lone surrogates, ...) were removed"
 
 
 def clean_text(text: str) -> str:
@@ -107,6 +120,8 @@ class LoadReport:
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_lines: dict[str, list[int]] = field(default_factory=dict)
     skipped_examples: dict[str, str] = field(default_factory=dict)
+    changed: Counter[str] = field(default_factory=Counter)
+    changed_lines: dict[str, list[int]] = field(default_factory=dict)
 
     def skips(self) -> str:
         """Every skip reason with its count, first text quoted (if kept) and first line numbers, e.g. "skipped 2
@@ -119,12 +134,21 @@ class LoadReport:
             parts.append(f"skipped {count} {reason}{example}{where}")
         return "; ".join(parts)
 
+    def changes(self) -> str:
+        """Every change made to rows that were kept, with its count and first line numbers."""
+        parts = []
+        for reason, count in sorted(self.changed.items()):
+            lines = self.changed_lines.get(reason, [])
+            where = f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
+            parts.append(f"{count} {reason}{where}")
+        return "; ".join(parts)
+
     def summary(self) -> str:
         text = (
             f"{self.source}: {self.rows} rows -> {self.headwords} headwords, {self.senses} senses, "
             f"{self.examples} examples ({self.repeated_definitions} repeated definitions united)"
         )
-        return f"{text}; {self.skips()}" if self.skipped else text
+        return "; ".join(filter(None, (text, self.skips(), self.changes())))
 
 
 class DictionaryBuilder:
@@ -171,6 +195,8 @@ class DictionaryBuilder:
         """Add one row; returns False (and counts it) when the headword or definition is empty."""
         self.report.rows += 1
         raw_headword, raw_definition = headword, definition
+        examples = list(examples)
+        altered = removed_controls([headword, definition, *examples])
         headword = clean_text(headword or "")
         definition = clean_text(definition or "")
         if not headword:
@@ -179,6 +205,11 @@ class DictionaryBuilder:
         if not definition:
             self.skip(_empty_reason(raw_definition, "definition"), line)
             return False
+        if altered:  # a row kept, with characters removed
+            self.report.changed[altered] += 1
+            lines = self.report.changed_lines.setdefault(altered, [])
+            if line is not None and len(lines) < MAX_LINES_REPORTED:
+                lines.append(line)
         cleaned = [c for c in map(clean_text, examples) if c]
         sense = self._senses.get((headword, definition)) if self.unite_repeats else None
         if sense is None:
@@ -202,7 +233,7 @@ class DictionaryBuilder:
         report.headwords = len(self.dictionary)
         report.senses = self.dictionary.num_definitions()
         report.examples = sum(len(s.examples) for e in self.dictionary for s in e.senses)
-        level = logging.WARNING if report.skipped else logging.INFO
+        level = logging.WARNING if report.skipped or report.changed else logging.INFO
         logger.log(level, report.summary(), extra={"load_report": report})
         if not self.dictionary:
             why = f"all {report.rows} rows were skipped: {report.skips()}" if report.skipped else empty

@@ -1,4 +1,5 @@
-"""Merging dictionaries: one entry per headword and one sense per definition, case- and space-blind."""
+"""Merging dictionaries: one entry per headword and one sense per definition, space-blind; a headword joins another
+dictionary's case variant of it, but a dictionary's own case distinctions (WordNet's *Polish* and *polish*) stay."""
 
 from __future__ import annotations
 
@@ -47,25 +48,33 @@ def _unite(kept: Sense, duplicate: Sense) -> None:
 
 @without_gc
 def merge_dictionaries(dictionaries: Iterable[Dictionary], name: str | None = None) -> tuple[Dictionary, MergeReport]:
-    """Merge dictionaries in order, deduplicating headwords and definitions by `normalize_key`.
+    """Merge dictionaries in order, deduplicating headwords and definitions.
 
-    "Bank" and "bank " are one entry, spelled as first seen (whitespace-normalised); a definition
-    repeated under one headword keeps its first spelling and gains the duplicates' examples.
-    The inputs are left unchanged.
+    A headword joins the entry spelt as it is (whitespace-normalised: "bank " is "bank"), else the one entry an
+    earlier dictionary spells in another case ("Giraffe" joins "giraffe"); the case variants one dictionary keeps
+    apart ("Polish", "polish") stay apart, and a headword whose case-blind spelling matches several entries, none
+    exactly, is its own. A definition repeated under one headword, case- and space-blind (`normalize_key`), keeps
+    its first spelling and gains the duplicates' examples. The inputs are left unchanged.
     """
     dictionaries = list(dictionaries)
     report = MergeReport(sources=len(dictionaries))
     result = Dictionary(name=name or "+".join(d.name for d in dictionaries))
-    spelling: dict[str, str] = {}
+    variants: dict[str, dict[str, int]] = {}  # case-blind key -> the entries' spellings and their dictionary
     senses: dict[tuple[str, str], Sense] = {}
-    for dictionary in dictionaries:
+    for number, dictionary in enumerate(dictionaries):
         for entry in dictionary:
             report.entries_in += 1
-            head_key = normalize_key(entry.headword)
-            headword = spelling.setdefault(head_key, clean_text(entry.headword))
+            headword = clean_text(entry.headword)
+            spellings = variants.setdefault(headword.casefold(), {})
+            if headword not in spellings:
+                others = [s for s, source in spellings.items() if source != number]
+                if len(others) == 1 and len(spellings) == 1:
+                    headword = others[0]
+                else:
+                    spellings[headword] = number
             for sense in entry.senses:
                 report.definitions_in += 1
-                key = (head_key, normalize_key(sense.definition))
+                key = (headword, normalize_key(sense.definition))
                 if key in senses:
                     report.duplicate_definitions += 1
                     _unite(senses[key], sense)

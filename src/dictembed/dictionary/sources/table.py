@@ -2,8 +2,9 @@
 
 Files are read with `dictembed.io.read_lines`: lines are split on "\\n" only, `encoding` (default UTF-8, a
 byte order mark skipped) decodes them, and bytes that do not decode raise `DataFormatError` naming the file,
-line and byte. TSV fields are split on tabs with no quoting; CSV fields follow the csv module's quoting,
-checked strictly.
+line and byte. TSV fields are split on tabs; a field wrapped in quotes with each inner quote doubled, as
+spreadsheets and pandas write a field that holds one, loses that quoting (counted in a warning). CSV fields follow
+the csv module's quoting, checked strictly.
 
 Column names are matched in any case and ignoring surrounding spaces (a header `Word<TAB>Definition` names `word`
 and `definition`). Structure errors raise `DataFormatError` naming the file and line: a missing or repeated column
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -43,7 +45,10 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.io import read_lines
 
+log = logging.getLogger(__name__)
+
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
+MAX_LINES_SHOWN = 5  # line numbers a warning lists
 COLUMN_NAMES = ("word", "definition", "example", "pos")
 SKIP = "-"
 # Names a header line commonly gives its columns besides COLUMN_NAMES ("headword<TAB>gloss"): a first line made of
@@ -125,10 +130,36 @@ def jsonl_text(dictionary: Dictionary) -> str:
     return "".join(row + "\n" for row in rows)
 
 
-def _tsv_records(lines: list[str]) -> Iterator[Record]:
-    """(line number, fields) of every line, split on tabs."""
+def spreadsheet_unquoted(field: str) -> str | None:
+    """The text of a TSV field quoted as spreadsheets and pandas write one that holds a quote (`"a ""striped""
+    horse"`: wrapped in quotes, each inner quote doubled), else None (a field that is not quoted so)."""
+    if len(field) < 2 or field[0] != '"' or field[-1] != '"':
+        return None
+    inner = field[1:-1]
+    return inner.replace('""', '"') if '"' not in inner.replace('""', "") else None
+
+
+def _tsv_records(path: Path, lines: list[str]) -> Iterator[Record]:
+    """(line number, fields) of every line, split on tabs; a field quoted as a spreadsheet quotes it
+    (`spreadsheet_unquoted`) is read without its quotes, and how many were is logged with their first lines."""
+    unquoted: list[int] = []
     for number, line in enumerate(lines, start=1):
-        yield number, line.split("\t")
+        fields = line.split("\t")
+        for i, field in enumerate(fields):
+            if field.startswith('"') and (text := spreadsheet_unquoted(field.strip())) is not None:
+                fields[i] = text
+                unquoted.append(number)
+        yield number, fields
+    if unquoted:
+        shown = ", ".join(map(str, dict.fromkeys(unquoted[:MAX_LINES_SHOWN])))
+        log.warning(
+            '%s: %d fields quoted as spreadsheets write them ("...", "" for a quote inside) read without their '
+            "quotes (lines %s%s)",
+            path,
+            len(unquoted),
+            shown,
+            ", ..." if len(unquoted) > MAX_LINES_SHOWN else "",
+        )
 
 
 def _csv_problem(error: csv.Error, start: int, end: int) -> str:
@@ -330,7 +361,7 @@ def read_table(
     _check_line_ends(path, lines, fmt)
     if fmt == "jsonl":
         return _jsonl_table(path, lines)
-    return _delimited_table(path, _tsv_records(lines) if fmt == "tsv" else _csv_records(path, lines), header)
+    return _delimited_table(path, _tsv_records(path, lines) if fmt == "tsv" else _csv_records(path, lines), header)
 
 
 def _is_text(value: object) -> bool:
