@@ -100,6 +100,28 @@ def test_a_folder_that_lost_its_definitions_names_its_dictionary_not_wordnets(be
     assert {r.words[0]: r.definitions[r.words[0]] for r in results}["giraffe"] == ["a tall animal with a long neck"]
 
 
+def test_a_dictionary_given_in_place_of_the_folders_is_counted_against_its_entries(
+    bert_path, tmp_path, capsys, caplog
+) -> None:
+    """`predict --dictionary other.tsv` over a folder of other words showed every result without a definition, and
+    said nothing."""
+    import logging
+
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    tsv, other = tmp_path / "mine.tsv", tmp_path / "other.tsv"
+    tsv.write_text("word\tdefinition\ngiraffe\ta tall animal with a long neck\ncat\ta small furry pet\n")
+    other.write_text("word\tdefinition\ncat\ta feline\nbread\tfood made of baked flour\n")
+    out = tmp_path / "mine"
+    cli_succeeds(capsys, ["index", "--model", str(bert_path), "--dictionary", str(tsv), "--output", str(out)])
+    with caplog.at_level(logging.WARNING):
+        ReverseDictionary.load(out).search("a tall animal")
+        assert "no definition in" not in caplog.text  # its own definitions: every entry
+        results = ReverseDictionary.load(out, dictionary=str(other)).search("a tall animal", k=2)
+    assert f"1 of 2 entries have no definition in {other}" in caplog.text
+    assert {r.words[0]: r.definitions.get(r.words[0]) for r in results}["cat"] == ["a feline"]
+
+
 @pytest.mark.parametrize(
     ("dictionary", "named"),
     [("missing.tsv", "missing.tsv"), ("no-such-dictionary", "no-such-dictionary")],

@@ -222,6 +222,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
             if not self._dictionary_tried:
                 try:
                     self._dictionary = cast(ModelDictionary, self.source).load()
+                    self._warn_undefined(self._dictionary)
                 except Exception as err:  # best effort: results simply come without definitions
                     there = any(Path(part.strip()).is_file() for part in str(self.dictionary_spec).split(","))
                     if isinstance(err, DataFormatError) and there:
@@ -231,6 +232,20 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
                     log.warning("cannot load dictionary %r: %s; results come without definitions", spec, err)
                 self._dictionary_tried = True
             return self._dictionary
+
+    def _warn_undefined(self, dictionary: Dictionary) -> None:
+        """Warn, with the count, when entries of the space have no definition in `dictionary` (a dictionary given
+        in place of the folder's own that is not the one it indexes): their results show no definition."""
+        words = self.space.words
+        missing = sum(word not in dictionary for word in words)
+        if missing:
+            log.warning(
+                "%d of %d entries have no definition in %s (its results show none; the folder indexes another "
+                "dictionary?)",
+                missing,
+                len(words),
+                self.dictionary_spec,
+            )
 
     @property
     def senses(self) -> EntrySenses | None:
