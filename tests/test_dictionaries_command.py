@@ -48,6 +48,26 @@ def test_counts_appear_once_a_dictionary_has_loaded_and_go_with_its_version(cach
     assert catalog.counts_of(gcide, counts) == counts["gcide"]
 
 
+def test_counts_go_with_the_data_file_or_folder_they_were_taken_on(cache, capsys, tmp_path) -> None:
+    """WordNet and the shared data's dictionaries have no package version: a count taken under another
+    --wordnet-dir was shown for the system's WordNet; a damaged counts file made `dictionaries` raise."""
+    wordnet = CATALOG["wordnet"]
+    other = tmp_path / "wn"
+    other.mkdir()
+    (other / "data.noun").write_text("  1 a small WordNet\n")
+    counts = {"wordnet": {"headwords": 1124, "definitions": 1276, "version": wordnet.data_print(other)}}
+    assert catalog.counts_of(wordnet, counts, other) == counts["wordnet"]
+    assert catalog.counts_of(wordnet, counts) is None  # the system's WordNet is another folder
+    (other / "data.noun").write_text("  1 a small WordNet, edited\n")
+    assert catalog.counts_of(wordnet, counts, other) is None  # the folder's data changed since
+    row = {"version": wordnet.data_print()}
+    for damaged in ({"headwords": "many", "definitions": 3}, {"definitions": 3}, {"headwords": -1, "definitions": 3}):
+        assert catalog.counts_of(wordnet, {"wordnet": row | damaged}) is None
+    (cache / "dictionaries").mkdir(parents=True)
+    (cache / "dictionaries" / "counts.json").write_text(json.dumps({"wordnet": row | {"headwords": "many"}}))
+    assert _rows(capsys)["wordnet"]["headwords"] is None
+
+
 def test_a_dictionary_whose_package_is_missing_names_its_extra(cache, capsys, monkeypatch) -> None:
     missing = replace(CATALOG["jmdict"], package="no-such-package-here")
     monkeypatch.setitem(CATALOG, "jmdict", missing)

@@ -56,7 +56,7 @@ def run_dictionaries(args: argparse.Namespace) -> Report:
     rows = []
     for named in CATALOG.values():
         row = named.to_dict()
-        known = counts_of(named, counts)
+        known = counts_of(named, counts, args.wordnet_dir)
         if known is None and args.count and row["installed"]:
             dictionary = load_source(named.name, wordnet_dir=args.wordnet_dir)
             known = {"headwords": len(dictionary), "definitions": dictionary.num_definitions()}

@@ -4,7 +4,8 @@ that installs it and its loader, in one table (`CATALOG`). `dictembed dictionari
 Loaders are named as "module:function" under `dictembed.dictionary.sources` and imported when a dictionary loads,
 so reading the catalogue (the model card does, for licences) imports none of them. Headword and definition counts
 are known once a dictionary has loaded: `remember_counts` keeps them in the cache folder
-(`dictionaries/counts.json`), keyed by the data package's version, and `known_counts` reads them back.
+(`dictionaries/counts.json`), keyed by what they were taken on (the data package's version, or a data file's path,
+size and time: `NamedDictionary.data_print`), and `known_counts` reads them back.
 """
 
 from __future__ import annotations
@@ -58,6 +59,22 @@ class NamedDictionary:
             return version(self.package)
         except PackageNotFoundError:
             return None
+
+    def data_print(self, wordnet_dir: str | Path | None = None) -> str | None:
+        """What the recorded counts were taken on: the data package's version; for a shared data file or WordNet's
+        folder (`wordnet_dir`, None: the system's), its path, size and modification time (None: not there)."""
+        if self.package is not None:
+            return self.data_version()
+        try:
+            path = (
+                paths.data_dir() / self.data_file
+                if self.data_file is not None
+                else paths.wordnet_dir(wordnet_dir) / "data.noun"
+            )
+            stat = path.resolve().stat()
+        except (DictEmbedError, OSError):
+            return None
+        return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
     def installed(self) -> bool:
         """Whether the data is here: the package installed, the shared data file or WordNet's folder present."""
@@ -236,22 +253,31 @@ def known_counts() -> dict[str, dict[str, Any]]:
     return counts if isinstance(counts, dict) else {}
 
 
-def counts_of(named: NamedDictionary, counts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """`named`'s recorded counts, when they were taken on the data version installed now."""
+def counts_of(
+    named: NamedDictionary, counts: dict[str, dict[str, Any]], wordnet_dir: str | Path | None = None
+) -> dict[str, Any] | None:
+    """`named`'s recorded counts, when they were taken on the data here now (`NamedDictionary.data_print`) and
+    are whole numbers; None otherwise (a record another version or a damaged file left)."""
     row = counts.get(named.name)
-    if not isinstance(row, dict) or row.get("version") != named.data_version():
+    if not isinstance(row, dict) or row.get("version") != named.data_print(wordnet_dir):
+        return None
+    if not all(type(row.get(key)) is int and row[key] >= 0 for key in ("headwords", "definitions")):
         return None
     return row
 
 
-def remember_counts(name: str, dictionary: Dictionary) -> None:
-    """Keep the headword and definition counts of a named dictionary just loaded; a cache that cannot be written is
-    passed over (the counts are a convenience of `dictembed dictionaries`)."""
+def remember_counts(name: str, dictionary: Dictionary, wordnet_dir: str | Path | None = None) -> None:
+    """Keep the headword and definition counts of a named dictionary just loaded (from `wordnet_dir`, for WordNet);
+    a cache that cannot be written is passed over (the counts are a convenience of `dictembed dictionaries`)."""
     named = CATALOG.get(name)
     if named is None:
         return
     counts = known_counts()
-    row = {"headwords": len(dictionary), "definitions": dictionary.num_definitions(), "version": named.data_version()}
+    row = {
+        "headwords": len(dictionary),
+        "definitions": dictionary.num_definitions(),
+        "version": named.data_print(wordnet_dir),
+    }
     if counts.get(name) == row:
         return
     counts[name] = row

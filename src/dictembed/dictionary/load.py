@@ -55,7 +55,7 @@ def load_source(
     if path is None:
         name = item.strip().lower()
         dictionary = SOURCES[name](wordnet_dir)
-        remember_counts(name, dictionary)
+        remember_counts(name, dictionary, wordnet_dir)
         return dictionary
     return load_user_table(path, encoding, columns)
 
