@@ -90,6 +90,7 @@ def test_a_header_with_a_known_column_is_not_sent_to_columns(tmp_path: Path) -> 
         ("c.csv", "definition,word\na feline,cat\n", "definition,word"),
         ("d.tsv", "pos\tword\tdefinition\nn\tcat\ta feline\n", "pos,word,definition"),  # each a known name
         ("e.csv", "Headword,Gloss\ncat,a feline\n", "word,definition"),  # names a header commonly uses
+        ("f.tsv", "headword\tid\tgloss\ncat\t7\ta feline\n", "word,-,definition"),  # and a skipped one's own
     ],
 )
 def test_columns_skip_a_first_line_that_looks_like_a_header(

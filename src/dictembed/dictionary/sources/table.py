@@ -227,11 +227,11 @@ def table_columns(spec: str) -> str:
 
 def _looks_like_header(fields: list[str], columns: list[str]) -> bool:
     """Whether the first row of a file read with `columns` (see `parse_columns`) names columns rather than holding
-    data: its cells are the names `columns` gives (skipped columns aside), or each is one of HEADER_NAMES (in any
+    data: its cells, skipped columns aside, are the names `columns` gives, or each is one of HEADER_NAMES (in any
     case, see `column_key`)."""
     keys = [column_key(field) for field in fields]
     named = [(key, column) for key, column in zip(keys, columns, strict=True) if not column.startswith(SKIP)]
-    return all(key == column for key, column in named) or all(key in HEADER_NAMES for key in keys)
+    return all(key == column for key, column in named) or all(key in HEADER_NAMES for key, _ in named)
 
 
 def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | None = None) -> Table:
