@@ -71,7 +71,12 @@ def test_a_header_naming_no_known_column_lists_the_names_and_offers_columns_for_
     assert line.startswith(f"{path}:1: column 'word' not found (columns: headword, gloss)"), line
     assert "may name word, definition, example, pos (in any case)" in line
     assert "only for a file without a header line" in line and "--columns word,definition" in line
-    assert "reads the first line as data" in line and "\n" not in line
+    assert "reads the first line as data); elsewhere add a header line" in line and "\n" not in line
+    prose = _write(tmp_path / "prose.tsv", "\t".join(f"a long paragraph of text number {i} " * 5 for i in range(50)))
+    with pytest.raises(DataFormatError) as error:
+        load_dictionary(str(prose))
+    assert "(columns: a long paragraph of text number 0 a lon…, " in str(error.value)
+    assert ", … (50 in all))" in str(error.value) and len(str(error.value)) < 1000  # the header was printed whole
 
 
 def test_a_header_with_a_known_column_is_not_sent_to_columns(tmp_path: Path) -> None:

@@ -87,9 +87,16 @@ def _missing_hint(path: Path, columns: list[str], name: str) -> str:
     if not any(column_key(c) in COLUMN_NAMES for c in columns):
         hint += (
             "; only for a file without a header line, train, index and data stats take --columns, "
-            "e.g. --columns word,definition (it reads the first line as data)"
+            "e.g. --columns word,definition (it reads the first line as data); elsewhere add a header line"
         )
     return hint
+
+
+def shown_columns(columns: list[str], most: int = 8, width: int = 40) -> str:
+    """A header's `columns` as an error shows them: the first `most`, each cut to `width` characters (a first line
+    that is no header may be a whole paragraph)."""
+    cut = [c if len(c) <= width else c[: width - 1] + "…" for c in columns[:most]]
+    return ", ".join(cut) + (f", … ({len(columns)} in all)" if len(columns) > most else "")
 
 
 def _resolve_columns(path: Path, columns: list[str], wanted: list[str], line: int) -> list[str]:
@@ -99,7 +106,9 @@ def _resolve_columns(path: Path, columns: list[str], wanted: list[str], line: in
     for name in wanted:
         matches = find_columns(columns, name)
         if not matches:
-            problem = f"column {name!r} not found (columns: {', '.join(columns)}){_missing_hint(path, columns, name)}"
+            problem = (
+                f"column {name!r} not found (columns: {shown_columns(columns)}){_missing_hint(path, columns, name)}"
+            )
             raise DataFormatError(path, problem, line=line)
         if len(matches) > 1:
             spelled = f" ({', '.join(matches)})" if len(set(matches)) > 1 else ""
