@@ -242,7 +242,7 @@ def test_headerless_table_with_named_columns(tmp_path):
     assert with_examples["bank"].senses[0].examples == ["the bank"]
     with pytest.raises(DictEmbedError, match=r"cwn\.txt: a \.txt table has no header line: give columns"):
         load_dictionary(str(path))  # a .txt file needs --columns
-    with pytest.raises(DataFormatError, match="3 fields where the header has 2"):
+    with pytest.raises(DataFormatError, match="3 fields where --columns names 2"):
         load_dictionary(str(path), columns="word,definition")
     for bad, message in (
         ("word,x,definition", "unknown column 'x'"),

@@ -169,3 +169,18 @@ def test_a_long_lost_word_gloss_is_quoted_around_the_lost_word() -> None:
     gloss = "Ausgangspunkt einer Strömung bei Vektorfeldern mit positiver Divergenz (das Gegenteil einer )"
     excerpt = GERMAN.lost_word_excerpt(gloss)
     assert excerpt.startswith("…") and excerpt.endswith("(das Gegenteil einer )") and len(excerpt) < 60
+
+
+def test_blank_lines_before_the_header_and_columns_beside_a_jsonl_file(tmp_path: Path) -> None:
+    """A blank first line was taken for the header ("column 'word' not found (columns: )"); `--columns` given for
+    a headerless .tsv beside a .jsonl failed on the .jsonl once the model had loaded; a row's field count was
+    compared with a header the file does not have."""
+    assert load_dictionary(str(_write(tmp_path / "a.tsv", "\n \t\nword\tdefinition\ncat\ta feline\n"))).pairs() == [
+        ("cat", "a feline")
+    ]
+    bare = _write(tmp_path / "bare.tsv", "dog\ta canine\n")
+    jsonl = _write(tmp_path / "b.jsonl", '{"word": "cat", "definition": "a feline"}\n')
+    both = load_dictionary(f"{bare},{jsonl}", columns="word,definition")
+    assert sorted(both.pairs()) == [("cat", "a feline"), ("dog", "a canine")]
+    with pytest.raises(DataFormatError, match=r"bare\.tsv:1: 2 fields where --columns names 3$"):
+        load_dictionary(str(bare), columns="word,-,definition")

@@ -37,9 +37,10 @@ SOURCES: dict[str, Callable[[str | Path | None], Dictionary]] = {name: _load_nam
 def load_user_table(path: str | Path, encoding: str = "utf-8", columns: str | None = None) -> Dictionary:
     """A table file with the default columns: `word`, `definition`, and `example`/`pos` when present (in any case).
     `columns` (e.g. "word,-,definition", see `parse_columns`) names the columns of a file without a header
-    line; such a file may also be a .txt file, read as TSV. The file is read once (it may be a pipe or FIFO)."""
+    line; such a file may also be a .txt file, read as TSV; a .jsonl file names its own (`--dictionary a.tsv,b.jsonl
+    --columns ...` gives the columns to a.tsv alone). The file is read once (it may be a pipe or FIFO)."""
     path = Path(path)
-    header = parse_columns(columns) if columns else None
+    header = parse_columns(columns) if columns and path.suffix.lower() != ".jsonl" else None
     fmt = FORMATS.get(path.suffix.lower(), "tsv") if header else None
     table = read_table(path, fmt, encoding, header)
     optional = {c: c if find_columns(table[0], c) else None for c in COLUMN_NAMES[2:]}

@@ -249,10 +249,12 @@ def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | 
     none: every line is a row, but a first one that looks like a header (`_looks_like_header`) is HEADER_LIKE. A
     byte order mark at the start of a line (a joined file's) is dropped."""
     has_header = header is None
-    first = (0, header) if header is not None else next(records, None)
+    # blank lines carry nothing, before the header too
+    first = (0, header) if header is not None else next((r for r in records if any(f.strip() for f in r[1])), None)
     if first is None:
         raise DataFormatError(path, "empty file (expected a header line)", line=1)
     header = [name.strip() for name in first[1]]
+    names = "the header has" if has_header else "--columns names"
 
     def rows() -> Iterator[tuple[int, Row | str]]:
         at_start = True
@@ -260,7 +262,7 @@ def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | 
             if not any(f.strip() for f in fields):
                 continue
             if len(fields) != len(header):
-                raise DataFormatError(path, f"{len(fields)} fields where the header has {len(header)}", line=number)
+                raise DataFormatError(path, f"{len(fields)} fields where {names} {len(header)}", line=number)
             fields[0] = fields[0].removeprefix(BOM)
             if has_header and [f.strip() for f in fields] == header:
                 yield number, REPEATED_HEADER
