@@ -255,8 +255,8 @@ def test_headerless_table_with_named_columns(tmp_path):
     jsonl.write_text('{"word": "a", "definition": "b"}\n', encoding="utf-8")
     with pytest.raises(DictEmbedError, match=r"a \.jsonl file names its own"):  # refused before it is read
         load_dictionary(str(jsonl), columns="word,definition")
-    with pytest.raises(DictEmbedError, match="JSONL file names its columns"):  # beside a headerless table: when read
-        load_dictionary(f"{path},{jsonl}", columns="word,-,definition")
+    mixed = load_dictionary(f"{path},{jsonl}", columns="word,-,definition")  # the columns of the headerless one
+    assert mixed["a"].definitions == ["b"] and mixed["bank"].definitions == ["land beside a river"]
 
 
 def test_columns_option_reaches_training_config():
