@@ -184,3 +184,14 @@ def test_blank_lines_before_the_header_and_columns_beside_a_jsonl_file(tmp_path:
     assert sorted(both.pairs()) == [("cat", "a feline"), ("dog", "a canine")]
     with pytest.raises(DataFormatError, match=r"bare\.tsv:1: 2 fields where --columns names 3$"):
         load_dictionary(str(bare), columns="word,-,definition")
+
+
+def test_a_utf16_file_without_its_byte_order_mark_is_named_so(tmp_path: Path) -> None:
+    """Read as UTF-8 it decodes, NUL between the letters, which the error sent raw to the terminal."""
+    for order in ("le", "be"):
+        path = tmp_path / f"{order}.tsv"
+        path.write_bytes("word\tdefinition\ncat\ta feline\n".encode(f"utf-16-{order}"))
+        with pytest.raises(DataFormatError) as error:
+            load_dictionary(str(path))
+        assert "\x00" not in str(error.value) and f"pass --encoding utf-16-{order}" in str(error.value)
+        assert load_dictionary(str(path), encoding=f"utf-16-{order}").pairs() == [("cat", "a feline")]

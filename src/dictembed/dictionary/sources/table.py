@@ -96,7 +96,12 @@ def shown_columns(columns: list[str], most: int = 8, width: int = 40) -> str:
     """A header's `columns` as an error shows them: the first `most`, each cut to `width` characters (a first line
     that is no header may be a whole paragraph)."""
     cut = [c if len(c) <= width else c[: width - 1] + "…" for c in columns[:most]]
-    return ", ".join(cut) + (f", … ({len(columns)} in all)" if len(columns) > most else "")
+    cut = [c if c.isprintable() else repr(c)[1:-1] for c in cut]  # NUL and escapes written out, never sent raw
+    shown = ", ".join(cut) + (f", … ({len(columns)} in all)" if len(columns) > most else "")
+    if any("\x00" in c for c in columns):  # UTF-16 read as UTF-8: big-endian puts the NUL first
+        order = "be" if columns[0].startswith("\x00") else "le"
+        shown += f"; NUL between the letters: a UTF-16 file without a byte order mark? pass --encoding utf-16-{order}"
+    return shown
 
 
 def _resolve_columns(path: Path, columns: list[str], wanted: list[str], line: int) -> list[str]:
