@@ -195,3 +195,12 @@ def test_a_utf16_file_without_its_byte_order_mark_is_named_so(tmp_path: Path) ->
             load_dictionary(str(path))
         assert "\x00" not in str(error.value) and f"pass --encoding utf-16-{order}" in str(error.value)
         assert load_dictionary(str(path), encoding=f"utf-16-{order}").pairs() == [("cat", "a feline")]
+
+
+def test_a_named_dictionary_whose_shared_data_file_is_missing_is_refused_before_loading(tmp_path, monkeypatch) -> None:
+    """It was found only once the model had loaded."""
+    (tmp_path / "README.md").write_text("an empty shared data folder\n")
+    monkeypatch.setenv("DICTEMBED_DATA_DIR", str(tmp_path))
+    missing = tmp_path / CATALOG["chang"].data_file
+    with pytest.raises(DictEmbedError, match=f"^the dictionary 'chang' reads {missing}, which is not there; point "):
+        check_sources("wordnet,chang")

