@@ -204,3 +204,9 @@ def test_a_named_dictionary_whose_shared_data_file_is_missing_is_refused_before_
     missing = tmp_path / CATALOG["chang"].data_file
     with pytest.raises(DictEmbedError, match=f"^the dictionary 'chang' reads {missing}, which is not there; point "):
         check_sources("wordnet,chang")
+
+
+def test_a_file_whose_name_holds_a_comma_is_named_as_such(tmp_path) -> None:
+    path = _write(tmp_path / "my,words.tsv", "word\tdefinition\ncat\ta feline\n")
+    with pytest.raises(DictEmbedError, match="a file whose name holds a comma cannot be; rename it"):
+        check_sources(str(path))  # it was "unknown dictionary '.../my'"

@@ -82,7 +82,12 @@ def source_file(item: str, columns: str | None = None, label: str = "--columns")
 
 
 def source_items(spec: str) -> list[str]:
-    """The sources of a comma list; none is a one-line error."""
+    """The sources of a comma list; none, or a file whose name holds a comma, is a one-line error."""
+    if "," in spec and Path(spec.strip()).expanduser().is_file():
+        raise DictEmbedError(
+            f"{spec.strip()}: a dictionary is given as a comma list, so a file whose name holds a comma cannot be; "
+            "rename it (or link it under another name)"
+        )
     items = [item for item in spec.split(",") if item.strip()]
     if not items:
         raise DictEmbedError(f"no dictionary named in {spec!r}: use one or more of {', '.join(SOURCES)}")
