@@ -336,6 +336,31 @@ def test_predict_reverse_dictionary_and_plot(plus_model, tmp_path, capsys) -> No
     assert main(["plot", "entries", "--model", str(moved), "--output", str(tmp_path / "fig2")]) == 1
     assert "--final-only plots the folder's own entry space" in capsys.readouterr().err
     assert main(["plot", "entries", "--model", str(moved), "--output", str(tmp_path / "fig2"), "--final-only"]) == 0
+    # a user's file at a figure's name, a link out of the folder, the model folder itself, a folder name twice
+    (tmp_path / "fig5").mkdir()
+    mine = tmp_path / "fig5" / "isotropy.json"
+    mine.write_text("USER DATA")
+    again = ["plot", "entries", "--model", str(moved), "--final-only"]
+    assert main([*again, "--output", str(tmp_path / "fig5")]) == 1
+    assert f"--output {mine} already exists; pass --overwrite to replace it" in capsys.readouterr().err
+    assert mine.read_text() == "USER DATA"
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine")
+    mine.unlink()
+    mine.symlink_to(precious)
+    assert main([*again, "--output", str(tmp_path / "fig5"), "--overwrite"]) == 0
+    assert precious.read_text() == "mine" and not mine.is_symlink() and "plus" in json.loads(mine.read_text())
+    assert main([*again, "--output", str(moved / "figures")]) == 1
+    assert "is inside the model folder" in capsys.readouterr().err and not (moved / "figures").exists()
+    twin = tmp_path / "other" / "plus"
+    shutil.copytree(moved, twin)
+    assert (
+        main(["plot", "entries", "--model", str(moved), str(twin), "--final-only", "--output", str(tmp_path / "f3")])
+        == 0
+    )
+    assert set(json.loads((tmp_path / "f3" / "isotropy.json").read_text())) == {"moved/plus", "other/plus"}
+    assert main(["plot", "entries", "--model", str(moved), str(moved), "--output", str(tmp_path / "f4")]) == 1
+    assert f"--model {moved} is given twice" in capsys.readouterr().err
 
 
 def test_json_stdout_of_a_real_process(plus_model) -> None:

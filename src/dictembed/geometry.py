@@ -24,6 +24,7 @@ from sklearn.utils.extmath import svd_flip
 
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
+from dictembed.io import atomic_file, atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -217,9 +218,15 @@ def plot_entry_spaces(
             ax.grid(True, linewidth=0.3, alpha=0.5)
         fig.suptitle(f"Entry spaces: {description}")
         path = out_dir / f"{prefix}_{method}.png"
-        fig.savefig(path, dpi=110)
+        with atomic_file(path) as f:  # a link at the name is replaced, never written through
+            fig.savefig(f, dpi=110, format="png")
         paths.append(path)
     return paths
+
+
+def figure_names(entries: str = "entries", isotropy: str = "isotropy") -> list[str]:
+    """The files `plot_entry_spaces` and `plot_isotropy` write under these prefixes."""
+    return [f"{entries}_{method}.png" for method in PROJECTIONS] + [f"{isotropy}.png", f"{isotropy}.json"]
 
 
 def _json_safe(value: float) -> float | None:
@@ -261,7 +268,8 @@ def plot_isotropy(metrics: dict[str, dict[str, float]], output_dir: str | Path, 
         ax.margins(y=0.15)
     fig.suptitle("Isotropy of entry spaces (cosine/top-PC: lower is more isotropic; I(W): higher)")
     path = out_dir / f"{prefix}.png"
-    fig.savefig(path, dpi=110)
+    with atomic_file(path) as f:
+        fig.savefig(f, dpi=110, format="png")
     payload = {name: {k: _json_safe(v) for k, v in values.items()} for name, values in metrics.items()}
-    (out_dir / f"{prefix}.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    atomic_write(out_dir / f"{prefix}.json", json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return path

@@ -12,6 +12,7 @@ from dictembed.cli.options import (
     add_dictionary,
     add_encoding,
     add_model,
+    add_overwrite,
     add_wordnet_dir,
     check_model,
     natural,
@@ -43,6 +44,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--final-only", action="store_true", help="plot only the saved model, not every PST step")
     add_model(shared, required=True, help_text="saved model folder(s)", many=True)
     output.add_argument("--output", required=True, help="folder for the figures")
+    add_overwrite(output, "replace the figures and isotropy.json already in --output")
 
 
 def check_stats(args: argparse.Namespace) -> None:
@@ -76,15 +78,27 @@ def step_folder(model: str | Path, path: str) -> Path:
 
 
 def check_plot_entries(args: argparse.Namespace) -> None:
-    """The plot extra installed, every --model a dictembed model folder, an --output folder that can be written:
-    checked before anything loads."""
+    """The plot extra installed, every --model a dictembed model folder given once, an --output folder that can be
+    written, outside every model folder, whose figures are replaced only with --overwrite: checked before anything
+    loads."""
     from dictembed.extras import require
-    from dictembed.output_folder import check_not_a_file, check_writable_place
+    from dictembed.geometry import figure_names
+    from dictembed.output_folder import check_not_a_file, check_outside, check_writable_place
 
     require("plot", "matplotlib.figure")  # a missing extra is a one-line hint
+    seen: set[Path] = set()
     for model in args.model:
+        if not Path(model).is_dir():
+            raise DictEmbedError(f"--model {model}: no such model folder")
         read_record(model, required=True)
+        if Path(model).resolve() in seen:
+            raise DictEmbedError(f"--model {model} is given twice")
+        seen.add(Path(model).resolve())
+        check_outside(args.output, model)
     check_not_a_file(args.output)
+    there = [Path(args.output) / name for name in figure_names()]
+    if not args.overwrite and (found := [p for p in there if p.exists() or p.is_symlink()]):
+        raise DictEmbedError(f"--output {found[0]} already exists; pass --overwrite to replace it")
     check_writable_place(Path(args.output) / "figure.png")
 
 
@@ -92,11 +106,22 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
     from dictembed.entry_space import EntrySpace
     from dictembed.geometry import isotropy_metrics, plot_entry_spaces, plot_isotropy
 
+    names = [Path(model).name for model in args.model]
+
+    def label(model: str) -> str:
+        """A model's name in the figures and isotropy.json: its folder's, with the folder above it where two share
+        a name (the whole path where those are shared too)."""
+        path = Path(model)
+        if names.count(path.name) == 1:
+            return path.name
+        short = [Path(m).parent.name + "/" + Path(m).name for m in args.model]
+        return f"{path.parent.name}/{path.name}" if short.count(f"{path.parent.name}/{path.name}") == 1 else str(model)
+
     paths: list[tuple[str, Path]] = []
     for model in args.model:
         history = read_record(model, required=True).selection.get("pst", [])
         if history and not args.final_only:
-            steps = [(f"{Path(model).name} step {h['step']}", step_folder(model, h["path"])) for h in history]
+            steps = [(f"{label(model)} step {h['step']}", step_folder(model, h["path"])) for h in history]
             if missing := [path for _, path in steps if not path.is_dir()]:
                 raise DictEmbedError(
                     f"{model}: its PST step folder {missing[0]} is not there (moved away from its runs folder?); "
@@ -104,7 +129,7 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
                 )
             paths += steps
         else:
-            paths.append((Path(model).name, Path(model)))
+            paths.append((label(model), Path(model)))
     spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}
     written = plot_entry_spaces(spaces, args.output)
     figure = plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output)
