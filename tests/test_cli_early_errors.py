@@ -54,6 +54,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "same.npy").write_text("a dog\n")
     (root / "existing.npy").write_bytes(b"the previous embeddings")
     (root / "model.txt").write_text("not a model")
+    (root / "o5-runs").write_text("a user's file where distil's runs folder would go")
     for folder, name, text in [
         ("model", "config.json", "{}"),
         ("model", "model.safetensors", ""),  # config.json beside weights: a transformers model
@@ -145,6 +146,19 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     (["distil", "run", "--output", "new", "--seed", "-1"], 2, ("--seed", ">= 0")),
     (["distil", "./no-such-teacher", "--output", "new"], 1, ("teacher ./no-such-teacher", "no such model folder")),
     (["distil", "in.txt", "--output", "new"], 1, ("teacher in.txt", "a file, not a model folder")),
+    # the student's own folder, a folder inside the teacher, a file where the runs folder goes, epochs past any run
+    (["distil", "run", "--model", "model", "--output", "model", "--overwrite"], 1, ("--output model", "inside")),
+    (["distil", "run", "--output", "run/sub"], 1, ("--output run/sub", "inside the model folder run")),
+    (["distil", "run", "--output", "o5"], 1, ("o5-runs is a file", "move it")),
+    (["distil", "run", "--output", "new", "--epochs", "5000"], 2, ("--epochs", "<= 1000")),
+    (["head", "learn", "--output", "new", "--epochs", "2000"], 2, ("--epochs", "<= 1000")),
+    (["finetune", "stsb", "--output", "ft", "--epochs", "1001"], 2, ("--epochs", "<= 1000")),
+    (  # the seed folder replaced would be the model it trains from
+        ["finetune", "stsb", "--model", "finetuned/seed0", "--output", "finetuned", "--overwrite"],
+        1,
+        ("the model folder finetuned/seed0 is inside --output finetuned",),
+    ),
+    (["finetune", "stsb", "--model", "model", "--output", "model"], 1, ("--output model", "inside the model folder")),
     (
         ["encode", "--input", "in.txt", "--output", "v.npy", "--batch-size", "10" * 10],
         2,

@@ -85,13 +85,16 @@ def check_output_folder(
 
 
 def check_outside(output: str | Path, model: str | Path | None, label: str = "--output") -> None:
-    """Refuse an `output` inside (or at) the local `model` folder a command copies from: the copy would take in
-    itself. A Hub name or an offline model's name is no folder here and passes."""
+    """Refuse an `output` inside (or at) the local `model` folder a command reads (a copy would take in itself, a
+    write would change the model), and a `model` inside `output` (writing `output` would replace it). A Hub name
+    or an offline model's name is no folder here and passes."""
     if model is None or not Path(model).expanduser().is_dir():
         return
     source, target = Path(model).expanduser().resolve(), Path(output).expanduser().resolve()
     if target == source or target.is_relative_to(source):
         raise DictEmbedError(f"{label} {output} is inside the model folder {model}; choose a folder outside it")
+    if source.is_relative_to(target):
+        raise DictEmbedError(f"the model folder {model} is inside {label} {output}; choose an output beside it")
 
 
 def check_run_output(output: str | Path, overwrite: bool) -> None:

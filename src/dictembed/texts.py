@@ -49,6 +49,7 @@ def is_real_number(value: object, low: float = -math.inf, high: float = math.inf
 
 
 MAX_BATCH_SIZE = 1_000_000  # texts a batch: far past any memory, and within what Python can slice by
+MAX_EPOCHS = 1000  # passes over the training data: beyond it a typo (an extra 0) would train for weeks
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding, and scikit-learn's and the Hugging Face Trainer's through it
 
 

@@ -15,15 +15,15 @@ from dictembed.cli.options import (
     add_model,
     add_overwrite,
     check_model,
+    epochs,
     natural,
     non_negative_float,
     positive_float,
-    positive_int,
     seed,
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
-from dictembed.output_folder import check_output_folder
+from dictembed.output_folder import check_output_folder, check_outside
 
 COMMANDS = {"distil": "a fast reverse-dictionary folder: a small encoder trained to query a stronger folder's entries"}
 
@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
         default=1.0,
         help="weight of the ranking term (the teacher's distribution over the entries) beside the cosine loss",
     )
-    shared.add_argument("--epochs", type=positive_int, default=2, help="passes over the training texts")
+    shared.add_argument("--epochs", type=epochs, default=2, help="passes over the training texts")
     shared.add_argument("--lr", type=positive_float, default=1e-4, help="AdamW learning rate")
     add_batch_size(shared, 64, "texts per optimizer step")
     shared.add_argument("--seed", type=seed, default=0, help="seed of the samples and the order")
@@ -60,11 +60,16 @@ def register(subparsers: Any) -> None:
     add_overwrite(output, "replace a model already in --output (a folder holding anything else is never replaced)")
 
 
+def run_folder(output: str | Path) -> Path:
+    """Where a distillation into `output` keeps its checkpoint and the teacher's cached vectors."""
+    return Path(f"{output}-runs") / "distil"
+
+
 def check_distil(args: argparse.Namespace) -> None:
     """A teacher or student path that is not there, an --output that would lose something, a --descriptions file
     that cannot be read: refused before anything loads (the descriptions are read here, once:
     `args.description_rows`)."""
-    from dictembed.description_corpus import load_descriptions
+    from dictembed.description_corpus import corpus_choice, load_descriptions
     from dictembed.model_folder import may_be_hub_name, read_record
 
     teacher = Path(args.teacher).expanduser()
@@ -77,8 +82,13 @@ def check_distil(args: argparse.Namespace) -> None:
     check_model(args.model)
     if Path(args.output).resolve() == Path(args.teacher).resolve():
         raise UsageError(f"--output {args.output} is the teacher's folder: the student goes to another")
+    for folder in (args.teacher, args.model):  # read while the output is written, its runs folder beside it
+        check_outside(args.output, folder)
+        check_outside(run_folder(args.output), folder)
     check_output_folder(args.output, args.overwrite)
-    args.description_rows = [] if args.descriptions == "none" else load_descriptions(args.descriptions)
+    if (runs := run_folder(args.output).parent).exists() and not runs.is_dir():
+        raise DictEmbedError(f"{runs} is a file; distil keeps its checkpoint in a folder of that name: move it")
+    args.description_rows = load_descriptions(args.descriptions) if corpus_choice(args.descriptions) else []
 
 
 def run_distil(args: argparse.Namespace) -> Report:
@@ -102,7 +112,7 @@ def run_distil(args: argparse.Namespace) -> Report:
         seed=args.seed,
     )
     student_model = args.model or str(default_model())
-    run_dir = Path(f"{args.output}-runs") / "distil"
+    run_dir = run_folder(args.output)
     with tidy_run_folder(run_dir):
         student, space, dictionary, record, second = distil(
             args.teacher,

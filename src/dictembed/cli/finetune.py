@@ -15,14 +15,14 @@ from dictembed.cli.options import (
     add_model,
     add_overwrite,
     check_model,
+    epochs,
     fraction,
     list_of,
-    positive_int,
     seed,
 )
 from dictembed.cli.report import Report, table
 from dictembed.errors import DictEmbedError
-from dictembed.output_folder import check_output_folders
+from dictembed.output_folder import check_output_folders, check_outside
 from dictembed.pooling_names import STANDARD_POOLINGS
 
 COMMANDS = {"finetune": "supervised fine-tuning"}
@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--seeds", type=list_of(seed), default="0", metavar="SEED,...", help="comma list of seeds, each trained"
     )
-    p.add_argument("--epochs", type=positive_int, default=4, help="training epochs")
+    p.add_argument("--epochs", type=epochs, default=4, help="training epochs")
     p.add_argument("--pooling", choices=STANDARD_POOLINGS, default="mean", help="pooling")
     add_model(shared)
     add_batch_size(shared, 16, "training batch size")
@@ -69,6 +69,7 @@ def check_stsb(args: argparse.Namespace) -> None:
     if args.limit is not None and args.limit < 2:
         raise DictEmbedError(f"--limit {args.limit}: a Spearman correlation needs at least 2 pairs (limit >= 2)")
     if args.output is not None:
+        check_outside(args.output, args.model)  # a seed folder written into or over the model it trains from
         folders = seed_folders(args.seeds)
         if args.resume:  # a finished seed is read back, or refused at run time if trained otherwise (`finished_seed`)
             folders = [name for name in folders if not (Path(args.output) / name / "results.json").is_file()]

@@ -16,9 +16,9 @@ from dictembed.cli.options import (
     add_overwrite,
     add_wordnet_dir,
     check_model,
+    epochs,
     natural,
     positive_float,
-    positive_int,
     seed,
 )
 from dictembed.cli.report import Report
@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
     add_wordnet_dir(shared)
     add_limit(shared, "training texts, a seeded sample of the train split's definitions and examples")
     shared.add_argument("--heldout", type=natural, default=2000, help="held-out texts (dev split) scored")
-    shared.add_argument("--epochs", type=positive_int, default=1, help="passes over the training texts")
+    shared.add_argument("--epochs", type=epochs, default=1, help="passes over the training texts")
     shared.add_argument("--lr", type=positive_float, default=1e-3, help="AdamW learning rate of the head")
     add_batch_size(shared, 32, "texts per optimizer step")
     shared.add_argument("--seed", type=seed, default=0, help="seed of the sample, order and masking")

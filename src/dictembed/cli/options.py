@@ -30,7 +30,7 @@ from dictembed.search_options import (
     SECOND_FLOOR,
     WORD_COUNTS,
 )
-from dictembed.texts import MAX_BATCH_SIZE, MAX_SEED, bounds_in_words
+from dictembed.texts import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_SEED, bounds_in_words
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on
 
@@ -77,6 +77,7 @@ def list_of(parse_one: Callable[[str], Any]) -> Callable[[str], list]:
 positive_int = number(int, 0, strict=True)
 natural = number(int, 0, strict=False)
 batch_size = number(int, 0, strict=True, maximum=MAX_BATCH_SIZE)
+epochs = number(int, 0, strict=True, maximum=MAX_EPOCHS)
 seed = number(int, 0, strict=False, maximum=MAX_SEED)
 positive_float = number(float, 0, strict=True)
 non_negative_float = number(float, 0, strict=False)

@@ -31,7 +31,7 @@ from dictembed.io import staged_dir
 from dictembed.model_folder import resolve_model
 from dictembed.output_folder import check_not_a_file, check_output_folder
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
-from dictembed.texts import check_batch_size, is_real_number, is_whole_number
+from dictembed.texts import MAX_EPOCHS, check_batch_size, is_real_number, is_whole_number
 
 logger = logging.getLogger(__name__)
 RESULTS = "results.json"  # a seed's scores and settings, written last into its folder
@@ -99,8 +99,8 @@ def check_settings(
     before anything loads."""
     check_ratio(ratio)
     check_seed(seed)
-    if not is_whole_number(epochs):
-        raise DictEmbedError(f"epochs must be a whole number >= 1, got {epochs!r}")
+    if not is_whole_number(epochs, 1, MAX_EPOCHS):
+        raise DictEmbedError(f"epochs must be a whole number from 1 to {MAX_EPOCHS}, got {epochs!r}")
     check_batch_size(batch_size)
     if not is_real_number(lr, 0, above=True):
         raise DictEmbedError(f"lr must be a finite number > 0, got {lr!r}")

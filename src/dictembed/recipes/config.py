@@ -21,10 +21,9 @@ from dictembed.recipes.options import MethodOptions, Options, check_options, opt
 from dictembed.recipes.presets import PRESETS
 from dictembed.recipes.registry import get_recipe
 from dictembed.record import RunRecord, version_2
-from dictembed.texts import MAX_BATCH_SIZE, MAX_SEED
+from dictembed.texts import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_SEED
 
 log = logging.getLogger(__name__)
-MAX_EPOCHS = 1000  # beyond it a typo (an extra 0) would train for weeks
 
 
 @dataclass
