@@ -93,11 +93,16 @@ def test_senteval_protocol_is_checked_before_encoding(data: Path, name: str, val
     assert model.calls == 0
 
 
-def test_senteval_jobs_keep_joblib_meanings() -> None:
-    from dictembed.evaluation.senteval import check_protocol
+def test_senteval_jobs_keep_joblib_meanings_within_the_cores(monkeypatch) -> None:
+    """`--jobs 100000` started hundreds of processes on 2 cores."""
+    from dictembed.evaluation import senteval
 
-    for jobs in (-1, -2, 1, np.int64(3)):  # -1: one per core; joblib's other negatives too
-        check_protocol(1111, 10, 10, jobs)
+    monkeypatch.setattr(senteval.os, "cpu_count", lambda: 4)
+    for jobs in (-1, -2, -4, 1, np.int64(3), 4):  # -1: one per core; joblib's other negatives too
+        senteval.check_protocol(1111, 10, 10, jobs)
+    for jobs in (5, -5, 100_000):
+        with pytest.raises(DictEmbedError, match=rf"^jobs must be a whole number from 1 to 4 .* got {jobs}$"):
+            senteval.check_protocol(1111, 10, 10, jobs)
 
 
 # ------------------------------------------------------------------------------------------ lexical substitution

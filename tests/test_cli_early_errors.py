@@ -107,6 +107,7 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     # evaluate
     (["evaluate", "sts", "--model", "/no/such/model"], 1, ("/no/such/model",)),
     (["evaluate", "senteval", "--model", "/no/such/model"], 1, ("/no/such/model",)),
+    (["evaluate", "senteval", "--jobs", "100000"], 2, ("--jobs must be a whole number from 1 to", "cores")),
     (["evaluate", "mteb", "--model", "/no/such/model", "--tasks", "STSBenchmark"], 1, ("/no/such/model",)),
     (["evaluate", "reverse-dictionary", "--model", "/no/such/model"], 1, ("/no/such/model",)),
     (

@@ -23,6 +23,7 @@ from dictembed.cli.options import (
     names,
 )
 from dictembed.cli.report import Report, UsageError, table
+from dictembed.errors import DictEmbedError
 
 COMMANDS = {"evaluate": "evaluate a model"}
 
@@ -137,11 +138,15 @@ def check_sts_multi(args: argparse.Namespace) -> None:
 
 
 def check_senteval(args: argparse.Namespace) -> None:
-    """--tasks that are SentEval tasks, then the --model."""
-    if args.tasks:
-        from dictembed.evaluation.senteval import SENTEVAL_TASKS  # numpy and scikit-learn, no torch
+    """--tasks that are SentEval tasks, --jobs this machine can run, then the --model."""
+    from dictembed.evaluation.senteval import SENTEVAL_TASKS, check_jobs  # numpy and scikit-learn, no torch
 
+    if args.tasks:
         check_known(args.tasks, SENTEVAL_TASKS, "--tasks")
+    try:
+        check_jobs(args.jobs)
+    except DictEmbedError as err:
+        raise UsageError(f"--{err}") from None
     check_model(args.model)
 
 

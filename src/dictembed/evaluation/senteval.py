@@ -14,12 +14,12 @@ percentages.
 from __future__ import annotations
 
 import logging
-import sys
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -314,14 +314,26 @@ def _run_task(
 def check_protocol(seed: object, folds: object, inner_folds: object, jobs: object) -> None:
     """Refuse, in one line naming it, a `seed` that is not a whole number from 0 to 2**32 - 1 (what scikit-learn
     seeds with), `folds` or `inner_folds` under 2 (a cross-validation needs two folds), `jobs` that is not a whole
-    number other than 0 (joblib's: -1 is one per core)."""
+    number from 1 to the machine's cores or from -cores to -1 (joblib's: -1 is one per core, -2 all but one; more
+    processes than cores only contend, and a typo's thousands would fill the machine)."""
     if not is_whole_number(seed, 0, MAX_SEED):
         raise DictEmbedError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
     for name, value in (("folds", folds), ("inner_folds", inner_folds)):
         if not is_whole_number(value, 2):
             raise DictEmbedError(f"{name} must be a whole number >= 2 (a cross-validation's folds), got {value!r}")
-    if not is_whole_number(jobs, -sys.maxsize) or jobs == 0:
-        raise DictEmbedError(f"jobs must be a whole number other than 0 (-1: one per core), got {jobs!r}")
+    check_jobs(jobs)
+
+
+def check_jobs(jobs: object) -> int:
+    """`jobs` (see `check_protocol`), refused in one line unless a whole number from 1 to the cores or from -cores
+    to -1."""
+    cores = os.cpu_count() or 1
+    if not is_whole_number(jobs, -cores, cores) or jobs == 0:
+        raise DictEmbedError(
+            f"jobs must be a whole number from 1 to {cores} (this machine's cores) or from -{cores} to -1 "
+            f"(-1: one per core), got {jobs!r}"
+        )
+    return int(cast(int, jobs))
 
 
 def evaluate_senteval(
