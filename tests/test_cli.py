@@ -699,3 +699,18 @@ def test_a_list_option_names_an_item_given_twice_or_left_empty(capsys) -> None:
         assert message in capsys.readouterr().err
     assert main(["train", "--lr-grid", "1e-3,,2e-3", "--output", "o"]) == 2
     assert "has an empty item between its commas" in capsys.readouterr().err
+
+
+def test_a_ctrl_c_after_the_result_is_written_leaves_a_success(tmp_path) -> None:
+    """`distil` printed "wrote OUTPUT" and exited 130 when the Ctrl-C landed as the interpreter shut down."""
+    code = (
+        "import os, signal, sys\n"
+        "sys.argv = ['dictembed', 'dictionaries']\n"
+        "from dictembed.cli import main\n"
+        "status = main()\n"
+        "os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C once the result is out\n"
+        "sys.exit(status)\n"
+    )
+    env = {**os.environ, "DICTEMBED_CACHE": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "named dictionaries" in done.stdout and "Traceback" not in done.stderr

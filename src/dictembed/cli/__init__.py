@@ -26,7 +26,9 @@ import json
 import logging
 import os
 import platform
+import signal
 import sys
+import threading
 from collections.abc import Iterable
 
 from dictembed import __version__
@@ -169,6 +171,7 @@ def runtime_error(err: BaseException) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 1 runtime error, 2 usage error, 130 interrupted, 141 the
     reader of stdout gone)."""
+    as_program = argv is None  # `dictembed ...`, not a caller's `main([...])`
     argv = sys.argv[1:] if argv is None else list(argv)
     command = named_command(argv)
     if command == "serve":
@@ -215,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         return runtime_error(disk)
     from dictembed.device_choices import is_main_process
 
+    if as_program and threading.current_thread() is threading.main_thread():
+        # the work is done and kept: a Ctrl-C while the result prints or the interpreter shuts down (joining the
+        # libraries' threads) would make a success look like an interruption (status 130 after "wrote ...")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if is_main_process():  # a distributed launch reports once
         try:
             emit(report, args.json)
