@@ -5,6 +5,7 @@ all-MiniLM-L6-v2) queries a stronger teacher folder's entry space, trained to en
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from dictembed.cli.options import (
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
 from dictembed.output_folder import check_output_folder, check_outside
+
+log = logging.getLogger(__name__)
 
 COMMANDS = {"distil": "a fast reverse-dictionary folder: a small encoder trained to query a stronger folder's entries"}
 
@@ -129,6 +132,13 @@ def run_distil(args: argparse.Namespace) -> Report:
         write_model_card(staging, read_record(staging, required=True), name=Path(args.output).name)
         write_query_graph(staging, student)
     discard_checkpoints(run_dir)
+    kept = sum(p.stat().st_size for p in run_dir.glob("*") if p.is_file())
+    if kept:  # the teacher's vectors: a later run of this teacher over these texts starts from them
+        log.info(
+            "%s keeps %.0f MB (the teacher's vectors, for another run from them); remove it to free them",
+            run_dir,
+            kept / 1e6,
+        )
     data: dict[str, Any] = {
         "output": str(args.output),
         "teacher": str(args.teacher),
