@@ -109,6 +109,7 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     (["evaluate", "senteval", "--model", "/no/such/model"], 1, ("/no/such/model",)),
     (["evaluate", "senteval", "--jobs", "100000"], 2, ("--jobs must be a whole number from 1 to", "cores")),
     (["evaluate", "mteb", "--model", "/no/such/model", "--tasks", "STSBenchmark"], 1, ("/no/such/model",)),
+    (["evaluate", "mteb", "--tasks", "STSBenchmark", "--output-folder", "in.txt"], 1, ("--output-folder in.txt",)),
     (["evaluate", "reverse-dictionary", "--model", "/no/such/model"], 1, ("/no/such/model",)),
     (
         ["evaluate", "reverse-dictionary", "--model", "run", "--queries", "q.tsv", "--leave-one-out"],

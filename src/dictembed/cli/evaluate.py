@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 from typing import Any
 
 from dictembed.cli.options import (
@@ -103,7 +104,7 @@ def register(subparsers: Any) -> None:
     add_device(shared)
 
     text = "MTEB tasks through the mteb package"
-    p, (shared, output) = add_command(tasks, "mteb", run_mteb, text, check=check_encoder)
+    p, (shared, output) = add_command(tasks, "mteb", run_mteb, text, check=check_mteb)
     add_tasks(p, "comma list of MTEB task names, e.g. STSBenchmark", required=True)
     add_encoder(shared)
     output.add_argument(
@@ -116,6 +117,16 @@ def register(subparsers: Any) -> None:
 def check_encoder(args: argparse.Namespace) -> None:
     """The --model of a command that loads an encoder, checked before anything loads."""
     check_model(args.model)
+
+
+def check_mteb(args: argparse.Namespace) -> None:
+    """An --output-folder that is a file or cannot be made, then the --model: before anything loads."""
+    from dictembed.output_folder import check_not_a_file, check_writable_place
+
+    if args.output_folder is not None:
+        check_not_a_file(args.output_folder, "--output-folder")
+        check_writable_place(Path(args.output_folder) / "results.json", "--output-folder")
+    check_encoder(args)
 
 
 def check_sts(args: argparse.Namespace) -> None:
