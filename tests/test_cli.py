@@ -446,6 +446,9 @@ def test_push_calls_push_model_and_keeps_stdout_json(monkeypatch, tmp_path, caps
     assert main(argv) == 0
     assert "  model.safetensors" in capsys.readouterr().out
     assert main(["push", "--model", str(tmp_path), "--repo", "not a repo"]) == 2
+    for rejected in ("user/na..me", "a/b.git", "user/-x", "user/" + "a" * 120):  # ids the Hub refuses at upload
+        assert main(["push", "--model", str(tmp_path), "--repo", rejected, "--dry-run"]) == 2
+        assert "argument --repo: " in capsys.readouterr().err
 
 
 def test_push_dry_run_lists_the_model_files(plus_model, capsys) -> None:

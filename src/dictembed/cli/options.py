@@ -94,9 +94,17 @@ def array_path(text: str) -> Path:
 
 
 def repo_id(text: str) -> str:
-    """A Hub repository id, user/name."""
+    """A Hub repository id, user/name, as the Hub takes it (huggingface_hub's own rules: no `..` or `--`, no name
+    starting or ending with `-` or `.`, none ending in `.git`, at most 96 characters a part)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a Hub repository id of the form user/name")
+    try:
+        validate_repo_id(text)
+    except HFValidationError as err:
+        raise argparse.ArgumentTypeError(str(err).rstrip(".")) from None
     return text
 
 
