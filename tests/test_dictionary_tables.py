@@ -210,3 +210,8 @@ def test_a_file_whose_name_holds_a_comma_is_named_as_such(tmp_path) -> None:
     path = _write(tmp_path / "my,words.tsv", "word\tdefinition\ncat\ta feline\n")
     with pytest.raises(DictEmbedError, match="a file whose name holds a comma cannot be; rename it"):
         check_sources(str(path))  # it was "unknown dictionary '.../my'"
+
+
+def test_a_folder_given_as_a_dictionary_is_named_a_folder(tmp_path) -> None:
+    with pytest.raises(DictEmbedError, match=f"^{tmp_path}: a folder, not a dictionary; name a .tsv/.csv/.jsonl file"):
+        check_sources(str(tmp_path))  # it was "unknown dictionary"

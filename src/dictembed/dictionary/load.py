@@ -75,6 +75,10 @@ def source_file(item: str, columns: str | None = None, label: str = "--columns")
     if suffix == ".txt" and path.exists():
         example = f"{label} word,definition" if label.startswith("--") else f"{label}='word,definition'"
         raise DictEmbedError(f"{path}: a .txt table has no header line: give {label} (e.g. {example})")
+    if path.is_dir():
+        raise DictEmbedError(
+            f"{path}: a folder, not a dictionary; name a {'/'.join(FORMATS)} file in it or a dictionary"
+        )
     raise DictEmbedError(
         f"unknown dictionary {item.strip()!r}: use one of {', '.join(SOURCES)} "
         f"or the path of a {'/'.join(FORMATS)} file with columns {'/'.join(COLUMN_NAMES)}"
