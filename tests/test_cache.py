@@ -351,3 +351,12 @@ def test_an_empty_cache_dir_is_refused_not_read_as_the_default(tmp_path: Path, c
     for task in (["list"], ["clear", "--yes"]):
         cli_refuses(capsys, ["cache", *task, "--cache-dir", ""], "--cache-dir", "empty path", code=2)
     assert (default / "spaces").is_dir()
+
+
+def test_a_cache_dir_that_is_not_there_is_refused_not_listed_empty(tmp_path: Path, capsys) -> None:
+    """A typo in --cache-dir listed "0 cached entry space(s)", as if the cache were empty."""
+    from dictembed.cli import main
+
+    for command in ("list", "clear"):
+        assert main(["cache", command, "--cache-dir", str(tmp_path / "typo")]) == 2
+        assert f"argument --cache-dir: {tmp_path / 'typo'}: no such folder" in capsys.readouterr().err

@@ -30,9 +30,12 @@ def register(subparsers: Any) -> None:
 
 
 def folder_name(text: str) -> str:
-    """A --cache-dir that names a folder: an empty one would mean the default cache, which `clear` empties."""
+    """A --cache-dir that names a folder there: an empty one would mean the default cache, which `clear` empties;
+    one that is not there (a typo) would list and clear nothing, as if the cache were empty."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path names no folder; leave --cache-dir out for the default cache")
+    if not Path(text).expanduser().exists():  # a file is refused as the cache's reader says it
+        raise argparse.ArgumentTypeError(f"{text}: no such folder")
     return text
 
 
