@@ -223,7 +223,9 @@ def test_resume_means_what_it_says(bert_path, toy_dictionary, tmp_path, caplog) 
     other_again, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run", identity={"limit": 5})
     checkpoint = tmp_path / "run" / "checkpoint"
     kept = {p.name: p.read_bytes() for p in checkpoint.iterdir()}
-    with pytest.raises(DictEmbedError, match="trained with another configuration; resume it with the options"):
+    with pytest.raises(
+        DictEmbedError, match=r"another configuration \(limit was 3, now 5\); resume it with the options"
+    ):
         other_again.fit(resume=True, max_steps=2)  # refused, the checkpoint kept for a resume with its own options
     assert {p.name: p.read_bytes() for p in checkpoint.iterdir()} == kept
     resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run", identity={"limit": 3})

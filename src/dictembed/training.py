@@ -158,6 +158,23 @@ def discard_checkpoints(run_dir: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def changed_settings(saved: object, now: dict[str, Any], most: int = 4) -> str:
+    """" (SETTING was A, now B; ...)" for the first `most` settings of a run's identity that differ from a saved
+    checkpoint's, read flat ("settings.lr"), or "" when the saved identity cannot be read so."""
+    if not isinstance(saved, dict):
+        return ""
+
+    def flat(value: object, prefix: str = "") -> dict[str, object]:
+        if not isinstance(value, dict):
+            return {prefix: value}
+        return {k: v for key, inner in value.items() for k, v in flat(inner, f"{prefix}{key}.").items()}
+
+    before, after = flat(saved), flat(now)
+    keys = [k for k in dict.fromkeys([*after, *before]) if before.get(k) != after.get(k)]
+    shown = [f"{k.rstrip('.')} was {before.get(k)!r}, now {after.get(k)!r}" for k in keys[:most]]
+    return f" ({'; '.join(shown)}{'; ...' if len(keys) > most else ''})" if shown else ""
+
+
 class Trainer:
     """Trains the requires_grad parameters of an objective module: `model(batch)` returns a dict with "loss".
 
@@ -279,8 +296,9 @@ class Trainer:
             log.warning("discarding the checkpoint of an interrupted run in %s (pass --resume to continue it)", folder)
         elif saved.get("identity") != self.identity:  # kept: the user may still resume it with its own options
             raise DictEmbedError(
-                f"--resume: the checkpoint in {folder} was trained with another configuration; resume it with the "
-                "options it was trained with, or run without --resume to discard it and start over"
+                f"--resume: the checkpoint in {folder} was trained with another configuration"
+                f"{changed_settings(saved.get('identity'), self.identity)}; resume it with the options it was trained "
+                "with, or run without --resume to discard it and start over"
             )
         else:
             self.progress.step = int(load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler)["step"])
