@@ -195,7 +195,9 @@ def test_latin1_dictionary_with_the_encoding_hint(
     words = [("café", "a small restaurant"), ("naïve", "lacking experience")]
     words += [(f"w{i}", f"definition {i}") for i in range(8)]
     path.write_bytes(b"word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, d in words).encode("latin-1"))
-    with pytest.raises(DataFormatError, match=r"mine\.tsv:2: not valid utf-8 .*byte 4 of the line.*--encoding latin-1"):
+    with pytest.raises(
+        DataFormatError, match=r"mine\.tsv:2: not valid utf-8 .*byte 4 .*--encoding cp1252 .*latin-1 if"
+    ):
         load_dictionary(str(path))
     assert load_dictionary(str(path), encoding="latin-1").headwords[:2] == ["café", "naïve"]
     stats = ["data", "stats", "--dictionary", str(path), "--model", str(bert_path)]
