@@ -140,6 +140,7 @@ CASES: list[tuple[list[str], int, tuple[str, ...]]] = [
     (["finetune", "stsb", "--model", "model", "--output", "finetuned"], 1, ("seed0", "--overwrite")),
     (["finetune", "stsb", "--model", "model", "--output", "in.txt"], 1, ("in.txt", "is a file")),
     (["finetune", "stsb", "--model", "model", "--resume"], 1, ("--resume", "--output")),
+    (["finetune", "stsb", "--model", "model", "--overwrite"], 1, ("--overwrite replaces", "name the --output")),
     (["finetune", "stsb", "--model", "/no/such/model", "--output", "finetuned", "--seeds", "1"], 1, ("/no/such",)),
     (["head", "learn", "--model", "model", "--output", "model"], 1, ("--output model", "--overwrite")),
     (["head", "learn", "--model", "model", "--output", "new", "--dictionary", "missing.csv"], 1, ("missing.csv",)),

@@ -117,8 +117,13 @@ def test_language_of_a_named_dictionary_else_auto() -> None:
     assert language_of("my.tsv") == "auto" and language_of("wordnet,cwn") == "auto"
 
 
-def test_a_wordnet_dir_that_is_no_folder_is_refused(capsys, tmp_path) -> None:
+def test_a_wordnet_dir_without_wordnet_is_refused_by_every_command_that_takes_it(capsys, tmp_path) -> None:
+    """`head learn --dictionary mine.tsv --wordnet-dir /typo` ran, the folder never read."""
     from dictembed.cli import main
 
-    assert main(["dictionaries", "--wordnet-dir", str(tmp_path / "nope")]) == 1
-    assert capsys.readouterr().err.strip() == f"dictembed: error: --wordnet-dir {tmp_path / 'nope'}: no such folder"
+    (tmp_path / "empty").mkdir()
+    for command in (["dictionaries"], ["head", "learn", "--output", str(tmp_path / "h")], ["data", "stats"]):
+        assert main([*command, "--wordnet-dir", str(tmp_path / "nope")]) == 2
+        assert f"argument --wordnet-dir: {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
+        assert main([*command, "--wordnet-dir", str(tmp_path / "empty")]) == 2
+        assert "no WordNet database there (no data.noun)" in capsys.readouterr().err

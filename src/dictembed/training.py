@@ -159,7 +159,7 @@ def discard_checkpoints(run_dir: Path) -> None:
 
 
 def changed_settings(saved: object, now: dict[str, Any], most: int = 4) -> str:
-    """" (SETTING was A, now B; ...)" for the first `most` settings of a run's identity that differ from a saved
+    """ " (SETTING was A, now B; ...)" for the first `most` settings of a run's identity that differ from a saved
     checkpoint's, read flat ("settings.lr"), or "" when the saved identity cannot be read so."""
     if not isinstance(saved, dict):
         return ""

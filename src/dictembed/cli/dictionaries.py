@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from dictembed.cli.options import add_command, add_wordnet_dir
 from dictembed.cli.report import Report
-from dictembed.errors import DictEmbedError
 
 COMMANDS = {"dictionaries": "the named dictionaries: language, headwords, definitions, licence and source"}
 
 
 def register(subparsers: Any) -> None:
     """`dictionaries`."""
-    p, (shared, _) = add_command(
-        subparsers, "dictionaries", run_dictionaries, COMMANDS["dictionaries"], check=check_dictionaries
-    )
+    p, (shared, _) = add_command(subparsers, "dictionaries", run_dictionaries, COMMANDS["dictionaries"])
     p.add_argument(
         "--count",
         action="store_true",
@@ -40,12 +36,6 @@ def _row_text(row: dict[str, Any]) -> str:
         "installed" if row["installed"] else f'pip install "dictembed[{row["extra"]}]"' if row["extra"] else "missing"
     )
     return f"  {row['name']:<16} {languages:<6} {counts}  {row['licence'] or 'not stated':<31} {where}"
-
-
-def check_dictionaries(args: argparse.Namespace) -> None:
-    """A --wordnet-dir that is no folder is refused, not ignored."""
-    if args.wordnet_dir is not None and not Path(args.wordnet_dir).expanduser().is_dir():
-        raise DictEmbedError(f"--wordnet-dir {args.wordnet_dir}: no such folder")
 
 
 def run_dictionaries(args: argparse.Namespace) -> Report:

@@ -66,6 +66,8 @@ def check_stsb(args: argparse.Namespace) -> None:
     there: refused before anything loads."""
     if args.resume and args.output is None:
         raise DictEmbedError("--resume reads the finished seeds of --output; name the --output folder")
+    if args.overwrite and args.output is None:
+        raise DictEmbedError("--overwrite replaces the seed folders of --output; name the --output folder")
     if args.limit is not None and args.limit < 2:
         raise DictEmbedError(f"--limit {args.limit}: a Spearman correlation needs at least 2 pairs (limit >= 2)")
     if args.output is not None:

@@ -295,8 +295,24 @@ def add_dictionary(group: Group, default: str | None, help_text: str) -> None:
     group.add_argument("--dictionary", default=default, help=help_text)
 
 
+def wordnet_folder(text: str) -> str:
+    """A --wordnet-dir that holds a WordNet database (its data.noun): a typo is refused when it is read, not when a
+    dictionary that reads WordNet loads (never, for a command given only table files)."""
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder")
+    if not (path / "data.noun").is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no WordNet database there (no data.noun)")
+    return text
+
+
 def add_wordnet_dir(group: Group) -> None:
-    group.add_argument("--wordnet-dir", default=None, help="WordNet database folder (default: the system's WordNet)")
+    group.add_argument(
+        "--wordnet-dir",
+        type=wordnet_folder,
+        default=None,
+        help="WordNet database folder (default: the system's WordNet)",
+    )
 
 
 def add_encoding(group: Group, default: str | None, help_text: str) -> None:
