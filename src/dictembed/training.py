@@ -159,8 +159,8 @@ def discard_checkpoints(run_dir: Path) -> None:
 
 
 def changed_settings(saved: object, now: dict[str, Any], most: int = 4) -> str:
-    """ " (SETTING was A, now B; ...)" for the first `most` settings of a run's identity that differ from a saved
-    checkpoint's, read flat ("settings.lr"), or "" when the saved identity cannot be read so."""
+    """The first `most` settings of a run's identity that differ from a saved checkpoint's, read flat
+    ("settings.lr"), as ` (SETTING was A, now B; ...)`; "" when the saved identity cannot be read so."""
     if not isinstance(saved, dict):
         return ""
 
