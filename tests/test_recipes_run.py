@@ -7,12 +7,14 @@ import json
 import logging
 import pickle
 import shutil
+import types
 
 import pytest
 import torch
 from conftest import TOY_WORDS
 
 from dictembed.cli import main
+from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import WordEmbeddingSpace
 from dictembed.errors import DictEmbedError
@@ -387,3 +389,46 @@ def test_files_put_into_the_output_while_it_trains_are_never_replaced(
     with pytest.raises(DictEmbedError, match="is a non-empty folder that holds no dictembed model; choose another"):
         train(_config(bert_path, toy_tsv, out, seeds=[3]))
     assert (out / "my-notes.txt").read_text() == "mine"
+
+
+def test_synonym_targets_make_every_headword_of_a_shared_definition_right(bert_path, tmp_path, caplog) -> None:
+    """A synset's gloss, listed by each of its words, had one entry right and the others as negatives."""
+    dictionary = Dictionary(name="toy")
+    for word, definition in [
+        ("autumn", "the season when the leaves fall"),
+        ("fall", "the season when the leaves fall"),
+        ("fall", "descend in free fall"),
+        ("dog", "a domesticated animal that barks"),
+    ]:
+        dictionary.add(word, definition)
+    space = types.SimpleNamespace(index={"autumn": 0, "fall": 1, "dog": 2}, kind="toy")
+    assert entry_examples(dictionary, space) == [  # type: ignore[arg-type]
+        ("the season when the leaves fall", 0),
+        ("the season when the leaves fall", 1),
+        ("descend in free fall", 1),
+        ("a domesticated animal that barks", 2),
+    ]
+    with caplog.at_level(logging.INFO):
+        shared = entry_examples(dictionary, space, synonyms=True)  # type: ignore[arg-type]
+    assert shared == [
+        ("the season when the leaves fall", (0, 1)),
+        ("the season when the leaves fall", (1, 0)),
+        ("descend in free fall", 1),
+        ("a domesticated animal that barks", 2),
+    ]
+    assert "2 of 4 definitions are listed by several headwords" in caplog.text
+    _, labels = entry_collate(Encoder.load(str(bert_path), pooling="mean", device="cpu"))(shared)
+    assert labels.tolist() == [[0, 1], [1, 0], [1, -1], [2, -1]]
+
+
+def test_a_run_with_synonym_targets_trains_on_them_and_records_them(bert_path, tmp_path, caplog) -> None:
+    rows = [(f"w{i}", f"a thing of kind {i}") for i in range(30)] + [
+        (f"v{i}", f"a thing of kind {i}") for i in range(30)
+    ]
+    tsv = tmp_path / "synonyms.tsv"
+    tsv.write_text("word\tdefinition\n" + "".join(f"{w}\t{d}\n" for w, d in rows))
+    with caplog.at_level(logging.INFO):
+        out = train(_config(bert_path, str(tsv), tmp_path / "syn", synonym_targets=True))
+    record = json.loads((out / RECORD_NAME).read_text())
+    assert record["config"]["options"]["synonym_targets"] is True
+    assert "definitions are listed by several headwords" in caplog.text and record["final_loss"] is not None

@@ -38,13 +38,22 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
                 total = total * rescale + p.sum(dim=1)
                 weighted = weighted * rescale[:, None] + (p.to(weights.dtype) @ block).float()
                 running_max = new_max
-            target_rows = weights[labels]
-            target = (x.unsqueeze(1) @ target_rows.unsqueeze(2)).float().view(batch)
+            if labels.ndim == 1:
+                target_rows = weights[labels]
+                target = (x.unsqueeze(1) @ target_rows.unsqueeze(2)).float().view(batch)
+                pulled = target_rows.float()
+                correct = (best == labels).float().mean()
+            else:  # several right entries a row (-1 after them): their summed probability
+                right = labels >= 0
+                rows = weights[labels.clamp(min=0)]  # [B, K, d]
+                logits = (rows @ x.unsqueeze(2)).float().squeeze(2).masked_fill(~right, float("-inf"))
+                target = torch.logsumexp(logits, dim=1)
+                pulled = (torch.softmax(logits, dim=1).unsqueeze(1) @ rows.float()).squeeze(1)
+                correct = ((best[:, None] == labels) & right).any(1).float().mean()
             loss = (running_max + total.log() - target).mean()
-            grad = (weighted / total[:, None] - target_rows.float()) / batch
+            grad = (weighted / total[:, None] - pulled) / batch
         ctx.save_for_backward(grad)
         ctx.q_dtype = q.dtype
-        correct = (best == labels).float().mean()
         ctx.mark_non_differentiable(correct)
         return loss, correct
 
@@ -57,7 +66,8 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
 def chunked_cross_entropy(
     q: torch.Tensor, weights: torch.Tensor, labels: torch.Tensor, chunk: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean cross-entropy of logits q @ weights.T toward `labels`, accuracy of their argmax), with the
+    """(mean cross-entropy of logits q @ weights.T toward `labels` ([B], or [B, K] several right entries a row
+    ending in -1: -log of their summed probability), accuracy of their argmax), with the
     gradient toward q only: `weights` is a frozen [N, d] matrix, read in blocks of `chunk` rows (default:
     `CHUNK_ROWS` on the CPU; one block elsewhere, though on a GPU the fused `F.cross_entropy` is faster still),
     in its own dtype (float32, or a bfloat16 copy under autocast); sums and the softmax stay
@@ -66,6 +76,11 @@ def chunked_cross_entropy(
         chunk = CHUNK_ROWS if q.device.type == "cpu" else max(1, weights.shape[0])
     if weights.requires_grad:
         raise ValueError("chunked_cross_entropy takes no gradient toward the weights: pass a frozen matrix")
-    if labels.numel() and not 0 <= int(labels.min()) <= int(labels.max()) < weights.shape[0]:
+    if labels.ndim not in (1, 2) or labels.shape[0] != q.shape[0]:
+        raise ValueError(f"labels of shape {tuple(labels.shape)} for {q.shape[0]} query rows")
+    low = -1 if labels.ndim == 2 else 0  # [B, K] labels end their rows in -1
+    if labels.numel() and not low <= int(labels.min()) <= int(labels.max()) < weights.shape[0]:
         raise ValueError(f"labels outside the {weights.shape[0]} rows of the matrix")
+    if labels.ndim == 2 and labels.numel() and not bool((labels[:, 0] >= 0).all()):
+        raise ValueError("each row of [B, K] labels starts with a right entry")
     return _ChunkedCrossEntropy.apply(q, weights, labels, chunk)

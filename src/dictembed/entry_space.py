@@ -68,9 +68,16 @@ class EntrySpace(nn.Module):
         return self.scores(h)
 
     def loss(self, h: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cross-entropy of the logits toward `labels`, accuracy of their argmax): the training objective."""
+        """(cross-entropy of the logits toward `labels`, accuracy of their argmax): the training objective. [B, K]
+        `labels` (-1 after each row's targets) are several right entries: the loss is -log of their summed
+        probability, and an argmax on any of them is right."""
         logits = self.scores(h)
-        return F.cross_entropy(logits, labels), (logits.argmax(-1) == labels).float().mean()
+        if labels.ndim == 1:
+            return F.cross_entropy(logits, labels), (logits.argmax(-1) == labels).float().mean()
+        right = labels >= 0
+        target = logits.gather(1, labels.clamp(min=0)).masked_fill(~right, float("-inf"))
+        loss = (torch.logsumexp(logits, dim=1) - torch.logsumexp(target, dim=1)).mean()
+        return loss, ((logits.argmax(-1)[:, None] == labels) & right).any(1).float().mean()
 
     def vectors(self) -> np.ndarray:
         """One vector per entry, for geometry plots."""

@@ -14,7 +14,8 @@ from dictembed.encoder import Encoder
 from dictembed.entry_space import EntrySpace
 
 log = logging.getLogger(__name__)
-Example = tuple[str, int]
+# a text and its entry, or (synonym targets) every entry whose headword lists that text, its own first
+Example = tuple[str, int | tuple[int, ...]]
 
 
 class EntryPrediction(nn.Module):
@@ -35,18 +36,33 @@ class EntryPrediction(nn.Module):
         return {"loss": loss, "acc": acc}
 
 
-def entry_examples(dictionary: Dictionary, space: EntrySpace) -> list[Example]:
-    """(definition, entry index) pairs for headwords the space holds; a count of the others is logged."""
-    examples, missing = [], 0
+def entry_examples(dictionary: Dictionary, space: EntrySpace, synonyms: bool = False) -> list[Example]:
+    """(definition, entry index) pairs for headwords the space holds; a count of the others is logged. With
+    `synonyms`, a definition several headwords list (WordNet's synsets: *autumn* and *fall* share "the season when
+    the leaves fall from the trees") has every one of their entries as its targets, its own first, in the same
+    examples (`EntrySpace.loss` counts any of them right): the single target made the others negatives."""
+    pairs: list[tuple[str, int]] = []
+    missing = 0
     for headword, definition in dictionary.pairs():
         index = space.index.get(headword)
         if index is None:
             missing += 1
         else:
-            examples.append((definition, index))
+            pairs.append((definition, index))
     if missing:
         log.warning("%d definitions skipped: their headword is not an entry of the %s space", missing, space.kind)
-    return examples
+    if not synonyms:
+        return list(pairs)
+    listing: dict[str, list[int]] = {}
+    for definition, index in pairs:
+        listing.setdefault(definition, []).append(index)
+    shared = [(text, (index, *(i for i in listing[text] if i != index))) for text, index in pairs]
+    log.info(
+        "%d of %d definitions are listed by several headwords: each of their entries a target",
+        sum(len(t) > 1 for _, t in shared),
+        len(shared),
+    )
+    return [(text, targets if len(targets) > 1 else targets[0]) for text, targets in shared]
 
 
 def description_examples(descriptions: list[Description], dictionary: Dictionary, space: EntrySpace) -> list[Example]:
@@ -54,7 +70,8 @@ def description_examples(descriptions: list[Description], dictionary: Dictionary
     split: a description of a dev or test word would leak it) and an entry of the space; the others are counted and
     logged."""
     headwords = set(dictionary.headwords)
-    examples, outside = [], 0
+    examples: list[Example] = []
+    outside = 0
     for description in descriptions:
         index = space.index.get(description.word) if description.word in headwords else None
         if index is None:
@@ -72,6 +89,16 @@ def token_lengths(encoder: Encoder, texts: list[str]) -> list[int]:
     return [len(row) for row in ids]
 
 
+def target_tensor(labels: list[int | tuple[int, ...]]) -> torch.Tensor:
+    """The entry targets of a batch: [B] indices, or [B, K] with -1 after each row's targets when any example
+    has several (`entry_examples` with synonyms)."""
+    rows = [label if isinstance(label, tuple) else (label,) for label in labels]
+    if all(len(row) == 1 for row in rows):
+        return torch.tensor([row[0] for row in rows], dtype=torch.long)
+    width = max(len(row) for row in rows)
+    return torch.tensor([[*row, *([-1] * (width - len(row)))] for row in rows], dtype=torch.long)
+
+
 def entry_collate(
     encoder: Encoder,
 ) -> Callable[[list[Example]], tuple[dict[str, torch.Tensor], torch.Tensor]]:
@@ -79,6 +106,6 @@ def entry_collate(
 
     def collate(items: list[Example]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         texts, labels = zip(*items, strict=True)
-        return encoder.tokenize(list(texts)), torch.tensor(labels, dtype=torch.long)
+        return encoder.tokenize(list(texts)), target_tensor(list(labels))
 
     return collate

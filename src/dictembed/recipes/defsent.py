@@ -55,6 +55,11 @@ class EntryOptions(MethodOptions):
     description_ratio: float = option(
         0.25, "description examples per definition example (a seeded sample; at most every description)", positive=False
     )
+    synonym_targets: bool = option(
+        False,
+        "a definition several headwords list (a WordNet synset's gloss) has each of their entries as a right answer, "
+        "not only its own (the others were negatives)",
+    )
 
 
 @dataclass
@@ -145,14 +150,14 @@ class EntryRecipe(Recipe):
         encoder = base_encoder(config)
         space = stage_space(stage)
         train = stage.data["splits"]["train"]
-        examples = seeded_sample(entry_examples(train, space), config.limit, seed)
+        options = config.options_as(EntryOptions)
+        examples = seeded_sample(entry_examples(train, space, options.synonym_targets), config.limit, seed)
         if not examples:  # DefSent's words are those its tokenizer reads as one token: a dictionary may have none
             kept = "single-token headword" if config.method == "defsent" else "headword with an entry"
             raise DictEmbedError(
                 f"{config.dictionary}: no training definition has a {kept} in the training split; give a dictionary "
                 "of more (or more common) words"
             )
-        options = config.options_as(EntryOptions)
         details: dict[str, Any] = {}
         if options.descriptions and describes(options.descriptions, config.dictionary, train):
             described = description_examples(load_descriptions(options.descriptions), train, space)
