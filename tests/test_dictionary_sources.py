@@ -153,8 +153,8 @@ def test_a_windows_file_read_as_latin_1_is_counted_and_named(tmp_path, caplog):
     path.write_bytes("word\tdefinition\ncafé\ta “hot” drink – €2\ntea\ta drink\n".encode("cp1252"))
     with caplog.at_level(logging.WARNING):
         assert load_table(path, encoding="latin-1")["café"].definitions == ["a hot drink 2"]
-    text = "1 rows whose control characters U+0080-U+009F were removed (a Windows file read as latin-1? use cp1252) "
-    assert text + "(lines 2)" in caplog.text
+    text = "1 rows whose control characters U+0080-U+009F were removed (what a Windows file's quotes and dashes "
+    assert text + "become read as latin-1: read such a file as cp1252) (lines 2)" in caplog.text
     assert load_table(path, encoding="cp1252")["café"].definitions == ["a “hot” drink – €2"]
     jsonl = tmp_path / "lone.jsonl"
     jsonl.write_text('{"word": "cat", "definition": "a fe\\ud800line"}\n{"word": "dog", "definition": "a canine"}\n')

@@ -75,7 +75,10 @@ def removed_controls(texts: Iterable[str | None]) -> str | None:
     if not found:
         return None
     if any(C1.search(t) for t in found):
-        return "rows whose control characters U+0080-U+009F were removed (a Windows file read as latin-1? use cp1252)"
+        return (
+            "rows whose control characters U+0080-U+009F were removed (what a Windows file's quotes and dashes become "
+            "read as latin-1: read such a file as cp1252)"
+        )
     return "rows whose control characters (NUL, escape, lone surrogates, ...) were removed"
 
 
