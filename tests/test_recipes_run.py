@@ -432,3 +432,29 @@ def test_a_run_with_synonym_targets_trains_on_them_and_records_them(bert_path, t
     record = json.loads((out / RECORD_NAME).read_text())
     assert record["config"]["options"]["synonym_targets"] is True
     assert "definitions are listed by several headwords" in caplog.text and record["final_loss"] is not None
+
+
+def test_a_run_saved_in_part_is_never_reused_as_finished(bert_path, toy_tsv, tmp_path, caplog) -> None:
+    """`train` killed (SIGTERM) while it saved a run left `model/` with its record but no entry space; the rerun
+    reused it and published a folder `predict` could not open. A run is now saved staged and renamed whole, and a
+    run folder beside a checkpoint (kept until the save ends) is not reused."""
+    from dictembed.recipes.run import finished_run, save_run
+
+    out = train(_config(bert_path, toy_tsv, tmp_path / "first"))
+    run_dir = next((tmp_path / "first-runs").glob("step1/lr*"))
+    identity = read_record(run_dir / "model", required=True).run
+    assert finished_run(run_dir, identity) is not None
+    (run_dir / "checkpoint").mkdir()  # as a save cut short leaves it: the checkpoint outlives the partial folder
+    with caplog.at_level(logging.WARNING):
+        assert finished_run(run_dir, identity) is None
+    assert "was not saved whole (its checkpoint is still there)" in caplog.text
+
+    def killed_save(stage, built, encoder, folder, record, cache_dir) -> None:
+        (folder / "dictembed.json").write_text("{}")  # the record first, as the encoder's save writes it
+        assert folder != run_dir / "model" and not (run_dir / "model").exists()  # nothing at the final name yet
+        raise KeyboardInterrupt  # the save stops half-way
+
+    shutil.rmtree(run_dir / "model")
+    with pytest.raises(KeyboardInterrupt):
+        save_run(types.SimpleNamespace(save=killed_save), None, None, None, run_dir / "model", None, tmp_path)  # type: ignore[arg-type]
+    assert not list(run_dir.glob("model*")) and out.is_dir()

@@ -31,7 +31,7 @@ from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.entry_vectors import headword_vectors, int8_build
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
-from dictembed.io import link_target, staged_dir, writing
+from dictembed.io import link_target, staged_dir
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import links_outside, read_record, write_definitions, write_record
 from dictembed.output_folder import check_run_output
@@ -41,7 +41,7 @@ from dictembed.record import RunRecord, file_sha256
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
 from dictembed.second_dictionary import SecondDefinitions
-from dictembed.training import Trainer, TrainSettings
+from dictembed.training import Trainer, TrainSettings, checkpoint_dir
 
 if TYPE_CHECKING:
     from dictembed.recipes.config import RunConfig
@@ -179,14 +179,12 @@ def save_model_folder(
 def save_run(
     recipe: Recipe, stage: Stage, built: Built, encoder: Encoder, folder: Path, record: RunRecord, cache_dir: Path
 ) -> None:
-    """`recipe.save` into `folder`; when it fails (a full disk) the folder is removed, so that no later run
-    reuses a run saved in part, and a failure of the disk is an OSError naming `folder`."""
-    try:
-        with writing(folder):
-            recipe.save(stage, built, encoder, folder, record, cache_dir)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
+    """`recipe.save` into `folder`, staged beside it and renamed into place whole (`staged_dir`): a save that fails
+    (a full disk) or is killed (SIGTERM, power) leaves no `folder` whose record a later run would reuse as finished,
+    only a staging folder the next save clears, and the run's checkpoint, which it resumes from. A failure of the
+    disk is an OSError naming `folder`."""
+    with staged_dir(folder, owned=True) as staging:
+        recipe.save(stage, built, encoder, staging, record, cache_dir)
 
 
 def train_settings(config: RunConfig, lr: float, seed: int) -> TrainSettings:
@@ -266,6 +264,9 @@ def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
     when there is none or it was trained differently, so the run is trained again."""
     record = read_record(run_dir / "model")
     if not record.exists:
+        return None
+    if checkpoint_dir(run_dir).exists():  # kept until the run is saved whole: an earlier version's save cut short
+        log.warning("%s was not saved whole (its checkpoint is still there): it is not reused", run_dir / "model")
         return None
     if record.run != identity:
         changed = _differences(record.run, identity) if record.run else ["(no saved run configuration)"]
