@@ -51,7 +51,7 @@ from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.evaluation import leak_free
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.extras import require
-from dictembed.model_folder import ModelFolder, read_record, resolve_model
+from dictembed.model_folder import DEFINITIONS_FILE, ModelFolder, read_record, resolve_model
 from dictembed.search_index import EntryGroups
 from dictembed.search_options import RERANK_DEPTH, Ranking
 
@@ -268,6 +268,13 @@ def query_sets(space: DefinitionSpace, dictionary, pairs, split_seed: int, limit
     return sets
 
 
+def saved_pairs(folder: Path) -> list[tuple[str, str]]:
+    """(word, definition) of every row of the folder's definitions.jsonl, in its order and repeats kept, as the
+    entry space stores their vectors (loading it as a dictionary unites a definition a word lists twice)."""
+    lines = (folder / DEFINITIONS_FILE).read_text(encoding="utf-8").splitlines()
+    return [(row["word"], row["definition"]) for row in map(json.loads, lines) if row]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a DefSent+ model folder (definition entry space)")
@@ -322,6 +329,8 @@ def main() -> None:
         vectors = np.zeros((len(pairs), space.matrix.shape[1]), dtype=np.float32)
         vectors[:, 0] = 1.0
     elif space.definitions is not None:  # the model's own, as the reverse dictionary uses them
+        if len(space.definitions) != len(pairs):  # a definition listed twice under a word: the space keeps both rows
+            pairs = saved_pairs(folder)
         assert len(space.definitions) == len(pairs), "the space's definitions are not the dictionary's"
         vectors = space.definitions.float().numpy()
     else:
