@@ -217,8 +217,8 @@ def evaluate_mteb(
     `tasks` are mteb task names or task objects. With `output_folder`, mteb writes its result JSON files there
     (an mteb `ResultCache`), and a task whose results it already holds for the same weights and settings
     (`MtebEncoder.mteb_model_meta`: the revision is a hash of the weights) is read back, not run again, so a run
-    cut short resumes at its first missing task; without it nothing is written. Runs offline: a task whose data
-    is not in the local cache raises a one-line `DictEmbedError`.
+    cut short resumes at its first missing task; without it nothing is written. A task whose data is not in the
+    local cache raises a one-line `DictEmbedError` (mteb asks the Hub for it first: offline, after its retries).
     """
     mteb = require("mteb")
     resolved = resolve_tasks(tasks)  # an unknown name fails before any model is loaded
