@@ -158,20 +158,32 @@ def discard_checkpoints(run_dir: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def differing_settings(saved: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
+    """The keys of two run configurations whose values differ, sorted, nested keys as `options.pooling`."""
+    out = []
+    for key in sorted(set(saved) | set(wanted)):
+        a, b = saved.get(key), wanted.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differing_settings(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
+
+
 def changed_settings(saved: object, now: dict[str, Any], most: int = 4) -> str:
-    """The first `most` settings of a run's identity that differ from a saved checkpoint's, read flat
-    ("settings.lr"), as ` (SETTING was A, now B; ...)`; "" when the saved identity cannot be read so."""
+    """The first `most` settings of a run's identity that differ from a saved checkpoint's (`differing_settings`),
+    as ` (SETTING was A, now B; ...)`; "" when the saved identity cannot be read so."""
     if not isinstance(saved, dict):
         return ""
 
-    def flat(value: object, prefix: str = "") -> dict[str, object]:
-        if not isinstance(value, dict):
-            return {prefix: value}
-        return {k: v for key, inner in value.items() for k, v in flat(inner, f"{prefix}{key}.").items()}
+    def value(config: dict[str, Any], key: str) -> object:
+        found: object = config
+        for part in key.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        return found
 
-    before, after = flat(saved), flat(now)
-    keys = [k for k in dict.fromkeys([*after, *before]) if before.get(k) != after.get(k)]
-    shown = [f"{k.rstrip('.')} was {before.get(k)!r}, now {after.get(k)!r}" for k in keys[:most]]
+    keys = differing_settings(saved, now)
+    shown = [f"{k} was {value(saved, k)!r}, now {value(now, k)!r}" for k in keys[:most]]
     return f" ({'; '.join(shown)}{'; ...' if len(keys) > most else ''})" if shown else ""
 
 

@@ -41,7 +41,7 @@ from dictembed.record import RunRecord, file_sha256
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
 from dictembed.second_dictionary import SecondDefinitions
-from dictembed.training import Trainer, TrainSettings, checkpoint_dir
+from dictembed.training import Trainer, TrainSettings, checkpoint_dir, differing_settings
 
 if TYPE_CHECKING:
     from dictembed.recipes.config import RunConfig
@@ -246,19 +246,6 @@ def _content_print(path: Path) -> str:
     return _prints[key]
 
 
-def _differences(saved: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
-    """The keys whose values differ, nested keys as `options.pooling`."""
-    keys = sorted(set(saved) | set(wanted))
-    out = []
-    for key in keys:
-        a, b = saved.get(key), wanted.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out.append(f"{prefix}{key}")
-    return out
-
-
 def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
     """The saved result of a run that finished with the same configuration; None (and the reason logged)
     when there is none or it was trained differently, so the run is trained again."""
@@ -269,7 +256,7 @@ def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
         log.warning("%s was not saved whole (its checkpoint is still there): it is not reused", run_dir / "model")
         return None
     if record.run != identity:
-        changed = _differences(record.run, identity) if record.run else ["(no saved run configuration)"]
+        changed = differing_settings(record.run, identity) if record.run else ["(no saved run configuration)"]
         log.warning("retraining %s: its saved configuration differs in %s", run_dir, ", ".join(changed))
         return None
     log.info("reusing finished run %s", run_dir / "model")
