@@ -102,26 +102,27 @@ def check_plot_entries(args: argparse.Namespace) -> None:
     check_writable_place(Path(args.output) / "figure.png")
 
 
+def model_labels(models: list[str]) -> dict[str, str]:
+    """Each model's name in the figures and isotropy.json: its folder's, with the folder above it where two share
+    a name, the whole path where those are shared too."""
+    names = [Path(m).name for m in models]
+    parents = [f"{Path(m).parent.name}/{Path(m).name}" for m in models]
+    return {
+        m: n if names.count(n) == 1 else p if parents.count(p) == 1 else m
+        for m, n, p in zip(models, names, parents, strict=True)
+    }
+
+
 def run_plot_entries(args: argparse.Namespace) -> Report:
     from dictembed.entry_space import EntrySpace
     from dictembed.geometry import isotropy_metrics, plot_entry_spaces, plot_isotropy
 
-    names = [Path(model).name for model in args.model]
-
-    def label(model: str) -> str:
-        """A model's name in the figures and isotropy.json: its folder's, with the folder above it where two share
-        a name (the whole path where those are shared too)."""
-        path = Path(model)
-        if names.count(path.name) == 1:
-            return path.name
-        short = [Path(m).parent.name + "/" + Path(m).name for m in args.model]
-        return f"{path.parent.name}/{path.name}" if short.count(f"{path.parent.name}/{path.name}") == 1 else str(model)
-
+    label = model_labels(args.model)
     paths: list[tuple[str, Path]] = []
     for model in args.model:
         history = read_record(model, required=True).selection.get("pst", [])
         if history and not args.final_only:
-            steps = [(f"{label(model)} step {h['step']}", step_folder(model, h["path"])) for h in history]
+            steps = [(f"{label[model]} step {h['step']}", step_folder(model, h["path"])) for h in history]
             if missing := [path for _, path in steps if not path.is_dir()]:
                 raise DictEmbedError(
                     f"{model}: its PST step folder {missing[0]} is not there (moved away from its runs folder?); "
@@ -129,7 +130,7 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
                 )
             paths += steps
         else:
-            paths.append((label(model), Path(model)))
+            paths.append((label[model], Path(model)))
     spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}
     written = plot_entry_spaces(spaces, args.output)
     figure = plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output)

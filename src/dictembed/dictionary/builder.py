@@ -109,6 +109,19 @@ def _empty_reason(raw: str | None, column: str) -> str:
     return f"rows with an empty {column}"
 
 
+def lines_note(lines: list[int], count: int) -> str:
+    """The first `lines` of `count` rows as ` (lines 4, 9, ...)` (the dots when there were more); "" for none."""
+    return f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
+
+
+def note_line(notes: dict[str, list[int]], reason: str, line: int | None) -> None:
+    """Keep `line` among the first MAX_LINES_REPORTED lines noted for `reason`."""
+    if line is not None:
+        lines = notes.setdefault(reason, [])
+        if len(lines) < MAX_LINES_REPORTED:
+            lines.append(line)
+
+
 @dataclass
 class LoadReport:
     """What a source loader read, kept and skipped (skipped counts by reason, with first line numbers and, for a
@@ -131,19 +144,16 @@ class LoadReport:
         rows ... (lines 4, 9)", "skipped 1 glosses ..., e.g. 'Synonyme de .' (lines 10)"."""
         parts = []
         for reason, count in sorted(self.skipped.items()):
-            lines = self.skipped_lines.get(reason, [])
-            where = f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
             example = f", e.g. {self.skipped_examples[reason]!r}" if reason in self.skipped_examples else ""
-            parts.append(f"skipped {count} {reason}{example}{where}")
+            parts.append(f"skipped {count} {reason}{example}{lines_note(self.skipped_lines.get(reason, []), count)}")
         return "; ".join(parts)
 
     def changes(self) -> str:
         """Every change made to rows that were kept, with its count and first line numbers."""
-        parts = []
-        for reason, count in sorted(self.changed.items()):
-            lines = self.changed_lines.get(reason, [])
-            where = f" (lines {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''})" if lines else ""
-            parts.append(f"{count} {reason}{where}")
+        parts = [
+            f"{count} {reason}{lines_note(self.changed_lines.get(reason, []), count)}"
+            for reason, count in sorted(self.changed.items())
+        ]
         return "; ".join(parts)
 
     def summary(self) -> str:
@@ -177,10 +187,7 @@ class DictionaryBuilder:
         if text is not None and reason not in self.report.skipped_examples:
             short = text if len(text) <= MAX_EXAMPLE_CHARS else text[: MAX_EXAMPLE_CHARS - 1] + "…"
             self.report.skipped_examples[reason] = short
-        if line is not None:
-            lines = self.report.skipped_lines.setdefault(reason, [])
-            if len(lines) < MAX_LINES_REPORTED:
-                lines.append(line)
+        note_line(self.report.skipped_lines, reason, line)
 
     def skip_row(self, reason: str, line: int | None = None, text: str | None = None) -> None:
         """Count one input row that is not added (a row read, then skipped for `reason`; `text`: see `skip`)."""
@@ -210,9 +217,7 @@ class DictionaryBuilder:
             return False
         if altered:  # a row kept, with characters removed
             self.report.changed[altered] += 1
-            lines = self.report.changed_lines.setdefault(altered, [])
-            if line is not None and len(lines) < MAX_LINES_REPORTED:
-                lines.append(line)
+            note_line(self.report.changed_lines, altered, line)
         cleaned = [c for c in map(clean_text, examples) if c]
         sense = self._senses.get((headword, definition)) if self.unite_repeats else None
         if sense is None:

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -324,7 +324,7 @@ def check_protocol(seed: object, folds: object, inner_folds: object, jobs: objec
     check_jobs(jobs)
 
 
-def check_jobs(jobs: object) -> int:
+def check_jobs(jobs: object) -> None:
     """`jobs` (see `check_protocol`), refused in one line unless a whole number from 1 to the cores or from -cores
     to -1."""
     cores = os.cpu_count() or 1
@@ -333,7 +333,6 @@ def check_jobs(jobs: object) -> int:
             f"jobs must be a whole number from 1 to {cores} (this machine's cores) or from -{cores} to -1 "
             f"(-1: one per core), got {jobs!r}"
         )
-    return int(cast(int, jobs))
 
 
 def evaluate_senteval(

@@ -123,7 +123,8 @@ def resolve_train_config(
     given = {k: v for k, v in given.items() if v is not None}
     settings: dict[str, Any] = {}
     overridden: list[str] = []
-    chosen_preset: str | None = preset or presets.DEFAULT_PRESET  # a saved configuration's own, which may be None
+    default = preset or presets.DEFAULT_PRESET
+    chosen_preset: str | None = default  # a saved configuration's own, which may be None
     if saved:
         record, config = saved_record(saved)
         if preset is not None:
@@ -139,7 +140,7 @@ def resolve_train_config(
         method = method or presets.DEFAULT_METHOD
         if refused := presets.not_settable(method, given):
             raise ConfigError(f"{', '.join(map(name, refused))}: not an option of {name('method')} {method}")
-        settings, overridden = presets.resolve(method, preset or presets.DEFAULT_PRESET, given)
+        settings, overridden = presets.resolve(method, default, given)
         chosen = settings
         warn_temperature(settings, given, name)
     try:

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from dictembed.dictionary.builder import DictionaryBuilder, without_gc
+from dictembed.dictionary.builder import MAX_LINES_REPORTED, DictionaryBuilder, lines_note, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.io import read_lines
@@ -48,7 +48,6 @@ from dictembed.io import read_lines
 log = logging.getLogger(__name__)
 
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
-MAX_LINES_SHOWN = 5  # line numbers a warning lists
 COLUMN_NAMES = ("word", "definition", "example", "pos")
 SKIP = "-"
 # Names a header line commonly gives its columns besides COLUMN_NAMES ("headword<TAB>gloss"): a first line made of
@@ -165,14 +164,13 @@ def _tsv_records(path: Path, lines: list[str]) -> Iterator[Record]:
                 unquoted.append(number)
         yield number, fields
     if unquoted:
-        shown = ", ".join(map(str, dict.fromkeys(unquoted[:MAX_LINES_SHOWN])))
+        quoted_lines = list(dict.fromkeys(unquoted))
         log.warning(
             '%s: %d fields quoted as spreadsheets write them ("...", "" for a quote inside) read without their '
-            "quotes (lines %s%s)",
+            "quotes%s",
             path,
             len(unquoted),
-            shown,
-            ", ..." if len(unquoted) > MAX_LINES_SHOWN else "",
+            lines_note(quoted_lines[:MAX_LINES_REPORTED], len(quoted_lines)),
         )
 
 
