@@ -28,6 +28,7 @@ import torch
 from dictembed.entry_space import SPACE_DIR, EntrySpace
 from dictembed.model_folder import ModelFolder
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.saved_entry_space import load_entry_space
 
 
 def sample_pairs(dictionary, n: int, seed: int) -> list[tuple[str, str]]:
@@ -42,7 +43,7 @@ def saved_and_loaded(space: EntrySpace, folder: Path, dtype: str) -> tuple[Entry
     space.save(folder, dtype=dtype)
     size = (folder / SPACE_DIR / "tensors.safetensors").stat().st_size
     start = time.perf_counter()
-    loaded = EntrySpace.load(folder)
+    loaded = load_entry_space(folder)
     return loaded, size, time.perf_counter() - start
 
 

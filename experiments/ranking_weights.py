@@ -22,10 +22,11 @@ from reverse_dictionary_ranking import CHUNK, DESCRIPTIONS, Queries, Scorer, met
 
 from dictembed.dictionary import load_dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.evaluation import leak_free
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.model_folder import ModelFolder, resolve_model
+from dictembed.saved_entry_space import load_entry_space
 from dictembed.search_options import RERANK_DEPTH
 
 DEFINITION_WEIGHTS = (0, 0.25, 0.5, 0.75, 1.0)
@@ -57,7 +58,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write every cell here")
     args = parser.parse_args()
     folder = resolve_model(args.model)
-    space = EntrySpace.load(folder)
+    space = load_entry_space(folder)
     if not isinstance(space, DefinitionSpace) or space.definitions is None:
         raise SystemExit(f"{args.model}: the entry space keeps no definition vectors")
     pairs = list(ModelFolder.open(folder).dictionary().load().pairs())

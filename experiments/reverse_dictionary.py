@@ -40,12 +40,13 @@ import numpy as np
 
 from dictembed.dictionary import Dictionary, load_dictionary, split_by_headword
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation import leak_free
 from dictembed.model_folder import ModelFolder, read_record, resolve_model
 from dictembed.paths import default_model
 from dictembed.record import RunRecord
+from dictembed.saved_entry_space import load_entry_space
 
 COLUMNS = ("kept", "dropped", "single", "n", "mrr", "median_rank", "acc1", "acc10", "acc100")
 
@@ -114,7 +115,7 @@ def main() -> None:
     folder = resolve_model(args.models[0])
     record = read_record(folder, required=True)
     source = ModelFolder.open(folder).dictionary()
-    common = EntrySpace.load(folder)
+    common = load_entry_space(folder)
     if not isinstance(common, DefinitionSpace):
         raise DictEmbedError(
             f"{args.models[0]}: the first model must have a DefSent+ definition space, not {common.kind!r}"
@@ -126,7 +127,7 @@ def main() -> None:
     for path in args.models:
         model_folder = resolve_model(path)
         model_record = read_record(model_folder, required=True)
-        own = EntrySpace.load(model_folder)
+        own = load_entry_space(model_folder)
         scorer = {
             "model": model_label(model_folder, model_record),
             "encoder": Encoder.load(str(model_folder), device="cpu"),

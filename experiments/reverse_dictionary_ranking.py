@@ -47,11 +47,12 @@ import torch.nn.functional as F
 
 from dictembed.dictionary import load_dictionary, split_by_headword
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.evaluation import leak_free
 from dictembed.evaluation.descriptions import load_description_pairs
 from dictembed.extras import require
 from dictembed.model_folder import DEFINITIONS_FILE, ModelFolder, read_record, resolve_model
+from dictembed.saved_entry_space import load_entry_space
 from dictembed.search_index import EntryGroups
 from dictembed.search_options import RERANK_DEPTH, Ranking
 
@@ -319,7 +320,7 @@ def main() -> None:
     record = read_record(folder, required=True)
     source = ModelFolder.open(folder).dictionary()
     dictionary = source.load()
-    space = EntrySpace.load(folder)
+    space = load_entry_space(folder)
     assert isinstance(space, DefinitionSpace)
     space = leak_free.with_counts(space, dictionary) if space.counts is None else space
     pairs = [(w, d) for w, d in dictionary.pairs()]

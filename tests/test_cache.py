@@ -20,8 +20,10 @@ from dictembed import cache, entry_vectors
 from dictembed.cache import cache_key
 from dictembed.cli import main
 from dictembed.encoder import Encoder
-from dictembed.entry_space import SAVE_DTYPE, SPACE_DIR, DefinitionSpace, EntrySpace, MLMHeadSpace
+from dictembed.entry_space import SAVE_DTYPE, SPACE_DIR, DefinitionSpace
 from dictembed.errors import DictEmbedError
+from dictembed.mlm_head_space import MLMHeadSpace
+from dictembed.saved_entry_space import load_entry_space
 
 
 @pytest.fixture()
@@ -290,7 +292,7 @@ def test_fp16_space_halves_the_file_and_scores_within_tolerance(encoder, toy_dic
 
     assert load_file(str(tensors["fp16"]))["matrix"].dtype == torch.float16
     assert load_file(str(tensors["fp16"]))["counts"].dtype == torch.long  # bookkeeping is not cast
-    exact, half = EntrySpace.load(tmp_path / "fp32"), EntrySpace.load(tmp_path / "fp16")
+    exact, half = load_entry_space(tmp_path / "fp32"), load_entry_space(tmp_path / "fp16")
     assert torch.equal(exact.matrix, space.matrix)
     assert half.matrix.dtype == torch.float32 and half.counts.tolist() == space.counts.tolist()
     assert half.matrix.shape == space.matrix.shape and not torch.equal(half.matrix, space.matrix)
@@ -310,7 +312,7 @@ def test_dot_space_fp16_and_fallbacks(bert_path, encoder, tmp_path, caplog) -> N
     space.save(tmp_path / "half", dtype="fp16")
     h = torch.randn(4, 16)
     scale = float(space(h).abs().max())
-    torch.testing.assert_close(EntrySpace.load(tmp_path / "half")(h), space(h), rtol=0, atol=1e-3 * scale)
+    torch.testing.assert_close(load_entry_space(tmp_path / "half")(h), space(h), rtol=0, atol=1e-3 * scale)
     space.save(tmp_path / "default")
     assert json.loads((tmp_path / "default" / SPACE_DIR / "space.json").read_text())["dtype"] == SAVE_DTYPE
     # a matrix beyond float16's range stays float32, and says so
@@ -318,7 +320,7 @@ def test_dot_space_fp16_and_fallbacks(bert_path, encoder, tmp_path, caplog) -> N
         DefinitionSpace(["a", "b"], torch.tensor([[1e6, 0.0], [0.0, 1.0]])).save(tmp_path / "big", dtype="fp16")
     assert "range" in caplog.text
     assert json.loads((tmp_path / "big" / SPACE_DIR / "space.json").read_text())["dtype"] == "fp32"
-    assert EntrySpace.load(tmp_path / "big").matrix[0, 0] == 1e6
+    assert load_entry_space(tmp_path / "big").matrix[0, 0] == 1e6
     # an MLM head is saved as it is
     head = MLMHeadSpace.from_pretrained(str(bert_path), ["dog", "cat", "car"], encoder.tokenizer)
     head.save(tmp_path / "head", dtype="fp16")
@@ -328,7 +330,7 @@ def test_dot_space_fp16_and_fallbacks(bert_path, encoder, tmp_path, caplog) -> N
     meta_path = tmp_path / "half" / SPACE_DIR / "space.json"
     meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "dtype": "int3"}))
     with pytest.raises(DictEmbedError, match="corrupt entry space.*unknown dtype 'int3'"):
-        EntrySpace.load(tmp_path / "half")
+        load_entry_space(tmp_path / "half")
 
 
 def test_cache_clear_refuses_a_cache_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,9 +16,10 @@ from safetensors.torch import load_file, save_file
 from dictembed import reverse_dictionary, search_index
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.saved_entry_space import load_entry_space
 from dictembed.search_index import CoarseIndex
 from dictembed.search_options import Filters, Ranking
 
@@ -81,7 +82,7 @@ def test_definition_rows_list_each_entrys_rows_in_turn(space) -> None:
 
 def test_definition_vectors_are_saved_and_loaded_with_the_space(space, tmp_path) -> None:
     space.save(tmp_path)
-    loaded = EntrySpace.load(tmp_path)
+    loaded = load_entry_space(tmp_path)
     assert isinstance(loaded, DefinitionSpace) and torch.equal(loaded.definitions, space.definitions)
 
 

@@ -13,10 +13,11 @@ import torch
 
 from dictembed.cli import main
 from dictembed.dictionary.core import Dictionary
-from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation import leak_free
 from dictembed.evaluation.ranking import ranks_from_scores
+from dictembed.saved_entry_space import load_entry_space
 
 
 @pytest.fixture(scope="module")
@@ -169,10 +170,10 @@ def test_single_definition_headwords_are_counted_not_scored(encoder, toy_diction
 def test_counts_are_saved_and_old_or_ica_spaces_refuse_leave_one_out(encoder, toy_dictionary, tmp_path) -> None:
     space = DefinitionSpace.build(encoder, toy_dictionary, "amp", similarity="cosine")
     space.save(tmp_path / "new")
-    loaded = EntrySpace.load(tmp_path / "new")
+    loaded = load_entry_space(tmp_path / "new")
     assert loaded.counts.tolist() == space.counts.tolist()
     DefinitionSpace(space.words, space.matrix, "cosine", 0.05, space.kind).save(tmp_path / "old", dtype="fp32")
-    old = EntrySpace.load(tmp_path / "old")
+    old = load_entry_space(tmp_path / "old")
     assert old.counts is None and torch.equal(old.matrix, space.matrix)
     with pytest.raises(DictEmbedError, match="without its per-entry definition counts"):
         leak_free.leave_one_out_queries(old, toy_dictionary)
@@ -352,7 +353,7 @@ def test_cli_old_space_and_bad_options_give_one_line_errors(saved_model, tmp_pat
     folder, other = saved_model
     old = tmp_path / "old"
     shutil.copytree(folder, old)
-    space = EntrySpace.load(old)
+    space = load_entry_space(old)
     DefinitionSpace(space.words, space.matrix, space.similarity, space.temperature, space.kind).save(old)
     base = ["evaluate", "reverse-dictionary", "--model", str(old)]
     assert main([*base, "--leave-one-out", "--split", "train"]) == 1

@@ -360,11 +360,11 @@ def test_a_damaged_search_index_is_rebuilt(
 # ------------------------------------------------------------------------------------ 6 and 8: the entry space
 @pytest.mark.parametrize("temperature", ["abc", None, -1, True])
 def test_a_temperature_that_is_no_positive_number_is_named(temperature: Any, served_model: Path, tmp_path) -> None:
-    from dictembed.entry_space import EntrySpace
+    from dictembed.saved_entry_space import load_entry_space
 
     folder = damaged_copy(served_model, tmp_path / "m")
     _edit_json(folder / SPACE_DIR / SPACE_META, lambda meta: meta | {"temperature": temperature})
-    for load in (SearchSpace.open, EntrySpace.load):
+    for load in (SearchSpace.open, load_entry_space):
         with pytest.raises(DictEmbedError, match=r"space\.json: temperature .* is not a positive number") as caught:
             load(folder)
         assert str(folder / SPACE_DIR) in str(caught.value) and "\n" not in str(caught.value)

@@ -14,11 +14,12 @@ from safetensors.torch import load_file, save_file
 
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.entry_vectors import headword_vectors
 from dictembed.errors import DictEmbedError
 from dictembed.language_centring import centred_space, mean_entry
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.saved_entry_space import load_entry_space
 from dictembed.search_options import Ranking
 from dictembed.search_space import SearchSpace
 
@@ -63,7 +64,7 @@ def test_each_headword_is_encoded_as_a_description_is(space, encoder) -> None:
 
 def test_headword_vectors_are_saved_mapped_and_loaded_with_the_space(space, tmp_path) -> None:
     space.save(tmp_path)
-    loaded = EntrySpace.load(tmp_path)
+    loaded = load_entry_space(tmp_path)
     assert isinstance(loaded, DefinitionSpace) and torch.equal(loaded.headwords, space.headwords)
     mapped = SearchSpace.open(tmp_path)
     assert mapped.headwords is not None and np.array_equal(mapped.headwords, space.headwords.numpy())

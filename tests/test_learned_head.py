@@ -11,9 +11,10 @@ import torch
 from conftest import TOY_WORDS, cli_refuses, cli_succeeds, tiny_bert
 
 from dictembed.encoder import Encoder
-from dictembed.entry_space import EntrySpace, MLMHeadSpace
 from dictembed.learned_head import HeadSettings, learn_head, write_masked_lm
 from dictembed.loading import load_masked_lm_info
+from dictembed.mlm_head_space import MLMHeadSpace
+from dictembed.saved_entry_space import load_entry_space
 
 TEXTS = [d for defs in TOY_WORDS.values() for d in defs]
 SENTENCES = ["a dog barks at the cat", "rain falls from the clouds"]
@@ -64,7 +65,7 @@ def test_defsent_uses_the_learned_head(learned, toy_tsv: Path, tmp_path: Path, c
     out = tmp_path / "defsent"
     argv = ["train", "--method", "defsent", "--model", str(folder), "--dictionary", str(toy_tsv)]
     _, err = cli_succeeds(capsys, [*argv, "--space", "mlm-head", "--lr-grid", "1e-3", "--output", str(out)])
-    assert EntrySpace.load(out).kind == "mlm-head" and "FALLBACK" not in err
+    assert load_entry_space(out).kind == "mlm-head" and "FALLBACK" not in err
 
 
 def test_lexical_substitution_scores_with_the_learned_head(learned) -> None:

@@ -328,7 +328,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_an_int8_export_is_a_complete_model_folder(served_export: tuple[Path, Path]) -> None:
-    from dictembed.entry_space import EntrySpace
+    from dictembed.saved_entry_space import load_entry_space
 
     source, exported = served_export
     assert not (exported / WEIGHTS_FILE).exists() and not list(exported.glob("*.safetensors"))
@@ -339,8 +339,8 @@ def test_an_int8_export_is_a_complete_model_folder(served_export: tuple[Path, Pa
     assert not [p for p in exported.rglob("*") if p.is_symlink()]  # copies, never links
     assert read_record(exported).entry_space == read_record(source).entry_space is not None
     encoder = OnnxQueryEncoder.open(exported)
-    assert EntrySpace.load(exported).words == EntrySpace.load(source).words
-    space = EntrySpace.load(exported)
+    assert load_entry_space(exported).words == load_entry_space(source).words
+    space = load_entry_space(exported)
     assert encoder.dim == space.vectors().shape[1]
     assert encoder.name == "int8" and encoder.path == exported
 

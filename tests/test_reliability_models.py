@@ -288,12 +288,12 @@ def test_a_saved_model_is_readable_as_the_umask_allows(served_model: Path, tmp_p
     import os
 
     from dictembed.encoder import Encoder
-    from dictembed.entry_space import EntrySpace
+    from dictembed.saved_entry_space import load_entry_space
 
     previous = os.umask(0o022)
     try:
         Encoder.load(served_model, device="cpu").save(tmp_path / "copy")
-        EntrySpace.load(served_model).save(tmp_path / "copy")
+        load_entry_space(served_model).save(tmp_path / "copy")
     finally:
         os.umask(previous)
     files = [p for p in (tmp_path / "copy").rglob("*") if p.is_file()]

@@ -33,12 +33,13 @@ def _predict(model: Path, *extra: str) -> list[str]:
 def test_corrupt_entry_space_names_the_file(name: str, how: str, message: str, tmp_path: Path) -> None:
     import torch
 
-    from dictembed.entry_space import DefinitionSpace, EntrySpace
+    from dictembed.entry_space import DefinitionSpace
+    from dictembed.saved_entry_space import load_entry_space
 
     DefinitionSpace(["a", "b"], torch.ones(2, 4)).save(tmp_path)
     damage(tmp_path / "entry_space" / name, how)
     with pytest.raises(DictEmbedError, match=message):
-        EntrySpace.load(tmp_path)
+        load_entry_space(tmp_path)
 
 
 @pytest.mark.parametrize(

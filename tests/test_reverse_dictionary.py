@@ -15,9 +15,10 @@ import pytest
 from dictembed.cli import main
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, MLMHeadSpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation.descriptions import hit_ranks, load_description_pairs
+from dictembed.mlm_head_space import MLMHeadSpace
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_index import EntryGroups, top_indices
 from dictembed.search_options import Filters, Ranking

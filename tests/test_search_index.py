@@ -18,11 +18,11 @@ import pytest
 from dictembed.dictionary import load_dictionary
 from dictembed.dictionary.core import Dictionary
 from dictembed.entry_senses import EntrySenses
-from dictembed.entry_space import EntrySpace
 from dictembed.errors import DictEmbedError
 from dictembed.lexical_terms import StemSets
 from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR, SPACE_DIR, SPACE_TENSORS
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.saved_entry_space import load_entry_space
 from dictembed.search_index import INDEX_META, SearchIndex, cached_index_dir, fingerprint
 from dictembed.search_options import Filters
 from dictembed.search_space import SearchSpace, as_float32, mapped_tensors
@@ -80,7 +80,7 @@ def test_the_mapped_folder_gives_the_results_of_the_parsed_one(model: Path) -> N
     mapped = ReverseDictionary.load(model)
     matrix = mapped.space.matrix if isinstance(mapped.space, SearchSpace) else None
     assert matrix is not None and isinstance(matrix.base, np.memmap) and not matrix.flags.writeable  # mapped
-    parsed = ReverseDictionary(mapped.encoder, EntrySpace.load(model), load_dictionary(str(model / DEFINITIONS_FILE)))
+    parsed = ReverseDictionary(mapped.encoder, load_entry_space(model), load_dictionary(str(model / DEFINITIONS_FILE)))
     for filters in ({}, {"pos": "v"}, {"pos": "n", "initial": "c"}):
         assert results(mapped, **filters) == results(parsed, **filters)
     assert mapped.neighbours("car", 4) == parsed.neighbours("car", 4)

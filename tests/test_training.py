@@ -12,13 +12,15 @@ import torch
 from transformers import AutoModelForMaskedLM
 
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace, MLMHeadSpace, WordEmbeddingSpace
+from dictembed.entry_space import DefinitionSpace, WordEmbeddingSpace
 from dictembed.entry_vectors import ica_transform
 from dictembed.errors import DictEmbedError
+from dictembed.mlm_head_space import MLMHeadSpace
 from dictembed.objectives.entry_prediction import EntryPrediction, entry_collate, entry_examples, token_lengths
 from dictembed.recipes.config import RunConfig
 from dictembed.recipes.run import train
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.saved_entry_space import load_entry_space
 from dictembed.training import Trainer, TrainSettings, epoch_order, length_grouped_order, make_optimizer
 
 
@@ -157,7 +159,7 @@ def test_ica_space_transforms_the_cached_plain_space(bert_path, toy_dictionary, 
     assert len(list(tmp_path.glob("definitions-*.safetensors"))) == 2
     assert (plain.kind, doubled.kind) == ("definitions-amp", "definitions-amp-ica")
     doubled.save(tmp_path / "model")  # the kind travels with the saved space
-    assert EntrySpace.load(tmp_path / "model").kind == "definitions-amp-ica"
+    assert load_entry_space(tmp_path / "model").kind == "definitions-amp-ica"
 
 
 def test_cosine_entry_logits_match_hand_computed_values(tmp_path) -> None:
@@ -166,7 +168,7 @@ def test_cosine_entry_logits_match_hand_computed_values(tmp_path) -> None:
     torch.testing.assert_close(space(h), torch.tensor([[0.0, (1 / 2**0.5) / 0.5]]))
     torch.testing.assert_close(DefinitionSpace(["a", "b"], space.matrix)(h), torch.tensor([[0.0, 2.0]]))
     space.save(tmp_path)
-    reloaded = EntrySpace.load(tmp_path)
+    reloaded = load_entry_space(tmp_path)
     assert (reloaded.similarity, reloaded.temperature) == ("cosine", 0.5)
     torch.testing.assert_close(reloaded(h), space(h))
     with pytest.raises(DictEmbedError, match="unknown entry similarity"):
@@ -273,7 +275,7 @@ def test_defsent_recipe_saves_full_configuration(bert_path, toy_dictionary, tmp_
     assert saved["config"]["options"]["pooling"] == "max" and saved["data"] == Path(config.dictionary).name
     assert saved["seed"] in (0, 1) and saved["lr"] == saved["selection"]["best_lr"]
     assert set(saved["selection"]["by_lr"]) == {"0.003", "0.0001"}
-    assert isinstance(EntrySpace.load(out), MLMHeadSpace)
+    assert isinstance(load_entry_space(out), MLMHeadSpace)
 
 
 def test_length_grouped_order_is_a_seeded_permutation_of_homogeneous_batches() -> None:

@@ -1,6 +1,7 @@
 """Frozen entry spaces that score a pooled sentence vector against every dictionary entry.
 
-- `MLMHeadSpace`: DefSent's space, the model's own pre-trained word-prediction head over single-token words.
+- `MLMHeadSpace` (`mlm_head_space`): DefSent's space, the model's own pre-trained word-prediction head over
+  single-token words.
 - `WordEmbeddingSpace`: the FALLBACK for a model without an MLM head (e.g. all-MiniLM-L6-v2): its frozen
   input word embeddings over single-token words. It is not the method of the DefSent paper.
 - `DefinitionSpace`: DefSent+'s space, one vector per headword (multi-word too) averaged over its
@@ -12,7 +13,6 @@ Every space is frozen: it keeps copies of its tensors, never the encoder's, and 
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Iterable
@@ -21,11 +21,9 @@ from typing import Literal, cast
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedTokenizerBase
 
 from dictembed.chunked_softmax import chunked_cross_entropy
 from dictembed.dictionary.core import Dictionary
@@ -34,12 +32,10 @@ from dictembed.entry_logits import ENTRY_TEMPERATURE, cosine_logits, cosine_quer
 from dictembed.entry_vectors import ICA_SUFFIX, entry_means, space_tensors
 from dictembed.entry_vectors import encode_in_parts as encode_in_parts  # where callers find it
 from dictembed.entry_vectors import part_sizes as part_sizes
-from dictembed.errors import DictEmbedError, MissingHeadError
+from dictembed.errors import DictEmbedError
 from dictembed.io import with_umask
-from dictembed.loading import load_masked_lm_info
 from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS
-from dictembed.objectives.mlm import mlm_head_module
-from dictembed.search_space import SearchSpace, definition_rows, saved_problem
+from dictembed.search_space import SearchSpace, definition_rows
 from dictembed.vocab import single_token_words
 
 log = logging.getLogger(__name__)
@@ -106,8 +102,8 @@ class EntrySpace(nn.Module):
 
     def save(self, model_dir: str | Path, dtype: Literal["fp32", "fp16"] = SAVE_DTYPE) -> Path:
         """Write `model_dir/entry_space/` (tensors.safetensors, space.json). With `dtype="fp16"` a matrix space
-        stores its matrix in half precision (half the file); `load` upcasts it to float32. space.json records
-        the stored dtype. The space in memory is unchanged."""
+        stores its matrix in half precision (half the file); `load_entry_space` upcasts it to float32. space.json
+        records the stored dtype. The space in memory is unchanged."""
         if dtype not in SAVE_DTYPES:
             raise DictEmbedError(f"unknown entry-space dtype {dtype!r}; choose {' or '.join(SAVE_DTYPES)}")
         folder = Path(model_dir) / SPACE_DIR
@@ -118,103 +114,6 @@ class EntrySpace(nn.Module):
         (folder / SPACE_META).write_text(json.dumps({**self._meta(), "dtype": stored}))
         with_umask(folder)  # safetensors writes 0600
         return folder
-
-    @staticmethod
-    def load(model_dir: str | Path) -> EntrySpace:
-        """The entry space saved in `model_dir/entry_space/`; a corrupt or mismatched one is a one-line error
-        naming its file."""
-        folder = Path(model_dir) / SPACE_DIR
-        if not (folder / SPACE_META).exists():
-            raise DictEmbedError(f"{model_dir} holds no saved entry space ({SPACE_DIR}/space.json missing)")
-        try:
-            meta = json.loads((folder / SPACE_META).read_text(encoding="utf-8"))
-            kind, words = meta["type"], list(meta["words"])
-            if meta.get("dtype", "fp32") not in SAVE_DTYPES:  # older saves have no dtype: float32
-                raise ValueError(f"unknown dtype {meta['dtype']!r}")
-        except (OSError, ValueError, TypeError, KeyError) as err:
-            detail = f"{type(err).__name__}: {err}"
-            raise DictEmbedError(f"{folder / 'space.json'}: corrupt entry space ({detail})") from None
-        try:
-            tensors = load_file(str(folder / SPACE_TENSORS))
-        except (OSError, SafetensorError) as err:
-            raise DictEmbedError(f"{folder / 'tensors.safetensors'}: corrupt or truncated ({err})") from None
-        arrays = {name: (t.float() if t.dtype == torch.bfloat16 else t).numpy() for name, t in tensors.items()}
-        if problem := saved_problem(meta, words, arrays):
-            raise DictEmbedError(f"{folder}: the saved entry space cannot be trusted: {problem}")
-        try:
-            if kind == "MLMHeadSpace":
-                return MLMHeadSpace.from_saved(meta, tensors)
-            cls = {"WordEmbeddingSpace": WordEmbeddingSpace, "DefinitionSpace": DefinitionSpace}[kind]
-            kept = ("counts", "definitions", "headwords")
-            extra = {name: tensors.get(name) for name in kept} if cls is DefinitionSpace else {}
-            return cls(
-                words,
-                tensors["matrix"],
-                meta.get("similarity", "dot"),
-                meta.get("temperature", ENTRY_TEMPERATURE),
-                meta.get("kind"),
-                **extra,
-            )
-        except (DictEmbedError, KeyError, TypeError, ValueError, RuntimeError) as err:
-            detail = " ".join(str(err).split()) or type(err).__name__
-            raise DictEmbedError(f"{folder}: the saved entry space does not load ({detail})") from None
-
-
-class MLMHeadSpace(EntrySpace):
-    """DefSent: logits of the frozen pre-trained MLM head (BERT `cls.predictions`, RoBERTa `lm_head`)."""
-
-    kind = "mlm-head"
-    token_ids: torch.Tensor  # a buffer (register_buffer)
-
-    def __init__(self, words: list[str], token_ids: list[int], head: nn.Module, head_name: str, config: dict):
-        super().__init__(words)
-        self.head = head
-        self.head_name = head_name
-        self.model_config = config
-        self.register_buffer("token_ids", torch.tensor(token_ids, dtype=torch.long), persistent=False)
-        self.freeze()
-
-    def scores(self, h: torch.Tensor) -> torch.Tensor:
-        return self.head(h)[..., self.token_ids]
-
-    @classmethod
-    def from_pretrained(cls, name_or_path: str, words: list[str], tokenizer: PreTrainedTokenizerBase) -> MLMHeadSpace:
-        """Copy the pre-trained head of `name_or_path`; raise if the checkpoint has none."""
-        mlm, missing = load_masked_lm_info(name_or_path)
-        name, head = mlm_head_module(mlm)
-        if missing:
-            raise MissingHeadError(
-                f"model {name_or_path!r} has no pre-trained MLM head (missing {', '.join(sorted(missing)[:3])}...); "
-                "use the word-embedding fallback (--space word-embeddings) or a checkpoint with a head"
-            )
-        kept, ids = single_token_words(words, tokenizer)
-        return cls(kept, ids, copy.deepcopy(head), name, mlm.config.to_dict())
-
-    def vectors(self) -> np.ndarray:
-        """The decoder (output-embedding) rows of the entry words."""
-        vocab = int(self.model_config["vocab_size"])
-        decoder = next(m for m in self.head.modules() if isinstance(m, nn.Linear) and m.out_features == vocab)
-        return decoder.weight.detach()[self.token_ids].cpu().numpy()
-
-    def _meta(self) -> dict:
-        return {
-            **super()._meta(),
-            "token_ids": self.token_ids.tolist(),
-            "head_name": self.head_name,
-            "model_config": self.model_config,
-        }
-
-    def _tensors(self) -> dict[str, torch.Tensor]:
-        return dict(self.head.state_dict())
-
-    @classmethod
-    def from_saved(cls, meta: dict, tensors: dict[str, torch.Tensor]) -> MLMHeadSpace:
-        config_dict = dict(meta["model_config"])
-        config = AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
-        mlm = AutoModelForMaskedLM.from_config(config)
-        name, head = mlm_head_module(mlm)
-        head.load_state_dict(tensors)
-        return cls(meta["words"], meta["token_ids"], head, name, meta["model_config"])
 
 
 class MatrixSpace(EntrySpace):

@@ -33,9 +33,9 @@ def opened_space(folder: ModelFolder) -> EntrySpace | SearchSpace:
     """A folder's saved entry space, checked and opened: a matrix space memory-mapped, else the torch space."""
     if SearchSpace.saved_type(folder.path) in MATRIX_SPACES:
         return SearchSpace.open(folder.path)
-    from dictembed.entry_space import EntrySpace
+    from dictembed.saved_entry_space import load_entry_space
 
-    return EntrySpace.load(folder.path)
+    return load_entry_space(folder.path)
 
 
 def space_index(folder: ModelFolder, space: EntrySpace | SearchSpace, source: ModelDictionary) -> SearchIndex | None:

@@ -30,7 +30,7 @@ from dictembed.device_choices import build_choice
 from dictembed.devices import loader_device
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, EntrySpace
+from dictembed.entry_space import DefinitionSpace
 from dictembed.entry_vectors import builder, encode_in_parts
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
@@ -38,6 +38,7 @@ from dictembed.model_folder import SPACE_DIR, ModelFolder
 from dictembed.objectives.entry_prediction import token_lengths
 from dictembed.objectives.query_distillation import QueryDistillation, distillation_collate
 from dictembed.record import RunRecord
+from dictembed.saved_entry_space import load_entry_space
 from dictembed.search_options import saved_ranking
 from dictembed.search_space import l2_normalize, open_second
 from dictembed.second_dictionary import SecondDefinitions
@@ -77,7 +78,7 @@ class DistillationSettings:
 
 def teacher_space(folder: ModelFolder) -> DefinitionSpace:
     """The teacher's saved definition space, or a one-line error naming the folder when it has none to project."""
-    space = EntrySpace.load(folder.path)
+    space = load_entry_space(folder.path)
     if not isinstance(space, DefinitionSpace) or space.definitions is None or space.is_ica:
         raise DictEmbedError(
             f"model folder {folder}: a teacher needs a DefSent+ entry space saved with its definitions' vectors "

@@ -35,7 +35,7 @@ import numpy as np
 from dictembed.dictionary.core import Dictionary
 from dictembed.entry_neighbours import EntryNeighbours
 from dictembed.entry_senses import EntrySenses
-from dictembed.errors import DataFormatError, DictEmbedError
+from dictembed.errors import DictEmbedError
 from dictembed.filter_masks import FilterMasks
 from dictembed.folder_search import folder_ranking, opened_space, space_index
 from dictembed.frequency_prior import FrequencyPrior
@@ -43,7 +43,6 @@ from dictembed.lexical_terms import StemSets
 from dictembed.model_folder import ModelDictionary, ModelFolder
 from dictembed.model_scores import ModelScores
 from dictembed.near_synonyms import SynonymSearch
-from dictembed.paths import public_name
 from dictembed.query_encoder import (
     QueryEncoder,
     as_rows,
@@ -54,6 +53,7 @@ from dictembed.query_encoder import (
     search_threads,
 )
 from dictembed.ranking_terms import RankingTerms
+from dictembed.result_dictionary import ResultDictionary
 from dictembed.search_index import EntryGroups, SearchIndex, WordIndex, top_indices
 from dictembed.search_options import (
     Filters,
@@ -97,7 +97,7 @@ class Result:
         return {"words": self.words, "score": round(self.score, 6), "definitions": self.definitions, "pos": self.pos}
 
 
-class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms):
+class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms, ResultDictionary):
     """An encoder and the entry space it was trained against, with the dictionary behind it for `search`.
 
     A matrix space is searched in numpy (`SearchSpace`: mapped from a saved folder, or a view of a space in memory,
@@ -212,81 +212,6 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms)
                 else:  # logits are not a function of one vector per entry: every entry is its own group
                     self._groups = EntryGroups.of(np.arange(len(self.space))[:, None])
             return self._groups
-
-    @property
-    def dictionary(self) -> Dictionary | None:
-        """The model's dictionary, loaded on first use; None (and `dictionary_error` set) if it cannot be found or
-        read (results then come without definitions). A file that is there but malformed (`DataFormatError`: the
-        folder's own definitions, or the user's `dictionary`) is a one-line error naming its line, every time."""
-        with self._lock:
-            if not self._dictionary_tried:
-                try:
-                    self._dictionary = cast(ModelDictionary, self.source).load()
-                    self._warn_undefined(self._dictionary)
-                except Exception as err:  # best effort: results simply come without definitions
-                    there = any(Path(part.strip()).is_file() for part in str(self.dictionary_spec).split(","))
-                    if isinstance(err, DataFormatError) and there:
-                        raise  # a file that is there but malformed
-                    self.dictionary_error = f"cannot load dictionary {self.public_dictionary!r}"
-                    spec = self.dictionary_spec
-                    log.warning("cannot load dictionary %r: %s; results come without definitions", spec, err)
-                self._dictionary_tried = True
-            return self._dictionary
-
-    def _warn_undefined(self, dictionary: Dictionary) -> None:
-        """Warn, with the count, when entries of the space have no definition in `dictionary` (a dictionary given
-        in place of the folder's own that is not the one it indexes): their results show no definition."""
-        words = self.space.words
-        missing = sum(word not in dictionary for word in words)
-        if missing:
-            log.warning(
-                "%d of %d entries have no definition in %s (its results show none; the folder indexes another "
-                "dictionary?)",
-                missing,
-                len(words),
-                self.dictionary_spec,
-            )
-
-    @property
-    def senses(self) -> EntrySenses | None:
-        """Each entry's senses (`EntrySenses`): from the stored index, else from the dictionary (loaded on first
-        use); None when the dictionary cannot be loaded."""
-        with self._lock:
-            if self._senses is None and (dictionary := self.dictionary) is not None:
-                self._senses = EntrySenses.of(self.space.words, dictionary)
-            return self._senses
-
-    @property
-    def word_stems(self) -> StemSets:
-        """The stems of each entry's word (`lexical_terms.StemSets`): the stored index's, else computed once."""
-        index = self.index
-        with self._lock:
-            if self._word_stems is None:
-                stored = index.word_stems if index is not None else None
-                self._word_stems = stored if stored is not None else StemSets.of(self.space.words)
-            return self._word_stems
-
-    @property
-    def definition_stems(self) -> StemSets | None:
-        """The stems of all of each entry's definitions: the stored index's when its senses are the ones shown,
-        else computed once from `senses`; None without senses."""
-        senses = self.senses
-        with self._lock:
-            if self._definition_stems is None and senses is not None:
-                index = self._index
-                stored = index.definition_stems if index is not None and index.senses is senses else None
-                self._definition_stems = stored if stored is not None else StemSets.of_senses(senses)
-            return self._definition_stems
-
-    @property
-    def has_definitions(self) -> bool:
-        """Whether results carry definitions."""
-        return self.senses is not None
-
-    @property
-    def public_dictionary(self) -> str | None:
-        """The dictionary's name as a server may show it (`paths.public_name`)."""
-        return public_name(self.dictionary_spec) if self.dictionary_spec else self.dictionary_spec
 
     @property
     def word_index(self) -> WordIndex:

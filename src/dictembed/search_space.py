@@ -218,7 +218,7 @@ class SearchSpace:
 
     @classmethod
     def open(cls, folder: str | Path) -> SearchSpace:
-        """The matrix space saved in `folder`, mapped; what `EntrySpace.load` would refuse is refused here too, as a
+        """The matrix space saved in `folder`, mapped; what `load_entry_space` would refuse is refused here too, as a
         one-line error naming the file."""
         space_dir = Path(folder) / SPACE_DIR
         meta_path = space_dir / SPACE_META
@@ -409,7 +409,7 @@ def saved_problem(
     """What makes a saved space untrustworthy, or None: words that are not non-empty strings, a temperature that is
     no positive number, a matrix whose dtype is not the one space.json records, NaN or infinite values in the
     tensors `finite` names (default: every floating one: the matrix, and a definition space's definition and
-    headword vectors, which a search's reranking reads). `EntrySpace.load` and `SearchSpace.open` both ask it."""
+    headword vectors, which a search's reranking reads). `load_entry_space` and `SearchSpace.open` both ask it."""
     if not all(isinstance(word, str) and word.strip() for word in words):
         return "space.json: every word must be a non-empty string"
     if problem := temperature_problem(meta):

@@ -114,8 +114,8 @@ def model_labels(models: list[str]) -> dict[str, str]:
 
 
 def run_plot_entries(args: argparse.Namespace) -> Report:
-    from dictembed.entry_space import EntrySpace
     from dictembed.geometry import isotropy_metrics, plot_entry_spaces, plot_isotropy
+    from dictembed.saved_entry_space import load_entry_space
 
     label = model_labels(args.model)
     paths: list[tuple[str, Path]] = []
@@ -131,7 +131,7 @@ def run_plot_entries(args: argparse.Namespace) -> Report:
             paths += steps
         else:
             paths.append((label[model], Path(model)))
-    spaces = {name: EntrySpace.load(path).vectors() for name, path in paths}
+    spaces = {name: load_entry_space(path).vectors() for name, path in paths}
     written = plot_entry_spaces(spaces, args.output)
     figure = plot_isotropy({n: isotropy_metrics(m, sample=200_000) for n, m in spaces.items()}, args.output)
     written += [figure, figure.with_suffix(".json")]  # the metrics beside their figure

@@ -43,6 +43,7 @@ from dictembed.errors import DictEmbedError
 from dictembed.evaluation.ranking import ranks_from_scores, reverse_dictionary_metrics
 from dictembed.model_folder import ModelFolder
 from dictembed.paths import default_model
+from dictembed.saved_entry_space import load_entry_space
 
 log = logging.getLogger(__name__)
 CHUNK = 256  # queries scored against every entry at a time
@@ -432,7 +433,7 @@ def evaluate_leak_free(
         raise DictEmbedError(f"unknown baseline {baseline!r}; choose from tfidf")
     model_folder = ModelFolder.open(model)
     folder, source = model_folder.path, model_folder.dictionary(dictionary, wordnet_dir, encoding)
-    space = EntrySpace.load(folder)
+    space = load_entry_space(folder)
     own = source.load() if leave_one_out or baseline else None  # loaded wherever it is used below
     if queries:
         other = load_dictionary(queries, encoding=encoding or "utf-8")

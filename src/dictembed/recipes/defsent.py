@@ -15,10 +15,11 @@ from dictembed.dictionary import load_dictionary, seeded_sample, single_token_fi
 from dictembed.dictionary.catalog import language_of
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
-from dictembed.entry_space import EntrySpace, MLMHeadSpace, WordEmbeddingSpace
+from dictembed.entry_space import EntrySpace, WordEmbeddingSpace
 from dictembed.errors import DictEmbedError, MissingHeadError
 from dictembed.evaluation.ranking import reverse_dictionary_metrics
 from dictembed.evaluation.sts_multi import evaluate_sts_dev
+from dictembed.mlm_head_space import MLMHeadSpace
 from dictembed.objectives.entry_prediction import (
     EntryPrediction,
     description_examples,
