@@ -306,11 +306,16 @@ def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, caps
     with pytest.raises(DictEmbedError, match="changed since it was prepared; pass --force"):
         offline_models.prepare(name)
     assert (folder / "notes.txt").read_text() == "keep me" and (folder / "model.safetensors").read_bytes() == b"changed"
+    with pytest.raises(DictEmbedError, match=r"holds files no preparation of all-mpnet-base-v2 writes \(notes\.txt\)"):
+        offline_models.prepare(name, force=True)  # --force replaces the folder whole: not over a user's file
+    assert (folder / "notes.txt").read_text() == "keep me" and (folder / "model.safetensors").read_bytes() == b"changed"
+    (folder / "notes.txt").unlink()
     assert (
         not offline_models.prepare(name, force=True)["reused"]
         and (folder / "model.safetensors").read_bytes() == WEIGHTS
     )
     assert not list(fake_mpnet.glob("models/*.partial"))
+    assert "model.safetensors" in json.loads((folder / offline_models.MARKER).read_text())["files"]
 
     out, _ = cli_succeeds(capsys, ["models", "prepare", name, "--output", str(tmp_path / "mine"), "--json"])
     assert json.loads(out)["folder"] == str(tmp_path / "mine") and (tmp_path / "mine" / "modules.json").is_file()
@@ -324,7 +329,14 @@ def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, caps
     (other / "notes.txt").write_text("keep me")
     cli_refuses(capsys, ["models", "prepare", name, "--output", str(other)], "holds 'multilingual-e5-small'")
     assert (other / "notes.txt").read_text() == "keep me"
+    (other / "e5-only.json").write_text("{}")
+    marker = {"model": "multilingual-e5-small", "files": ["e5-only.json"]}
+    (other / offline_models.MARKER).write_text(json.dumps(marker))
+    with pytest.raises(DictEmbedError, match=r"\(notes\.txt\); move them out first"):
+        offline_models.prepare(name, other, force=True)
+    (other / "notes.txt").unlink()  # what the e5 preparation wrote is replaced; nothing else was there
     assert not offline_models.prepare(name, other, force=True)["reused"] and (other / "modules.json").is_file()
+    assert not (other / "e5-only.json").exists()
 
 
 def test_a_prepared_name_resolves_to_its_folder_and_an_unprepared_one_says_how(fake_mpnet) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dictembed.errors import DictEmbedError, ModelLoadError
-from dictembed.io import atomic_write, staged_dir
+from dictembed.io import STAGING_MARK, atomic_write, staged_dir
 from dictembed.offline_models import mpnet
 from dictembed.paths import cache_root
 
@@ -198,9 +198,24 @@ def _weights_intact(folder: Path, info: dict[str, Any]) -> bool:
     return weights.is_file() and mpnet.file_sha256(weights) == info.get("sha256")
 
 
+def prepared_files(folder: Path) -> list[str]:
+    """The files under `folder` (links too; a staging mark not), as sorted paths relative to it."""
+    there = (path for path in folder.rglob("*") if (path.is_file() or path.is_symlink()) and path.name != STAGING_MARK)
+    return sorted(path.relative_to(folder).as_posix() for path in there)
+
+
+def foreign_files(target: Path, info: dict[str, Any], staging: Path) -> list[str]:
+    """The files under prepared folder `target` that neither its earlier preparation (the `files` its marker `info`
+    lists) nor the new one in `staging` wrote: a user's own, which replacing the folder would delete."""
+    listed = files if isinstance(files := info.get("files"), list) else []
+    known = set(prepared_files(staging)) | {str(name) for name in listed} | {MARKER}
+    return [name for name in prepared_files(target) if name not in known]
+
+
 def prepare(name: str, output: str | Path | None = None, force: bool = False) -> dict[str, Any]:
     """Build offline model `name` into `output` (default: `default_folder(name)`), or reuse a finished, intact
-    preparation there unless `force`. Returns what was done: the folder, whether it was reused, the seconds it
+    preparation there unless `force` (which replaces a prepared folder whole, refused while it holds files no
+    preparation writes). Returns what was done: the folder, whether it was reused, the seconds it
     took, the weights' SHA-256 and the checks' figures."""
     model = known(name)
     target = Path(output).expanduser() if output is not None else default_folder(name)
@@ -233,5 +248,12 @@ def prepare(name: str, output: str | Path | None = None, force: bool = False) ->
             "checks": {k: v for k, v in figures.items() if k not in ("files", "sha256")},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
+        record["files"] = prepared_files(staging)
         atomic_write(staging / MARKER, json.dumps(record, indent=1) + "\n")
+        if info is not None and (foreign := foreign_files(target, info, staging)):
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise DictEmbedError(
+                f"{target} holds files no preparation of {name} writes ({shown}); move them out first, or choose "
+                "another --output (--force replaces the prepared folder whole)"
+            )
     return {**record, "folder": str(target), "reused": False, "seconds": round(time.perf_counter() - start, 1)}
