@@ -109,6 +109,12 @@ def test_errors_show_in_the_page_and_a_link_restores_the_search(page, base_url) 
     page.wait_for_selector("#results .result")
     assert page.locator("#q").input_value() == "a small pet that purrs and catches mice"
     assert page.locator("#k").input_value() == "20"
+    _open(page, base_url, "/?q=something+that+moves+fast&length=4&k=7")  # a link in the API's terms
+    page.wait_for_selector("#results .result")
+    assert page.locator("#min_length").input_value() == page.locator("#max_length").input_value() == "4"
+    assert page.locator("#k").input_value() == "7"
+    assert "min_length=4" in page.url and "max_length=4" in page.url and "k=7" in page.url
+    assert all(len(word) == 4 for word in page.locator("#results .word").all_text_contents())
 
 
 def _status_starts(page, text: str) -> None:

@@ -269,3 +269,35 @@ def test_a_decomposed_word_finds_its_composed_entry(bert_path) -> None:
     assert rd.entry_of(decomposed) == composed
     assert _words(rd.search("a place", pattern=decomposed[:2] + "*")) == [composed]
     assert _words(rd.search("a place", initial=decomposed[:2])) == [composed]
+
+
+def test_a_filter_mask_is_computed_without_the_lock_every_search_takes(rd, monkeypatch) -> None:
+    """While one query tests a new pattern on every headword, another query can take the model's lock."""
+    import threading
+
+    from dictembed import filter_masks
+
+    free: list[bool] = []
+    plain = filter_masks.word_test
+
+    def probe() -> None:
+        taken = rd._lock.acquire(timeout=5)
+        free.append(taken)
+        if taken:
+            rd._lock.release()
+
+    def watched(kind: str, value: str):
+        test = plain(kind, value)
+
+        def each(word: str) -> bool:
+            other = threading.Thread(target=probe)
+            other.start()
+            other.join()
+            return test(word)
+
+        return each
+
+    monkeypatch.setattr(filter_masks, "word_test", watched)
+    found = _words(rd.search(QUERY, k=10, pattern="gir?"))  # a pattern no other test computed
+    assert sorted(found) == ["gird", "girl"]
+    assert len(free) == len(SENSES) and all(free)  # each headword's test ran while another thread took the lock

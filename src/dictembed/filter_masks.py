@@ -72,17 +72,21 @@ class FilterMasks:
         return mask
 
     def _mask(self, kind: str, value: str) -> np.ndarray:
-        """The entries that pass one filter, `kind` (a field of `Filters`) being `value`; cached."""
+        """The entries that pass one filter, `kind` (a field of `Filters`) being `value`; cached. Computed outside
+        the lock, which every search takes: a pattern tested on every headword (seconds, for pinyin) holds up no
+        other query."""
         with self._lock:
-            if (kind, value) not in self._masks:
-                if len(self._masks) > MAX_CACHED_MASKS:
-                    self._masks.clear()
-                self._masks[kind, value] = (
-                    self._pos_mask(value)
-                    if kind == "pos"
-                    else np.fromiter(map(word_test(kind, value), self.space.words), dtype=bool, count=len(self.space))
-                )
-            return self._masks[kind, value]
+            cached = self._masks.get((kind, value))
+        if cached is not None:
+            return cached
+        if kind == "pos":
+            mask = self._pos_mask(value)
+        else:
+            mask = np.fromiter(map(word_test(kind, value), self.space.words), dtype=bool, count=len(self.space))
+        with self._lock:
+            if len(self._masks) > MAX_CACHED_MASKS:
+                self._masks.clear()
+            return self._masks.setdefault((kind, value), mask)
 
     def _pos_mask(self, tag: str) -> np.ndarray:
         """The entries with a sense of part of speech `tag` (`EntrySenses.with_pos`)."""
