@@ -174,8 +174,7 @@ def test_collator_target_positions_masks_and_ignored_columns(small_bert: Path) -
         [0, 0, 0, 0, 1, 1, 0],
         [0, 0, 0, 0, 0, 0, 0],
     ]
-    special = (ids == tokenizer.cls_token_id) | (ids == tokenizer.sep_token_id) | (batch["ctx_attention_mask"] == 0)
-    assert (batch["mlm_labels"][special] == -100).all()
+    assert "mlm_input_ids" not in batch  # the objective masks it, in its step
 
 
 def test_collator_rejects_truncated_target(small_bert: Path) -> None:
@@ -187,6 +186,20 @@ def test_collator_rejects_truncated_target(small_bert: Path) -> None:
     assert collate.fits([late]) == [False]
     with pytest.raises(DictEmbedError, match="'bank' truncated away"):
         collate([late])
+
+
+def test_a_max_length_that_fits_no_triplet_is_one_line(small_bert: Path) -> None:
+    """`--max-length` too short for every triplet's target: one line saying so, not the trainer's "no training
+    examples" ValueError."""
+    from transformers import AutoTokenizer
+
+    from dictembed.recipes.gr_bert import keep_fitting
+
+    triplets, _ = build_triplets(toy_dictionary(), seed=0)
+    collate = GlossCollator(AutoTokenizer.from_pretrained(small_bert), max_length=3)
+    with pytest.raises(DictEmbedError, match=r"train: every one of the \d+ triplets .* max_length=3 .* --max-length"):
+        keep_fitting(triplets, collate, "train")
+    assert keep_fitting([], collate, "dev") == ([], 0)
 
 
 def test_masker_is_bert_15_80_10_10(small_bert: Path) -> None:
@@ -231,8 +244,9 @@ def train(small_bert: Path, arch: str, run_dir: Path) -> dict:
 
     triplets, _ = build_triplets(toy_dictionary(), seed=0)
     torch.manual_seed(0)
-    objective = GlossRegularizedMLM(load_masked_lm(str(small_bert)), arch)
-    collate = GlossCollator(AutoTokenizer.from_pretrained(small_bert), max_length=32)
+    tokenizer = AutoTokenizer.from_pretrained(small_bert)
+    objective = GlossRegularizedMLM(load_masked_lm(str(small_bert)), tokenizer, arch)
+    collate = GlossCollator(tokenizer, max_length=32)
     before = fixed_batch_losses(objective, collate, triplets)
     settings = TrainSettings(lr=3e-3, batch_size=6, epochs=15, warmup_ratio=0.0, log_every=1, seed=0)
     trainer = Trainer(objective, triplets, collate, settings, run_dir)
@@ -241,6 +255,33 @@ def train(small_bert: Path, arch: str, run_dir: Path) -> dict:
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     after = fixed_batch_losses(objective, collate, triplets)
     return {"objective": objective, "records": records, "before": before, "after": after}
+
+
+def test_a_killed_gr_bert_run_resumes_to_the_straight_runs_weights(small_bert: Path, tmp_path: Path) -> None:
+    """The data loader collates a batch ahead of its step: MLM masks drawn there made the resumed run's masks, and
+    so its weights, differ from the straight run's. The objective draws them in its step: bit for bit equal."""
+    from transformers import AutoTokenizer
+
+    triplets, _ = build_triplets(toy_dictionary(), seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(small_bert)
+    collate = GlossCollator(tokenizer, max_length=32)
+    settings = TrainSettings(lr=3e-3, batch_size=6, epochs=2, warmup_ratio=0.0, seed=0, checkpoint_every=1)
+
+    def trainer(run_dir: Path) -> Trainer:
+        torch.manual_seed(0)
+        objective = GlossRegularizedMLM(load_masked_lm(str(small_bert)), tokenizer, "mt")
+        return Trainer(objective, triplets, collate, settings, run_dir)
+
+    straight = trainer(tmp_path / "straight")
+    straight.fit()
+    killed = trainer(tmp_path / "killed")
+    killed.fit(max_steps=3)
+    torch.manual_seed(99)  # another process: the global generator as it happens to be
+    resumed = trainer(tmp_path / "killed")
+    resumed.fit(resume=True)
+    assert resumed.progress.step == straight.progress.step > 3
+    ours, theirs = straight.unwrapped.state_dict(), resumed.unwrapped.state_dict()
+    assert all(torch.equal(ours[name], theirs[name]) for name in ours)
 
 
 @pytest.fixture(scope="module")

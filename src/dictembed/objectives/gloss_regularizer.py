@@ -78,8 +78,8 @@ def span_mean(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class GlossCollator:
-    """Triplets -> one batch: the sentence (full, MLM-masked, target-masked), the target positions, the
-    glosses, the hard-negative glosses and the columns to ignore."""
+    """Triplets -> one batch: the sentence (full and target-masked; the objective draws its MLM masks), the target
+    positions, the glosses, the hard-negative glosses and the columns to ignore."""
 
     def __init__(self, tokenizer: Tokenizer, max_length: int = 128) -> None:
         if not tokenizer.is_fast:
@@ -88,7 +88,6 @@ class GlossCollator:
             raise DictEmbedError("GR-BERT needs a tokenizer with a mask token")
         self.tokenizer = tokenizer
         self.max_length = max_length
-        self.masker = Masker(tokenizer)
 
     def _tokenize(self, texts: Sequence[str], **kwargs: bool) -> dict[str, torch.Tensor]:
         return dict(
@@ -117,11 +116,8 @@ class GlossCollator:
             raise DictEmbedError(
                 f"target {lost.word!r} truncated away (max_length {self.max_length}): {lost.context!r}"
             )
-        masked, labels = self.masker(context["input_ids"], context["attention_mask"])
         batch = {f"ctx_{k}": v for k, v in context.items()}
         batch.update(
-            mlm_input_ids=masked,
-            mlm_labels=labels,
             target=target,
             target_masked_ids=context["input_ids"].masked_fill(target, self.tokenizer.mask_token_id),
         )
@@ -144,11 +140,17 @@ class GlossRegularizedMLM(nn.Module):
     """The GR-BERT objective: forward(batch) -> {"loss", "mlm", "gloss", "gloss_acc"}."""
 
     def __init__(
-        self, mlm: PreTrainedModel, arch: str = "mt", gloss_weight: float = 2.0, temperature: float = 0.05
+        self,
+        mlm: PreTrainedModel,
+        tokenizer: Tokenizer,
+        arch: str = "mt",
+        gloss_weight: float = 2.0,
+        temperature: float = 0.05,
     ) -> None:
         super().__init__()
         if arch not in ARCHS:
             raise DictEmbedError(f"unknown GR-BERT architecture {arch!r}; choose mt or sc")
+        self.masker = Masker(tokenizer)
         self.arch = arch
         self.gloss_weight = gloss_weight
         self.temperature = temperature
@@ -192,9 +194,14 @@ class GlossRegularizedMLM(nn.Module):
         )
 
     def mlm(self, batch: Batch) -> torch.Tensor:
-        inputs = {**_inputs(batch, "ctx_"), "input_ids": batch["mlm_input_ids"]}
+        """The MLM loss of the batch's sentences, masked here (BERT's 15% / 80-10-10), not as the batch is collated:
+        the data loader collates a batch ahead of its step, so masks drawn there would differ between a run and
+        its resume, whose generator state is the step's."""
+        ids = batch["ctx_input_ids"]
+        masked, labels = self.masker(ids.cpu(), batch["ctx_attention_mask"].cpu())  # the CPU generator, on any device
+        inputs = {**_inputs(batch, "ctx_"), "input_ids": masked.to(ids.device)}
         models = [self.enc2] if self.enc1 is None else [self.enc1, self.enc2]
-        return cast(torch.Tensor, sum(mlm_loss(m, inputs, batch["mlm_labels"]) for m in models))  # never empty: not 0
+        return cast(torch.Tensor, sum(mlm_loss(m, inputs, labels.to(ids.device)) for m in models))  # never empty
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         batch = {k: v.to(self.device) for k, v in batch.items()}
@@ -221,8 +228,7 @@ def gloss_accuracy(
     objective.eval()
     correct, loss = 0.0, 0.0
     for start in range(0, len(triplets), batch_size):
-        with torch.random.fork_rng(devices=[]):  # the MLM masking must not advance the training RNG
-            batch = collate(list(triplets[start : start + batch_size]))
+        batch = collate(list(triplets[start : start + batch_size]))
         logits = objective.gloss_scores({k: v.to(objective.device) for k, v in batch.items()})
         labels = torch.arange(len(logits), device=logits.device)
         correct += float((logits.argmax(-1) == labels).sum())

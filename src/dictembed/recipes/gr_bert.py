@@ -62,6 +62,11 @@ def keep_fitting(triplets: list[Triplet], collate: GlossCollator, name: str) -> 
     fits = [ok for start in range(0, len(triplets), 1024) for ok in collate.fits(triplets[start : start + 1024])]
     kept = [t for t, ok in zip(triplets, fits, strict=True) if ok]
     dropped = len(triplets) - len(kept)
+    if triplets and not kept:
+        raise DictEmbedError(
+            f"{name}: every one of the {len(triplets):,} triplets has its target beyond max_length="
+            f"{collate.max_length} tokens; raise --max-length"
+        )
     if dropped:
         log.warning(
             "%s: %d triplets skipped, their target lies beyond max_length=%d", name, dropped, collate.max_length
@@ -78,7 +83,7 @@ def gloss_setup(
     dev, _ = keep_fitting(seeded_sample(dev_triplets, config.dev_limit, seed), collate, "dev")
     options = config.options_as(GRBertOptions)
     objective = GlossRegularizedMLM(
-        load_masked_lm(model), options.arch, options.gloss_weight, options.gloss_temperature
+        load_masked_lm(model), tokenizer, options.arch, options.gloss_weight, options.gloss_temperature
     )
     return tokenizer, collate, dev, objective
 
