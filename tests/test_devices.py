@@ -251,7 +251,7 @@ def test_gradient_accumulation_resumes_at_an_optimizer_step(bert_without_dropout
 
 
 def test_a_batch_that_does_not_split_is_refused(bert_without_dropout, toy_dictionary, tmp_path) -> None:
-    with pytest.raises(ValueError, match="does not split"):
+    with pytest.raises(DictEmbedError, match="does not split"):
         _trainer(bert_without_dropout, toy_dictionary, tmp_path / "run", 4, 3)
 
 

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TOY_WORDS
@@ -145,6 +146,21 @@ def test_a_rerun_finds_a_dictionary_file_of_the_same_name_and_content(
         local_settings(record, settings, given)
 
 
+@pytest.mark.parametrize("sources", [{"dictionary": 5}, {"dictionary": [{"name": [1]}, "x"]}, [], "sources"])
+def test_a_hand_edited_sources_listing_reads_as_none(sources: Any, tmp_path) -> None:
+    """A `--config` record whose `sources` is not the shape dictembed writes lists no source: its dictionary is
+    taken as named (a file here is used), not a TypeError traceback."""
+    from dictembed.recipes.resolve import local_settings
+
+    tsv = tmp_path / "toy.tsv"
+    tsv.write_text("word\tdefinition\ndog\ta pet\n")
+    record = RunRecord(method="defsent-plus", config={"dictionary": str(tsv)}, sources=sources)
+    assert record.source_entries("dictionary") == [] and record.local_source("dictionary", str(tsv)) is None
+    settings = {"dictionary": str(tsv)}
+    assert local_settings(record, dict(settings), {})["dictionary"] == str(tsv)
+    assert local_settings(record, dict(settings), {"dictionary": str(tsv)})["dictionary"] == str(tsv)
+
+
 def test_the_embedded_model_is_recorded_by_its_hub_name_and_read_back_as_this_machines_copy(tmp_path) -> None:
     from dictembed.recipes.config import RunConfig
     from dictembed.recipes.resolve import local_settings
@@ -161,6 +177,26 @@ def test_the_embedded_model_is_recorded_by_its_hub_name_and_read_back_as_this_ma
     assert f'base_model: "{EMBEDDED_MODEL}"' in card and "(the copy embedded in dictembed)" in card
     given = {"dictionary": str(tsv)}
     assert local_settings(record, record.settings, given)["model"] == default_model()
+
+
+def test_a_file_a_methods_option_names_is_published_by_its_name(tmp_path) -> None:
+    """`--descriptions` and `--second-dictionary` given as files of this machine: the published record names each
+    by its file name and lists it in `sources` with its SHA-256; a named corpus stays as it is."""
+    corpus, second = tmp_path / "private" / "descriptions.tsv", tmp_path / "private" / "second.tsv"
+    corpus.parent.mkdir()
+    corpus.write_text("word\tdescription\ndog\tan animal that barks\n")
+    second.write_text("word\tdefinition\ndog\ta domestic canine\n")
+    options = {"descriptions": str(corpus), "second_dictionary": str(second)}
+    record = RunRecord(config={"model": "m", "options": dict(options)}, run={"options": dict(options)})
+    portable = record.portable(tmp_path / "out")
+    text = portable.to_json()
+    assert str(tmp_path) not in text
+    assert portable.config is not None and portable.config["options"]["descriptions"] == "descriptions.tsv"
+    assert portable.run["options"]["second_dictionary"] == "second.tsv"
+    assert [entry["name"] for entry in portable.sources["descriptions"]] == ["descriptions.tsv"]
+    assert portable.sources["second_dictionary"][0]["local"] == "file"
+    named = RunRecord(config={"options": {"descriptions": "everyday", "second_dictionary": "gcide"}}).portable()
+    assert named.config == {"options": {"descriptions": "everyday", "second_dictionary": "gcide"}}
 
 
 def test_run_folders_are_recorded_relative_to_the_outputs_folder(tmp_path) -> None:

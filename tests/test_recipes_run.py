@@ -8,6 +8,8 @@ import logging
 import pickle
 import shutil
 import types
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -211,6 +213,57 @@ def test_a_kill_between_the_two_renames_leaves_a_resumable_checkpoint(bert_path,
     resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
     resumed.fit(resume=True, max_steps=6)
     assert resumed.progress.step == 6  # went on from step 5, not from step 0
+    assert (checkpoint / "run.json").is_file() and not checkpoint.with_name("checkpoint.partial").exists()
+
+
+def test_a_resume_after_a_kill_between_the_renames_survives_a_second_kill(
+    bert_path, toy_dictionary, tmp_path, monkeypatch
+) -> None:
+    """The checkpoint a resume found under the staging name is moved into place first: a second kill during the
+    next checkpoint's write leaves it, not nothing."""
+    from dictembed import training
+
+    killed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    killed.fit(max_steps=5)
+    checkpoint = tmp_path / "run" / "checkpoint"
+    shutil.move(checkpoint, checkpoint.with_name("checkpoint.partial"))
+
+    def killed_while_writing(folder: Path, *args: Any, **kwargs: Any) -> None:
+        (folder / "model.safetensors").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "save_checkpoint", killed_while_writing)
+    again, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        again.fit(resume=True, max_steps=6)
+    monkeypatch.undo()
+    resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    resumed.fit(resume=True, max_steps=6)
+    assert resumed.progress.step == 6  # from the step-5 checkpoint, which the second kill left in place
+
+
+def test_the_metrics_log_goes_on_from_the_checkpoint_a_run_resumes(bert_path, toy_dictionary, tmp_path) -> None:
+    """The steps between the last checkpoint and a kill were logged twice after --resume; a run started over kept
+    the discarded run's lines."""
+
+    def logged_steps() -> list[int]:
+        lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(line)["step"] for line in lines]
+
+    killed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    killed.settings.log_every = 1
+    killed.fit(max_steps=5)
+    assert logged_steps() == [1, 2, 3, 4, 5]
+    with open(tmp_path / "run" / "metrics.jsonl", "a") as log:
+        log.write('{"step": 6, "lo')  # a line a kill cut short
+    resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    resumed.settings.log_every = 1
+    resumed.fit(resume=True)
+    assert logged_steps() == list(range(1, resumed.progress.step + 1))
+    again, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    again.settings.log_every = 1
+    again.fit(max_steps=2)  # started over: a new log
+    assert logged_steps() == [1, 2]
 
 
 def test_resume_means_what_it_says(bert_path, toy_dictionary, tmp_path, caplog) -> None:
@@ -370,6 +423,43 @@ def test_a_dictionary_file_edited_at_the_same_path_trains_anew(bert_path, toy_ts
         train(_config(bert_path, str(table), tmp_path / "out", seeds=[3], overwrite=True))
     assert "its saved configuration differs in sources." in caplog.text
     assert read_record(tmp_path / "out").run["sources"] != first["sources"]
+
+
+def test_train_never_writes_into_or_over_the_model_it_starts_from(bert_path, toy_tsv, tmp_path, capsys) -> None:
+    """An --output inside --model wrote the trained model and its run folders into the user's model folder; a
+    --model inside --output would be replaced by the model trained from it."""
+    from conftest import cli_refuses
+
+    model = tmp_path / "mine" / "model"
+    shutil.copytree(bert_path, model)
+    before = sorted(p.name for p in model.iterdir())
+    argv = ["train", "--model", str(model), "--dictionary", str(toy_tsv), "--lr-grid", "1e-3"]
+    cli_refuses(capsys, [*argv, "--output", str(model / "sub")], "is inside the model folder", str(model))
+    assert sorted(p.name for p in model.iterdir()) == before
+    cli_refuses(capsys, [*argv, "--output", str(tmp_path / "mine"), "--overwrite"], "is inside --output")
+    with pytest.raises(DictEmbedError, match="is inside the model folder"):
+        train(_config(str(model), str(toy_tsv), model / "sub"))
+    assert sorted(p.name for p in model.iterdir()) == before
+
+
+def test_a_descriptions_file_edited_at_the_same_path_is_another_run(tmp_path) -> None:
+    """The run identity holds the content of a file a method's option names (`--descriptions`), as of a dictionary
+    file: a corpus edited at its path trains anew instead of reusing or resuming a run of the old one."""
+    from dictembed.recipes.run import source_prints
+
+    corpus = tmp_path / "descriptions.tsv"
+    corpus.write_text("word\tdescription\ndog\tan animal that barks\n")
+    config = RunConfig.create("defsent-plus", dictionary="wordnet", descriptions=str(corpus))
+    first = source_prints(config)
+    assert "descriptions descriptions.tsv" in first
+    corpus.write_text("word\tdescription\ndog\ta pet that barks at night\n")
+    second = source_prints(config)
+    assert second["descriptions descriptions.tsv"] != first["descriptions descriptions.tsv"]
+    assert {k: v for k, v in second.items() if not k.startswith("descriptions")} == {
+        k: v for k, v in first.items() if not k.startswith("descriptions")
+    }
+    named = source_prints(RunConfig.create("defsent-plus", dictionary="wordnet", descriptions="everyday"))
+    assert not any(key.startswith("descriptions") for key in named)
 
 
 def test_files_put_into_the_output_while_it_trains_are_never_replaced(

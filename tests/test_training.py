@@ -302,7 +302,7 @@ def test_group_by_length_needs_the_lengths(bert_path, toy_dictionary, tmp_path) 
     space = WordEmbeddingSpace.from_encoder(encoder, toy_dictionary.headwords)
     examples = entry_examples(toy_dictionary, space)
     settings = TrainSettings(batch_size=4, group_by_length=True)
-    with pytest.raises(ValueError, match="one length per training example"):
+    with pytest.raises(DictEmbedError, match="one length per training example"):
         Trainer(EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, tmp_path)
 
 

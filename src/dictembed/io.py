@@ -151,6 +151,18 @@ def clear_way(target: Path, staging: Path, owned: bool = False) -> None:
         clear_staging(leftover)
 
 
+def settle_swap(found: Path, target: Path) -> Path:
+    """Finish a staged swap of `target` that a kill interrupted between its two renames: move `found` (the complete
+    folder it left under another name, `swap_paths`) onto a missing `target`, so that the next staged write of
+    `target`, which clears those names first, never removes the only complete copy. Returns where it now is."""
+    if found == target or target.exists() or target.is_symlink():
+        return found
+    os.replace(found, target)
+    (target / STAGING_MARK).unlink(missing_ok=True)
+    _fsync_dir(target.parent)
+    return target
+
+
 def replace_dir(staging: Path, target: Path) -> None:
     """Move a finished staging folder onto `target`, never leaving a half-written target behind: the old
     target is renamed aside first (marked as set aside) and removed only once the new one is in place (put back

@@ -160,11 +160,17 @@ class RunRecord:
     def local_source(self, setting: str, name: str | None) -> str | None:
         """What `name`, recorded for `setting` ("model", "dictionary", ...), was on the machine that trained the
         model: "folder", "file" or "embedded" (the embedded default model), or None (not a local source)."""
-        entries = self.sources.get(setting) if isinstance(self.sources, dict) else None
-        for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict) and name is not None and entry.get("name") == name:
+        for entry in self.source_entries(setting):
+            if name is not None and entry["name"] == name:
                 return str(entry.get("local") or "") or None
         return None
+
+    def source_entries(self, setting: str) -> list[dict[str, Any]]:
+        """The entries `sources` lists for `setting` that are well formed (a mapping with a name); a record edited by
+        hand into another shape lists none."""
+        entries = self.sources.get(setting) if isinstance(self.sources, dict) else None
+        listed = entries if isinstance(entries, list) else []
+        return [entry for entry in listed if isinstance(entry, dict) and isinstance(entry.get("name"), str)]
 
     def portable(self, output: str | Path | None = None) -> RunRecord:
         """A copy that names no path of this machine, for a published model: each local model folder, dictionary
@@ -191,6 +197,10 @@ class RunRecord:
         for setting in ("model", "dictionary", "wordnet_dir", "cache_dir", "output"):
             if record.config is not None and setting in record.config:
                 record.config[setting] = name(setting, record.config[setting])
+        for options in (dict(record.config or {}).get("options"), record.run.get("options")):
+            for setting in FILE_OPTIONS:
+                if isinstance(options, dict) and setting in options:
+                    options[setting] = name(setting, options[setting])
         record.base_model = name("model", record.base_model)
         record.entry_encoder = name("model", record.entry_encoder)
         record.data = name("dictionary", record.data)
@@ -211,6 +221,7 @@ class RunRecord:
 # The settings whose value is always a path; and those of them that are no source of the model (not in `sources`).
 PATH_SETTINGS = ("wordnet_dir", "cache_dir", "output")
 NOT_SOURCES = ("cache_dir", "output")
+FILE_OPTIONS = ("descriptions", "second_dictionary")  # a method's options that may name a file of this machine
 
 
 def _local_kind(setting: str, part: str) -> str | None:
@@ -227,6 +238,8 @@ def _local_kind(setting: str, part: str) -> str | None:
         except Exception:  # the embedded model's package is optional here: not the embedded model
             embedded = False
         return "embedded" if embedded else "folder" if path.is_dir() else "file"
+    if setting in FILE_OPTIONS:
+        return "file" if path.is_file() else None  # else a name (the everyday corpus, GCIDE)
     if setting == "dictionary":
         from dictembed.dictionary.load import SOURCES  # the named dictionaries (wordnet, gcide, ...)
 

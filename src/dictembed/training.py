@@ -35,7 +35,7 @@ from transformers import get_linear_schedule_with_warmup
 from dictembed.checkpoint import checkpoint_run, load_checkpoint, save_checkpoint
 from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, resolve_precision, wait_for_everyone
 from dictembed.errors import DictEmbedError
-from dictembed.io import staged_dir, swap_paths
+from dictembed.io import atomic_write, settle_swap, staged_dir, swap_paths
 from dictembed.progress import Progress as ProgressReport
 
 log = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ class Trainer:
         takes batch_size / (grad_accum x processes) examples a forward pass. `lengths` (one per example, e.g.
         token counts) is what `settings.group_by_length` groups batches by."""
         if not examples:
-            raise ValueError("no training examples")
+            raise DictEmbedError("no training examples")
         self.settings = settings
         self.identity = identity or {}
         self.throughput: float | None = None  # examples per second of the last fit()
@@ -223,11 +223,11 @@ class Trainer:
         self.examples = list(examples)
         self.collate = collate
         if settings.group_by_length and (lengths is None or len(lengths) != len(self.examples)):
-            raise ValueError("group_by_length needs one length per training example")
+            raise DictEmbedError("group_by_length needs one length per training example")
         self.lengths = list(lengths) if settings.group_by_length and lengths is not None else None
         passes = settings.grad_accum * self.accelerator.num_processes
         if settings.grad_accum < 1 or settings.batch_size % passes:
-            raise ValueError(
+            raise DictEmbedError(
                 f"batch size {settings.batch_size} does not split into {settings.grad_accum} accumulation step(s) "
                 f"x {self.accelerator.num_processes} process(es)"
             )
@@ -313,10 +313,32 @@ class Trainer:
                 "with, or run without --resume to discard it and start over"
             )
         else:
+            if folder != self.checkpoint_dir:  # a swap a kill interrupted: finished before the next checkpoint
+                wait_for_everyone()
+                if self.accelerator.is_main_process:
+                    settle_swap(folder, self.checkpoint_dir)
+                wait_for_everyone()
+                folder = self.checkpoint_dir if self.checkpoint_dir.is_dir() else folder
             self.progress.step = int(load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler)["step"])
             log.info("resumed from %s at step %d", folder, self.progress.step)
             return
         self.discard_checkpoints()
+
+    def _trim_metrics(self) -> None:
+        """Keep the lines of `metrics.jsonl` up to the step training starts from: a resumed run's log goes on from
+        its checkpoint (the steps a kill lost are not logged twice), a run started over begins a new log."""
+        path = self.run_dir / "metrics.jsonl"
+        if not self.accelerator.is_main_process or not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                step = json.loads(line).get("step")
+            except (ValueError, AttributeError):
+                continue  # a line a kill cut short
+            if isinstance(step, int) and step <= self.progress.step:
+                kept.append(line + "\n")
+        atomic_write(path, "".join(kept))
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.accelerator.is_main_process:
@@ -338,6 +360,7 @@ class Trainer:
         self, resume: bool, max_steps: int | None, interrupted: Callable[[], bool], keep_final: bool = False
     ) -> list[float]:
         self._start(resume)
+        self._trim_metrics()
         s = self.settings
         losses: list[float] = []
         bar = ProgressReport(

@@ -20,7 +20,7 @@ from dictembed.cli.options import (
 )
 from dictembed.cli.report import Report, UsageError, table
 from dictembed.model_folder import read_record
-from dictembed.output_folder import check_run_output
+from dictembed.output_folder import check_outside, check_run_output
 
 log = logging.getLogger("dictembed")
 
@@ -127,8 +127,9 @@ def register(subparsers: Any) -> None:
 
 def check_train(args: argparse.Namespace) -> None:
     """What `train` checks before the training code loads: a --config that is not there, an --output that would
-    lose something (`check_run_output`), a --model path that is not there, a --dictionary or --second-dictionary
-    that cannot be read (a name whose package is missing too), a --descriptions corpus that cannot be read."""
+    lose something (`check_run_output`) or lies inside --model (`check_outside`), a --model path that is not there,
+    a --dictionary or --second-dictionary that cannot be read (a name whose package is missing too), a
+    --descriptions corpus that cannot be read."""
     from dictembed.description_corpus import load_descriptions
     from dictembed.dictionary.load import check_sources
     from dictembed.second_dictionary import second_choice
@@ -136,6 +137,7 @@ def check_train(args: argparse.Namespace) -> None:
     if args.config and not Path(args.config).exists():
         read_record(Path(args.config), required=True)  # the error of a missing saved configuration
     if args.output is not None:
+        check_outside(args.output, args.model)
         check_run_output(args.output, args.overwrite)
     check_model(args.model)
     if args.dictionary is not None:

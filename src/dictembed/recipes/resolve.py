@@ -81,7 +81,7 @@ def local_settings(
         )
     if "wordnet_dir" not in given and record.local_source("wordnet_dir", settings.get("wordnet_dir")):
         settings["wordnet_dir"] = None  # this machine's WordNet
-    recorded = {e.get("name"): e.get("sha256") for e in record.sources.get("dictionary", []) if isinstance(e, dict)}
+    recorded = {entry["name"]: entry.get("sha256") for entry in record.source_entries("dictionary")}
     if "dictionary" not in given:
         parts = str(settings.get("dictionary") or "").split(",")
         # a recorded file is found only where its name, here, is that very file (the same SHA-256)

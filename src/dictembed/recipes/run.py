@@ -34,10 +34,10 @@ from dictembed.evaluation._common import mean_sd
 from dictembed.io import link_target, staged_dir
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import links_outside, read_record, write_definitions, write_record
-from dictembed.output_folder import check_run_output
+from dictembed.output_folder import check_outside, check_run_output
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
-from dictembed.record import RunRecord, file_sha256
+from dictembed.record import FILE_OPTIONS, RunRecord, file_sha256
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
 from dictembed.second_dictionary import SecondDefinitions
@@ -222,11 +222,14 @@ def run_identity(config: RunConfig, stage: Stage, lr: float, seed: int) -> dict[
 
 
 def source_prints(config: RunConfig) -> dict[str, str]:
-    """The SHA-256 of each local dictionary file and of a local model folder's weights, by name."""
+    """The SHA-256 of each local dictionary file (and a file a method's option names: `--descriptions`,
+    `--second-dictionary`) and of a local model folder's weights, by name."""
     prints: dict[str, str] = {}
-    for part in str(config.dictionary or "").split(","):
+    files = [("dictionary", part) for part in str(config.dictionary or "").split(",")]
+    files += [(setting, str(getattr(config.options, setting, None) or "")) for setting in FILE_OPTIONS]
+    for setting, part in files:
         if Path(part.strip()).is_file():
-            prints[f"dictionary {Path(part.strip()).name}"] = _content_print(Path(part.strip()))
+            prints[f"{setting} {Path(part.strip()).name}"] = _content_print(Path(part.strip()))
     model = Path(str(config.model)) if config.model else None
     if model is not None and model.is_dir():
         for weights in sorted(model.glob("*.safetensors")):
@@ -373,6 +376,8 @@ def train(config: RunConfig) -> Path:
     """Train `config.method` over its stages and its lr x seed grid, select and publish; returns the output."""
     if not is_main_process():  # a distributed launch's other processes train; the main one guards and writes
         return _train(config)
+    for written in (config.output, runs_root(config.output)):
+        check_outside(written, config.model)  # a model trained into the folder it starts from, or over it
     check_run_output(config.output, config.overwrite)  # before anything is written
     with output_lock(config.output):
         check_run_output(config.output, config.overwrite)  # again: another run may have published meanwhile
