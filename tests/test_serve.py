@@ -125,6 +125,17 @@ def test_only_a_filtered_search_leaves_the_event_loop_before_the_model(client, m
     assert hops == ["start_search"]
 
 
+def test_a_description_longer_than_the_window_is_answered_as_cut(client) -> None:
+    """The encoder reads a description up to its window (128 tokens here); the answer says when it cut one, as the
+    encode answer counts its cut sentences, filtered or not."""
+    assert _reverse(client, q="something that moves fast")["truncated"] is False
+    long = "a small animal that lives in the house and moves fast " * 30  # about 360 tokens, 1,620 characters
+    assert _reverse(client, q=long)["truncated"] is True
+    assert _reverse(client, q=long, pos="n")["truncated"] is True
+    similar = _reverse(client, q="quick", mode="similar")
+    assert similar["mode"] == "similar" and similar["truncated"] is False
+
+
 def test_definitions_come_in_sense_order_the_filtered_part_of_speech_first(client) -> None:
     def rain(**params) -> tuple[list[str], list[str]]:
         results = _reverse(client, q="water that falls from clouds", k=100, **params)["results"]

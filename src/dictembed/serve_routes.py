@@ -47,7 +47,16 @@ from dictembed.search_options import (
 )
 from dictembed.serve_http import error, install_error_contract, json_body, until_done
 from dictembed.serve_limits import MAX_BODY_BYTES, MAX_K, MAX_QUERY_CHARS, MAX_SENTENCES, EncodeBudget
-from dictembed.serve_scheduling import BULK, COUNT_STEP, SEARCH, ModelThread, TokenCounter, encode_chunks, encode_step
+from dictembed.serve_scheduling import (
+    BULK,
+    COUNT_STEP,
+    SEARCH,
+    ModelThread,
+    QueuedQuery,
+    TokenCounter,
+    encode_chunks,
+    encode_step,
+)
 from dictembed.served_dictionaries import ServedDictionaries, ServedDictionary
 from dictembed.texts import is_blank
 
@@ -117,6 +126,9 @@ class ReverseAnswer(BaseModel):
         "space without a matrix; in mode similar cosine+senses (the entry vectors' cosine mixed with the best pair "
         "of senses', `near_synonyms`) or cosine"
     )
+    truncated: bool = Field(
+        description="whether the description was longer than the model's window and was cut (its end unread)"
+    )
     results: list[ResultRow]
 
 
@@ -176,18 +188,19 @@ class Served:
 
     def start_search(
         self, query: str, k: int, mode: str, target: ServedDictionary, **options: Any
-    ) -> tuple[str | None, ReverseDictionary, Future[list[Result]]]:
+    ) -> tuple[str | None, ReverseDictionary, Future[list[Result]], QueuedQuery | None]:
         """Off the event loop: the entry of `target` whose neighbours answer `query` (None: a description), the
-        reverse dictionary that searches (a description's: `ServedDictionaries.search_of`, perhaps centred), and its
+        reverse dictionary that searches (a description's: `ServedDictionaries.search_of`, perhaps centred), its
         search, queued for the model with the filters of `options` (`Filters.of`), whose entry mask is computed
-        first, here."""
+        first, here, and a description's `QueuedQuery` (which says whether the encoder cut it)."""
         filters = Filters.of(**options)
         entry = target.rd.similar_entry(query, mode)
         if entry is None:
             searching = self.dictionaries.search_of(target, query)
-            return None, searching, self.dictionaries.batcher_of(searching).submit(query, k, filters)
+            item = self.dictionaries.batcher_of(searching).queue(query, k, filters)
+            return None, searching, item.future, item
         target.rd.filter_mask(filters)
-        return entry, target.rd, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters)
+        return entry, target.rd, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters), None
 
     async def encode(self, request: Request, sentences: list[str], normalize: bool) -> str:
         """The JSON answer of an encode: its sentences counted in tokens (413 over the budget), then encoded a
@@ -394,9 +407,10 @@ def api(served: Served) -> FastAPI:
         options = {"pos": pos, "pattern": pattern, "words": words, "length": length, "min_length": min_length}
         options |= {"max_length": max_length, "initial": initial, "pinyin": pinyin, "script": script}
         if len(served.dictionaries.served) == 1 and Filters.none_asked(options):
-            entry, found, search = served.start_search(query, k, mode, target)  # a look-up and a put: no thread hop
+            entry, found, search, item = served.start_search(query, k, mode, target)  # a look-up and a put: no hop
         else:  # filters' masks and a centred space's first use may take a while: off the event loop
-            entry, found, search = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
+            started = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
+            entry, found, search, item = started
         results = await until_done(request, search)
         label = {"language": target.language, "dictionary": target.name}
         return JSONResponse(  # plain JSON types already: FastAPI's encoder walk (0.3 ms an answer) is skipped
@@ -408,6 +422,7 @@ def api(served: Served) -> FastAPI:
                 "entries": len(found.space),
                 **label,
                 "score_kind": found.score_kind if entry is None else found.synonym_score_kind,
+                "truncated": item is not None and item.truncated,
                 "results": [r.to_dict() | label for r in sort_results(results, sort)],
             }
         )

@@ -116,12 +116,14 @@ def _end() -> None:
 
 
 @dataclass(eq=False)
-class Query:
-    """One queued search: its text, what it must be batched with (k and filters), and its future results."""
+class QueuedQuery:
+    """One queued search: its text, what it must be batched with (k and filters), its future results, and whether
+    the encoder cut the text at its window (`truncated`: set before the results)."""
 
     text: str
     options: tuple[int, Filters]
     future: Future[list[Result]] = field(default_factory=Future)
+    truncated: bool = False
 
 
 class QueryBatcher:
@@ -134,27 +136,30 @@ class QueryBatcher:
     def __init__(self, rd: ReverseDictionary, model: ModelThread) -> None:
         self.rd, self.model = rd, model
         self.queue_lock = threading.Lock()
-        self.pending: list[Query] = []
+        self.pending: list[QueuedQuery] = []
         self.batches: deque[int] = deque(maxlen=1000)  # the sizes of the last batches run (tests, benchmarks)
         self.skipped = 0
 
     def submit(self, query: str, k: int = DEFAULT_K, filters: Filters | None = None) -> Future[list[Result]]:
-        """Queue `query` for the model's thread; its future results (cancel it to drop the query unsearched).
-        The filters' entry mask is computed here, before the model: a filter over every headword holds up
-        nobody."""
+        """Queue `query` for the model's thread; its future results (cancel it to drop the query unsearched)."""
+        return self.queue(query, k, filters).future
+
+    def queue(self, query: str, k: int = DEFAULT_K, filters: Filters | None = None) -> QueuedQuery:
+        """Queue `query` for the model's thread (`submit`); the queued `QueuedQuery`. The filters' entry mask is
+        computed here, before the model: a filter over every headword holds up nobody."""
         filters = filters or Filters()
         self.rd.filter_mask(filters)
-        item = Query(query, (k, filters))
+        item = QueuedQuery(query, (k, filters))
         with self.queue_lock:
             self.pending.append(item)
         self.model.submit(SEARCH, self._answer, item)
-        return item.future
+        return item
 
     def search(self, query: str, k: int = DEFAULT_K, filters: Filters | None = None) -> list[Result]:
         """The results of `query`, searched with whatever queries wait with the same k and filters."""
         return self.submit(query, k, filters).result()
 
-    def _answer(self, item: Query) -> None:
+    def _answer(self, item: QueuedQuery) -> None:
         """On the model's thread: search `item` and every query queued with its options, unless an earlier batch
         took it."""
         with self.queue_lock:
@@ -167,10 +172,11 @@ class QueryBatcher:
         if live:
             self._run(live, *item.options)
 
-    def _run(self, batch: list[Query], k: int, filters: Filters) -> None:
+    def _run(self, batch: list[QueuedQuery], k: int, filters: Filters) -> None:
         """Answer every query of `batch`; a failing batch is retried query by query, so an error stays with the
         query that caused it."""
         self.batches.append(len(batch))
+        self._mark_truncated(batch)
         try:
             answers = self.rd.search_many([p.text for p in batch], k, filters)
         except Exception as err:
@@ -185,6 +191,18 @@ class QueryBatcher:
             return
         for p, results in zip(batch, answers, strict=True):
             p.future.set_result(results)
+
+    def _mark_truncated(self, batch: list[QueuedQuery]) -> None:
+        """Set `truncated` on each query of `batch` longer than the encoder's window in tokens (the encoder's own
+        count, on the model's thread, which owns its tokenizer); a text it cannot count is left to the search's
+        own error."""
+        try:
+            counts = self.rd.encoder.count_tokens([p.text for p in batch])
+        except Exception:  # the search names what is wrong with the text
+            return
+        window = self.rd.encoder.max_length
+        for p, count in zip(batch, counts, strict=True):
+            p.truncated = count > window
 
 
 class TokenCounter:
