@@ -199,6 +199,27 @@ def test_a_file_a_methods_option_names_is_published_by_its_name(tmp_path) -> Non
     assert named.config == {"options": {"descriptions": "everyday", "second_dictionary": "gcide"}}
 
 
+def test_a_rerun_asks_for_a_descriptions_file_it_cannot_find_here(tmp_path, monkeypatch) -> None:
+    """A published record names a --descriptions file by its name: a rerun of it uses a file of that name here only
+    when it is that very file (the same SHA-256), else asks for --descriptions; a given one that differs is warned
+    about."""
+    from dictembed.recipes.resolve import ConfigError, local_settings
+
+    corpus = tmp_path / "private" / "descriptions.tsv"
+    corpus.parent.mkdir()
+    corpus.write_text("word\tdescription\ndog\tan animal that barks\n")
+    record = RunRecord(config={"dictionary": "wordnet", "options": {"descriptions": str(corpus)}}).portable()
+    settings = record.settings
+    assert settings["descriptions"] == "descriptions.tsv"
+    monkeypatch.chdir(tmp_path)
+    flag = {"descriptions": "--descriptions"}.get
+    with pytest.raises(ConfigError, match="descriptions descriptions.tsv is a file of the machine .* --descriptions"):
+        local_settings(record, settings, {}, name=lambda s: flag(s) or s)
+    (tmp_path / "descriptions.tsv").write_bytes(corpus.read_bytes())  # that very file, here: used
+    assert local_settings(record, settings, {})["descriptions"] == "descriptions.tsv"
+    assert local_settings(record, settings, {"descriptions": str(corpus)})["descriptions"] == "descriptions.tsv"
+
+
 def test_run_folders_are_recorded_relative_to_the_outputs_folder(tmp_path) -> None:
     runs = tmp_path / "out-runs" / "step1" / "lr0.001-seed0" / "model"
     runs.mkdir(parents=True)

@@ -188,18 +188,16 @@ def test_collator_rejects_truncated_target(small_bert: Path) -> None:
         collate([late])
 
 
-def test_a_max_length_that_fits_no_triplet_is_one_line(small_bert: Path) -> None:
-    """`--max-length` too short for every triplet's target: one line saying so, not the trainer's "no training
-    examples" ValueError."""
-    from transformers import AutoTokenizer
+def test_a_max_length_that_fits_no_training_triplet_is_one_line(small_bert: Path, tmp_path: Path, capsys) -> None:
+    """`--max-length` too short for every training triplet's target: one line saying so, not the trainer's "no
+    training examples" ValueError traceback."""
+    from conftest import cli_refuses
 
-    from dictembed.recipes.gr_bert import keep_fitting
-
-    triplets, _ = build_triplets(toy_dictionary(), seed=0)
-    collate = GlossCollator(AutoTokenizer.from_pretrained(small_bert), max_length=3)
-    with pytest.raises(DictEmbedError, match=r"train: every one of the \d+ triplets .* max_length=3 .* --max-length"):
-        keep_fitting(triplets, collate, "train")
-    assert keep_fitting([], collate, "dev") == ([], 0)
+    table = tmp_path / "toy.tsv"
+    table.write_text("word\tdefinition\texample\n" + "".join(f"{w}\t{g}\t{e}\n" for w, g, e in ROWS))
+    argv = ["train", "--method", "gr-bert", "--model", str(small_bert), "--dictionary", str(table)]
+    argv += ["--max-length", "3", "--lr-grid", "1e-3", "--output", str(tmp_path / "gr")]
+    cli_refuses(capsys, argv, "training triplets", "max_length=3", "--max-length")
 
 
 def test_masker_is_bert_15_80_10_10(small_bert: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import TOY_WORDS
 
+from dictembed.checkpoint import checkpoint_run
 from dictembed.cli import main
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
@@ -211,9 +212,9 @@ def test_a_kill_between_the_two_renames_leaves_a_resumable_checkpoint(bert_path,
     checkpoint = tmp_path / "run" / "checkpoint"
     shutil.move(checkpoint, checkpoint.with_name("checkpoint.partial"))  # killed after setting the old one aside
     resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
-    resumed.fit(resume=True, max_steps=6)
-    assert resumed.progress.step == 6  # went on from step 5, not from step 0
-    assert (checkpoint / "run.json").is_file() and not checkpoint.with_name("checkpoint.partial").exists()
+    resumed._start(resume=True)
+    assert resumed.progress.step == 5  # goes on from step 5, not from step 0
+    assert checkpoint_run(checkpoint) is not None and not checkpoint.with_name("checkpoint.partial").exists()
 
 
 def test_a_resume_after_a_kill_between_the_renames_survives_a_second_kill(
@@ -237,9 +238,8 @@ def test_a_resume_after_a_kill_between_the_renames_survives_a_second_kill(
     with pytest.raises(KeyboardInterrupt):
         again.fit(resume=True, max_steps=6)
     monkeypatch.undo()
-    resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
-    resumed.fit(resume=True, max_steps=6)
-    assert resumed.progress.step == 6  # from the step-5 checkpoint, which the second kill left in place
+    survived = checkpoint_run(checkpoint)
+    assert survived is not None and survived["step"] == 5  # the second kill left the step-5 checkpoint in place
 
 
 def test_the_metrics_log_goes_on_from_the_checkpoint_a_run_resumes(bert_path, toy_dictionary, tmp_path) -> None:

@@ -164,7 +164,7 @@ def test_without_a_dictionary_results_have_no_definitions(encoder, space) -> Non
 
 def test_a_dictionary_that_cannot_be_loaded_is_logged_once(encoder, space, tmp_path, caplog) -> None:
     missing = ReverseDictionary(encoder, space, dictionary=str(tmp_path / "gone.tsv"))
-    with caplog.at_level(logging.WARNING, logger="dictembed.reverse_dictionary"):
+    with caplog.at_level(logging.WARNING, logger="dictembed.result_dictionary"):
         for _ in range(3):
             assert all(r.definitions == {} for r in missing.search(SHORT, k=3))
     assert len([r for r in caplog.records if "cannot load dictionary" in r.message]) == 1

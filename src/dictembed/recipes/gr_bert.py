@@ -62,11 +62,6 @@ def keep_fitting(triplets: list[Triplet], collate: GlossCollator, name: str) -> 
     fits = [ok for start in range(0, len(triplets), 1024) for ok in collate.fits(triplets[start : start + 1024])]
     kept = [t for t, ok in zip(triplets, fits, strict=True) if ok]
     dropped = len(triplets) - len(kept)
-    if triplets and not kept:
-        raise DictEmbedError(
-            f"{name}: every one of the {len(triplets):,} triplets has its target beyond max_length="
-            f"{collate.max_length} tokens; raise --max-length"
-        )
     if dropped:
         log.warning(
             "%s: %d triplets skipped, their target lies beyond max_length=%d", name, dropped, collate.max_length
@@ -123,6 +118,11 @@ class GRBert(Recipe):
         tokenizer, collate, dev, objective = gloss_setup(config.model, config, stage.data["triplets"]["dev"], seed)
         sample = seeded_sample(stage.data["triplets"]["train"], config.limit, seed)
         train, dropped = keep_fitting(sample, collate, "train")
+        if sample and not train:
+            raise DictEmbedError(
+                f"every one of the {len(sample):,} training triplets has its target beyond max_length="
+                f"{config.max_length} tokens; raise --max-length"
+            )
         details = {
             "pooling": POOLING,
             "triplets": stage.data["reports"],

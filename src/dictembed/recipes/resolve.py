@@ -15,7 +15,7 @@ from dictembed.model_folder import read_record
 from dictembed.paths import default_model, public_name
 from dictembed.recipes import presets
 from dictembed.recipes.config import RunConfig
-from dictembed.record import RunRecord, file_sha256
+from dictembed.record import FILE_OPTIONS, RunRecord, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,10 @@ def local_settings(
 ) -> dict[str, Any]:
     """`reused` (a saved configuration's settings) for a rerun on this machine, where the record names local
     sources of the machine that trained it by their public names (`RunRecord.portable`): the embedded model is
-    this machine's copy, a WordNet folder is this machine's own (unless given); a local model folder or
-    dictionary file that is not `given` again is a ConfigError naming its flag (but a dictionary file of that
-    name in the current folder with the recorded SHA-256 is used); a given dictionary file that is not the
-    recorded one (its SHA-256 differs) is warned about."""
+    this machine's copy, a WordNet folder is this machine's own (unless given); a local model folder, dictionary
+    file or file a method's option names (`--descriptions`) that is not `given` again is a ConfigError naming its
+    flag (but a file of that name in the current folder with the recorded SHA-256 is used); a given file that is
+    not the recorded one (its SHA-256 differs) is warned about."""
     settings = dict(reused)
     model = settings.get("model")
     if "model" not in given and record.local_source("model", model) == "embedded":
@@ -81,22 +81,32 @@ def local_settings(
         )
     if "wordnet_dir" not in given and record.local_source("wordnet_dir", settings.get("wordnet_dir")):
         settings["wordnet_dir"] = None  # this machine's WordNet
-    recorded = {entry["name"]: entry.get("sha256") for entry in record.source_entries("dictionary")}
-    if "dictionary" not in given:
-        parts = str(settings.get("dictionary") or "").split(",")
-        # a recorded file is found only where its name, here, is that very file (the same SHA-256)
+    for setting in ("dictionary", *FILE_OPTIONS):
+        check_local_files(record, settings, given, setting, name)
+    return settings
+
+
+def check_local_files(
+    record: RunRecord, settings: dict[str, Any], given: Mapping[str, Any], setting: str, name: Callable[[str], str]
+) -> None:
+    """`local_settings` for a setting that may name files (the dictionary, a method's `FILE_OPTIONS`): a recorded
+    file not given again is found only where its name, here, is that very file (the same SHA-256), else a
+    ConfigError naming the flag; a given file that is not the recorded one is warned about."""
+    recorded = {entry["name"]: entry.get("sha256") for entry in record.source_entries(setting)}
+    label = "dictionary" if setting == "dictionary" else setting.replace("_", " ")
+    if setting not in given:
+        parts = str(settings.get(setting) or "").split(",")
         local = [part for part in parts if part in recorded and file_sha256(part) != recorded[part]]
         if local:
             raise ConfigError(
-                f"the saved configuration's dictionary {', '.join(local)} is a file of the machine it was trained "
-                f"on; give its path with {name('dictionary')}"
+                f"the saved configuration's {label} {', '.join(local)} is a file of the machine it was trained "
+                f"on; give its path with {name(setting)}"
             )
-        return settings
-    for part in str(given["dictionary"]).split(","):
+        return
+    for part in str(given[setting] or "").split(","):
         wanted = recorded.get(public_name(part.strip()))
         if wanted and Path(part.strip()).expanduser().is_file() and file_sha256(part.strip()) != wanted:
-            log.warning("%s is not the dictionary file the saved model was trained on (its SHA-256 differs)", part)
-    return settings
+            log.warning("%s is not the %s file the saved model was trained on (its SHA-256 differs)", part, label)
 
 
 def record_config(record: RunRecord) -> dict[str, Any]:

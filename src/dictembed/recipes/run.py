@@ -37,7 +37,7 @@ from dictembed.model_folder import links_outside, read_record, write_definitions
 from dictembed.output_folder import check_outside, check_run_output
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
-from dictembed.record import FILE_OPTIONS, RunRecord, file_sha256
+from dictembed.record import RunRecord, file_sha256
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
 from dictembed.second_dictionary import SecondDefinitions
@@ -222,11 +222,11 @@ def run_identity(config: RunConfig, stage: Stage, lr: float, seed: int) -> dict[
 
 
 def source_prints(config: RunConfig) -> dict[str, str]:
-    """The SHA-256 of each local dictionary file (and a file a method's option names: `--descriptions`,
-    `--second-dictionary`) and of a local model folder's weights, by name."""
+    """The SHA-256 of each local dictionary file and `--descriptions` file, and of a local model folder's weights, by
+    name (a `--second-dictionary` file's definitions are in the stage's fingerprint)."""
     prints: dict[str, str] = {}
     files = [("dictionary", part) for part in str(config.dictionary or "").split(",")]
-    files += [(setting, str(getattr(config.options, setting, None) or "")) for setting in FILE_OPTIONS]
+    files.append(("descriptions", str(getattr(config.options, "descriptions", None) or "")))
     for setting, part in files:
         if Path(part.strip()).is_file():
             prints[f"{setting} {Path(part.strip()).name}"] = _content_print(Path(part.strip()))
