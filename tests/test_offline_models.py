@@ -292,7 +292,7 @@ def fake_mpnet(tmp_path, monkeypatch) -> Path:
     return tmp_path / "cache"
 
 
-def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, capsys) -> None:
+def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, capsys, monkeypatch) -> None:
     name = "all-mpnet-base-v2"
     first = offline_models.prepare(name)
     folder = fake_mpnet / "models" / name
@@ -306,7 +306,8 @@ def test_prepare_writes_then_reuses_a_verified_folder(fake_mpnet, tmp_path, caps
     with pytest.raises(DictEmbedError, match="changed since it was prepared; pass --force"):
         offline_models.prepare(name)
     assert (folder / "notes.txt").read_text() == "keep me" and (folder / "model.safetensors").read_bytes() == b"changed"
-    with pytest.raises(DictEmbedError, match=r"holds files no preparation of all-mpnet-base-v2 writes \(notes\.txt\)"):
+    with monkeypatch.context() as patched, pytest.raises(DictEmbedError, match=r"writes \(notes\.txt\)"):
+        patched.setitem(offline_models.BUILDERS, name, lambda *_: pytest.fail("built before refusing"))
         offline_models.prepare(name, force=True)  # --force replaces the folder whole: not over a user's file
     assert (folder / "notes.txt").read_text() == "keep me" and (folder / "model.safetensors").read_bytes() == b"changed"
     (folder / "notes.txt").unlink()

@@ -204,12 +204,23 @@ def prepared_files(folder: Path) -> list[str]:
     return sorted(path.relative_to(folder).as_posix() for path in there)
 
 
-def foreign_files(target: Path, info: dict[str, Any], staging: Path) -> list[str]:
+def foreign_files(target: Path, info: dict[str, Any], staging: Path | None) -> list[str]:
     """The files under prepared folder `target` that neither its earlier preparation (the `files` its marker `info`
-    lists) nor the new one in `staging` wrote: a user's own, which replacing the folder would delete."""
+    lists) nor the new one in `staging` (None: not built yet) wrote: a user's own, which replacing the folder would
+    delete."""
     listed = files if isinstance(files := info.get("files"), list) else []
-    known = set(prepared_files(staging)) | {str(name) for name in listed} | {MARKER}
-    return [name for name in prepared_files(target) if name not in known]
+    known = (set(prepared_files(staging)) if staging is not None else set()) | {str(name) for name in listed}
+    return [name for name in prepared_files(target) if name not in known | {MARKER}]
+
+
+def refuse_foreign(target: Path, name: str, foreign: list[str]) -> None:
+    """A one-line error naming the `foreign` files of `target` (`foreign_files`), if any."""
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise DictEmbedError(
+            f"{target} holds files no preparation of {name} writes ({shown}); move them out first, or choose another "
+            "--output (--force replaces the prepared folder whole)"
+        )
 
 
 def prepare(name: str, output: str | Path | None = None, force: bool = False) -> dict[str, Any]:
@@ -238,6 +249,8 @@ def prepare(name: str, output: str | Path | None = None, force: bool = False) ->
             "choose another --output"
         )
     versions = require_packages(model)
+    if info is not None and isinstance(info.get("files"), list):
+        refuse_foreign(target, name, foreign_files(target, info, None))  # known before the build: refused at once
     with staged_dir(target) as staging:
         figures = BUILDERS[name](model, staging, versions)
         record = {
@@ -250,10 +263,6 @@ def prepare(name: str, output: str | Path | None = None, force: bool = False) ->
         }
         record["files"] = prepared_files(staging)
         atomic_write(staging / MARKER, json.dumps(record, indent=1) + "\n")
-        if info is not None and (foreign := foreign_files(target, info, staging)):
-            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-            raise DictEmbedError(
-                f"{target} holds files no preparation of {name} writes ({shown}); move them out first, or choose "
-                "another --output (--force replaces the prepared folder whole)"
-            )
+        if info is not None:
+            refuse_foreign(target, name, foreign_files(target, info, staging))
     return {**record, "folder": str(target), "reused": False, "seconds": round(time.perf_counter() - start, 1)}
