@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import CAR, HEADWORDS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dictembed.cli import main
 from dictembed.search_options import FREQUENCY_WEIGHT, HEADWORD_WEIGHT, OVERLAP_WEIGHT, QUERY_WORD_WEIGHT, Filters
@@ -134,6 +136,31 @@ def test_a_description_longer_than_the_window_is_answered_as_cut(client) -> None
     assert _reverse(client, q=long, pos="n")["truncated"] is True
     similar = _reverse(client, q="quick", mode="similar")
     assert similar["mode"] == "similar" and similar["truncated"] is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(min_size=1, max_size=60))
+def test_no_text_holds_more_tokens_than_utf8_bytes_and_special_tokens(model_dir, text: str) -> None:
+    """What lets the batcher skip counting the tokens of a short query (`MAX_SPECIAL_TOKENS`): a text never holds
+    more tokens than its UTF-8 bytes and the special ones (the tiny BERT's word pieces, any Unicode)."""
+    from dictembed.serve_scheduling import MAX_SPECIAL_TOKENS
+
+    encoder = _served_encoder(model_dir)
+    if not text.strip() or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        return  # the search refuses these before any count
+    assert encoder.count_tokens([text])[0] <= len(text.encode()) + MAX_SPECIAL_TOKENS
+
+
+_ENCODERS: dict[Path, object] = {}
+
+
+def _served_encoder(model_dir: Path):
+    """The served folder's query encoder, loaded once."""
+    from dictembed.reverse_dictionary import ReverseDictionary
+
+    if model_dir not in _ENCODERS:
+        _ENCODERS[model_dir] = ReverseDictionary.load(model_dir).encoder
+    return _ENCODERS[model_dir]
 
 
 def test_definitions_come_in_sense_order_the_filtered_part_of_speech_first(client) -> None:

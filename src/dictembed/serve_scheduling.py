@@ -115,6 +115,9 @@ def _end() -> None:
     """The call that ends the model's thread (`ModelThread.stop`)."""
 
 
+MAX_SPECIAL_TOKENS = 4  # the most special tokens a tokenizer adds to one text ([CLS] ... [SEP], <s> ... </s>)
+
+
 @dataclass(eq=False)
 class QueuedQuery:
     """One queued search: its text, what it must be batched with (k and filters), its future results, and whether
@@ -195,13 +198,17 @@ class QueryBatcher:
     def _mark_truncated(self, batch: list[QueuedQuery]) -> None:
         """Set `truncated` on each query of `batch` longer than the encoder's window in tokens (the encoder's own
         count, on the model's thread, which owns its tokenizer); a text it cannot count is left to the search's
-        own error."""
+        own error. A text of fewer UTF-8 bytes than the window holds tokens is not counted: a token of these
+        tokenizers (word pieces, sentence pieces, byte-level pieces) spans at least one byte (of the normalised
+        text: the few compatibility characters NFKC spells out in many letters, e.g. U+FDFA, can be missed)."""
+        window = self.rd.encoder.max_length
+        prompt = len((getattr(self.rd.encoder, "default_prompt", None) or "").encode())
+        longer = [p for p in batch if prompt + len(p.text.encode(errors="replace")) + MAX_SPECIAL_TOKENS > window]
         try:
-            counts = self.rd.encoder.count_tokens([p.text for p in batch])
+            counts = self.rd.encoder.count_tokens([p.text for p in longer]) if longer else []
         except Exception:  # the search names what is wrong with the text
             return
-        window = self.rd.encoder.max_length
-        for p, count in zip(batch, counts, strict=True):
+        for p, count in zip(longer, counts, strict=True):
             p.truncated = count > window
 
 
