@@ -92,8 +92,9 @@ def test_the_model_card_names_each_named_dictionarys_licence() -> None:
 def test_every_dictionary_extra_is_declared_and_installs_its_package() -> None:
     from pathlib import Path
 
-    import tomllib
     from packaging.requirements import Requirement
+
+    from dictembed.extras import MIN_PYTHON
 
     try:
         import tomllib
@@ -105,6 +106,16 @@ def test_every_dictionary_extra_is_declared_and_installs_its_package() -> None:
         if named.package is not None:
             assert named.extra in extras, named.name
             assert named.package in {Requirement(r).name for r in extras[named.extra]}, named.name
+    # an extra whose packages carry a Python marker is one `install_hint` names the Python it needs for
+    marked = {
+        extra: str(Requirement(r).marker)
+        for extra, requirements in extras.items()
+        for r in requirements
+        if Requirement(r).marker is not None
+    }
+    assert marked.keys() == MIN_PYTHON.keys()
+    for extra, (major, minor) in MIN_PYTHON.items():
+        assert marked[extra] == f'python_version >= "{major}.{minor}"'
     (everything,) = extras["dictionaries"]
     assert set(Requirement(everything).extras) == {n.extra for n in CATALOG.values() if n.extra and n.extra != "gcide"}
 
@@ -127,3 +138,15 @@ def test_a_wordnet_dir_without_wordnet_is_refused_by_every_command_that_takes_it
         assert f"argument --wordnet-dir: {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
         assert main([*command, "--wordnet-dir", str(tmp_path / "empty")]) == 2
         assert "no WordNet database there (no data.noun)" in capsys.readouterr().err
+
+
+def test_an_extra_that_needs_a_newer_python_says_so(monkeypatch) -> None:
+    """On Python 3.10, `pip install "dictembed[fr]"` installs nothing (its package needs 3.11): the hint says so."""
+    import sys
+
+    from dictembed.extras import install_hint
+
+    assert install_hint("fr") == 'pip install "dictembed[fr]"' and install_hint("de") == 'pip install "dictembed[de]"'
+    monkeypatch.setattr(sys, "version_info", (3, 10, 14, "final", 0))
+    assert install_hint("fr") == 'pip install "dictembed[fr]" on Python 3.11 or later (this is 3.10)'
+    assert install_hint("de") == 'pip install "dictembed[de]"'

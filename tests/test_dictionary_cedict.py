@@ -31,12 +31,13 @@ CEDICT = """\
 幹 干 [gan4] /to do/dry/
 空 空 [kong1] / /
 """
+CROSS = "cross-reference glosses ('see X', 'same as X', 'also written X', '(also X)', 'cf. X', 'used in X')"
 # The glosses that are skipped, by reason: (reason, count).
 SKIPS = {
     "classifier notes ('CL:...')": 2,  # a gloss of only a note (one row) and a note stripped from "world"
     "surname glosses ('surname X')": 1,
     "variant glosses ('variant of X')": 2,
-    "cross-reference glosses ('see X', 'same as X', 'also written X', 'used in X')": 1,
+    CROSS: 1,
     "abbreviation glosses ('abbr. for X')": 1,
     "pronunciation notes ('also pr. [x]', 'Taiwan pr. [x]')": 1,
     "rows with an empty definition": 1,
@@ -98,16 +99,20 @@ def test_read_cedict_keeps_pinyin_and_both_scripts(tmp_path):
         ("Japanese variant of 佛", "variant glosses ('variant of X')"),
         (
             "see also 啃書|啃书[ken3 shu1]",
-            "cross-reference glosses ('see X', 'same as X', 'also written X', 'used in X')",
+            CROSS,
         ),
         (
             "used in 傢伙|家伙[jia1 huo5] and 傢俱|家俱[jia1 ju4]",
-            "cross-reference glosses ('see X', 'same as X', 'also written X', 'used in X')",
+            CROSS,
         ),
         (
             "also written 巴頌管|巴颂管 or 巴松管",
-            "cross-reference glosses ('see X', 'same as X', 'also written X', 'used in X')",
+            CROSS,
         ),
+        ("cf. 大灶", CROSS),  # real rows of the installed CC-CEDICT
+        ("(also 赒济)", CROSS),
+        ("erhua variant of 胡同|胡同|[hu2 tong4]", "variant glosses ('variant of X')"),  # a stray "|"
+        ("also known as 老王", None),
         ("abbr. to 七律", "abbreviation glosses ('abbr. for X')"),
         ("Taiwan pr. [xia4 hai2]", "pronunciation notes ('also pr. [x]', 'Taiwan pr. [x]')"),
         ("polysyllabic surname Moqi", "surname glosses ('surname X')"),

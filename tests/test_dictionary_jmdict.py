@@ -22,7 +22,11 @@ ENTRIES = {
     1000: (["猫"], ["ねこ"], [([("eng", "cat")], [NOUN]), ([("eng", "shamisen")], [NOUN])]),
     1001: ([], ["ゆっくり"], [([("eng", "slowly"), ("eng", "leisurely")], ["adverb (fukushi)", SURU])]),
     1002: (["綺麗", "奇麗"], ["きれい"], [([("eng", "pretty"), ("eng", "lovely")], [NA_ADJECTIVE, NOUN])]),
-    1003: (["食べる"], ["たべる"], [([("eng", "to eat")], ["Ichidan verb", "transitive verb"])]),
+    1003: (  # the second sense has no labels of its own: the first's apply (JMdict's DTD)
+        ["食べる"],
+        ["たべる"],
+        [([("eng", "to eat")], ["Ichidan verb", "transitive verb"]), ([("eng", "to live on")], [])],
+    ),
     1004: (["猫"], ["ねこ"], [([("eng", "cat")], [NOUN])]),  # a homograph repeating a definition
     1005: (["無訳"], ["むやく"], [([("ger", "unübersetzt")], [NOUN])]),  # no English gloss
     1006: ([], ["なし"], []),  # no sense
@@ -32,6 +36,7 @@ ENTRIES = {
         ["ひょうげん"],
         [([("eng", " "), ("eng", "expression")], ["expressions (phrases, clauses, etc.)"])],
     ),
+    1009: (["水"], ["みず"], [([("eng", "water")], [])]),  # no labels: nothing inherited from another entry
 }
 
 
@@ -88,11 +93,12 @@ def test_headwords_senses_and_parts_of_speech(database, caplog):
     with caplog.at_level(logging.INFO):
         dictionary = load_jmdict(database)
     assert dictionary.name == "jmdict"
-    assert dictionary.headwords == ["猫", "ゆっくり", "綺麗", "食べる", "表現"]  # first kanji, else first kana
+    assert dictionary.headwords == ["猫", "ゆっくり", "綺麗", "食べる", "表現", "水"]  # first kanji, else first kana
     assert [(s.definition, s.pos) for s in dictionary["猫"].senses] == [("cat", "n"), ("shamisen", "n")]
     assert [(s.definition, s.pos) for s in dictionary["ゆっくり"].senses] == [("slowly; leisurely", "r")]
     assert [(s.definition, s.pos) for s in dictionary["綺麗"].senses] == [("pretty; lovely", None)]  # a and n
-    assert [(s.definition, s.pos) for s in dictionary["食べる"].senses] == [("to eat", "v")]
+    assert [(s.definition, s.pos) for s in dictionary["食べる"].senses] == [("to eat", "v"), ("to live on", "v")]
+    assert [(s.definition, s.pos) for s in dictionary["水"].senses] == [("water", None)]
     assert [(s.definition, s.pos) for s in dictionary["表現"].senses] == [("expression", None)]
     report = _report(caplog)
     assert dict(report.skipped) == {
@@ -102,7 +108,7 @@ def test_headwords_senses_and_parts_of_speech(database, caplog):
         "entries without a sense": 1,
         "empty glosses": 1,
     }
-    assert (report.rows, report.headwords, report.senses, report.repeated_definitions) == (9, 5, 6, 1)
+    assert (report.rows, report.headwords, report.senses, report.repeated_definitions) == (11, 6, 8, 1)
 
 
 def test_other_gloss_language(database):
@@ -152,7 +158,7 @@ def test_xz_database_without_a_writable_cache_uses_a_temporary_copy(database, tm
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("DICTEMBED_CACHE", str(tmp_path / "not-a-folder"))
     with caplog.at_level(logging.WARNING):
-        assert len(load_jmdict(packed)) == 5
+        assert len(load_jmdict(packed)) == 6
     assert "decompressing" in caplog.text and "into a temporary file" in caplog.text
 
 
@@ -198,4 +204,4 @@ def test_installed_package_file_is_found_without_importing_it(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(jmdict, "PACKAGE", "fake_jamdict_pkg")
     assert jmdict.jmdict_data_file() == package / "jamdict.db"
-    assert len(load_jmdict()) == 5
+    assert len(load_jmdict()) == 6

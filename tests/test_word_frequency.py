@@ -65,6 +65,8 @@ def test_no_prior_when_turned_off_or_unknown(encoder: Encoder, space: Definition
 def test_the_language_is_recognised() -> None:
     assert guess_language(["house", "dog", "run quickly", "giraffe"]) == "en"
     assert guess_language(["使出", "银行", "冰", "水"]) == "zh"
+    japanese = ["猫", "犬", "学校", "食べる", "勉強", "日本", "する", "ありがとう", "テレビ", "水"]
+    assert guess_language(japanese) == "ja"  # Han characters among kana: Japanese, not Chinese
     assert guess_language(["qzxvw", "jjkqp"]) is None
     zh = zipf_frequencies(["银行", "使出"], "zh")
     assert zh[0] > 3 and zh.dtype == np.float32

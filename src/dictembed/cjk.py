@@ -67,6 +67,11 @@ def cjk_share(texts: Iterable[str]) -> float:
     return cjk / letters if letters else 0.0
 
 
+def is_kana(char: str) -> bool:
+    """Whether `char` is Japanese hiragana or katakana (U+3040-U+30FF, and the small katakana of U+31F0-U+31FF)."""
+    return "\u3040" <= char <= "\u30ff" or "\u31f0" <= char <= "\u31ff"
+
+
 def looks_chinese(words: Iterable[str]) -> bool:
     """Whether most letters of `words` are Han characters and nearly none kana (Japanese): a Chinese word list."""
     letters = han = kana = 0
@@ -75,7 +80,7 @@ def looks_chinese(words: Iterable[str]) -> bool:
             if char.isalnum():
                 letters += 1
                 han += is_han(char)
-                kana += "\u3040" <= char <= "\u30ff"
+                kana += is_kana(char)
     return han > letters / 2 and kana <= letters / 100
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -24,6 +25,21 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+# extras whose packages need a newer Python than dictembed does (`pyproject.toml`'s markers): installing them on an
+# older one installs nothing
+MIN_PYTHON: dict[str, tuple[int, int]] = {"fr": (3, 11)}
+
+
+def install_hint(extra: str) -> str:
+    """The `pip install "dictembed[extra]"` that adds `extra`, or, on a Python its packages do not support, what it
+    needs instead."""
+    needed = MIN_PYTHON.get(extra)
+    if needed is not None and sys.version_info[:2] < needed:
+        have = ".".join(map(str, sys.version_info[:2]))
+        return f'pip install "dictembed[{extra}]" on Python {needed[0]}.{needed[1]} or later (this is {have})'
+    return f'pip install "dictembed[{extra}]"'
+
+
 class MissingExtraError(DictEmbedError):
     """An optional dependency is not installed; the message names the `pip install` that adds it."""
 
@@ -36,7 +52,7 @@ def require(extra: str, module: str | None = None) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as err:
         raise MissingExtraError(
-            f'{feature} needs the optional package {err.name or name!r}: pip install "dictembed[{extra}]"'
+            f"{feature} needs the optional package {err.name or name!r}: {install_hint(extra)}"
         ) from err
 
 
@@ -53,4 +69,4 @@ def package_file(package: str, patterns: tuple[str, ...], extra: str, feature: s
         for pattern in patterns:
             if found := sorted(Path(folder).glob(pattern)):
                 return found[0]
-    raise MissingExtraError(f'{feature} needs the optional package {distribution}: pip install "dictembed[{extra}]"')
+    raise MissingExtraError(f"{feature} needs the optional package {distribution}: {install_hint(extra)}")

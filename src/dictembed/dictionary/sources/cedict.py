@@ -39,13 +39,13 @@ _ITEM = rf"(?:{_WORD}\|)?{_WORD}(?:\[[^\[\]]*\])?"
 CLASSIFIER = re.compile(rf"\(?\bCL:{_ITEM}(?:,\s*{_ITEM})*\)?")
 CLASSIFIER_NOTES = "classifier notes ('CL:...')"
 NOT_LATIN = re.compile(r"[^\x00-\x7f]+|\[[^\[\]]*\]")
-FILLER = re.compile(r"\b(?:and|or)\b|[(),;.]")
+FILLER = re.compile(r"\b(?:and|or)\b|[(),;.|]")  # a stray "|": a reference written `Trad|Simp|[pin1 yin1]`
 # What is left of a reference-only gloss once its references, Chinese text and fillers are taken out -> reason.
 REFERENCE_ONLY = (
     (re.compile(r"(?:\w+ )?variant of"), "variant glosses ('variant of X')"),
     (
-        re.compile(r"see(?: also)?|same as|also (?:written|called)|(?:bound form )?used in"),
-        "cross-reference glosses ('see X', 'same as X', 'also written X', 'used in X')",
+        re.compile(r"see(?: also)?|same as|also(?: written| called)?|cf|(?:bound form )?used in"),
+        "cross-reference glosses ('see X', 'same as X', 'also written X', '(also X)', 'cf. X', 'used in X')",
     ),
     (re.compile(r"abbr (?:for|of|to)"), "abbreviation glosses ('abbr. for X')"),
     (re.compile(r"(?:\w+ )?pr"), "pronunciation notes ('also pr. [x]', 'Taiwan pr. [x]')"),

@@ -172,18 +172,24 @@ def _add_senses(
     lang: str,
 ) -> set[int]:
     """Add one definition per sense from (idseq, sense ID, lang, gloss) rows grouped by sense; returns the idseqs
-    seen."""
+    seen. A sense without part-of-speech labels has those of the entry's sense before it (JMdict's DTD: an earlier
+    sense's part of speech applies to the later ones until another is given)."""
     seen: set[int] = set()
+    inherited: tuple[int, list[str]] = (-1, [])  # the last labelled sense's entry and labels
 
     def add(idseq: int, sid: int, glosses: list[str]) -> None:
+        nonlocal inherited
         seen.add(idseq)
+        own = labels.get(sid, [])
+        if own or inherited[0] != idseq:
+            inherited = (idseq, own)
         headword = kanji.get(idseq) or kana.get(idseq)
         if not headword:
             builder.skip_row("senses of entries without a kanji or kana form")
         elif not glosses:
             builder.skip_row(f"senses without a gloss in {lang}")
         else:
-            builder.add(headword, "; ".join(glosses), pos=jmdict_pos(labels.get(sid, [])))
+            builder.add(headword, "; ".join(glosses), pos=jmdict_pos(inherited[1]))
 
     current: tuple[int, int] | None = None
     glosses: list[str] = []
