@@ -258,6 +258,13 @@ def test_cli_encode_int8_calibrates_on_the_input(
     capsys.readouterr()
     argv = ["encode", "--model", str(model), "--input", str(text), "--output", str(tmp_path / "x.npz"), "--int8"]
     cli_refuses(capsys, argv, "--backend openvino", code=2)
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # a pipe is read once: the streamed encode would have lost the calibration's lines
+    argv = ["encode", "--model", str(model), "--input", str(fifo), "--output", str(tmp_path / "p.npy"), "--int8"]
+    cli_refuses(capsys, [*argv, "--backend", "openvino"], str(fifo), "not a file", code=2)
+    assert not (tmp_path / "p.npy").exists()
 
 
 def test_a_signal_after_two_openvino_encoders_are_released_in_order(openvino: Any, saved_bert: Path) -> None:

@@ -326,3 +326,49 @@ def test_load_refuses_bad_arguments_in_one_line(bert_path) -> None:
     with pytest.raises(DictEmbedError, match="Encoder.load: a model folder or a Hub name, not NoneType"):
         Encoder.load(None)  # type: ignore[arg-type]
     assert Encoder.load(str(bert_path), max_length=16, pooler="none").max_length == 16
+
+
+def test_a_roberta_max_length_is_checked_against_the_positions_it_holds(roberta_path) -> None:
+    """RoBERTa-style models declare pad_token_id + 1 positions more than a sentence may use: a max_length between the
+    two was accepted, then an IndexError traceback on a long sentence."""
+    from dictembed.loading import position_limit
+
+    declared = Encoder.load(str(roberta_path)).backbone.config.max_position_embeddings
+    usable = position_limit(Encoder.load(str(roberta_path)).backbone)
+    assert usable is not None and usable < declared
+    with pytest.raises(DictEmbedError, match=f"max_length {declared} is more than the {usable} positions of model"):
+        Encoder.load(str(roberta_path), max_length=declared)
+    assert Encoder.load(str(roberta_path), max_length=usable).encode(["word " * 500]).shape[0] == 1
+
+
+def _sentence_transformer(bert_path: Path, folder: Path, *modules_after: object) -> Path:
+    """The tiny BERT saved by sentence-transformers with `modules_after` the Transformer."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Transformer
+
+    SentenceTransformer(modules=[Transformer(str(bert_path)), *modules_after], device="cpu").save(str(folder))
+    return folder
+
+
+def test_a_pooling_the_encoder_cannot_run_is_refused_in_one_line(bert_path, tmp_path) -> None:
+    """A module between the Transformer and its Pooling was a KeyError traceback at the first encode; a Pooling of
+    several modes was silently replaced by mean pooling (another vector, of another width)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
+
+    dim = Encoder.load(str(bert_path)).dim
+    layers = int(json.loads((Path(bert_path) / "config.json").read_text())["num_hidden_layers"])
+    weighted = _sentence_transformer(
+        bert_path,
+        tmp_path / "weighted",
+        WeightedLayerPooling(dim, num_hidden_layers=layers, layer_start=1),
+        Pooling(dim),
+    )
+    both = _sentence_transformer(bert_path, tmp_path / "both", Pooling(dim, ("mean", "max")))
+    assert SentenceTransformer(str(both), device="cpu").encode(["a dog"]).shape == (1, 2 * dim)  # what it means
+    for folder, message in ((weighted, "a WeightedLayerPooling module sits between"), (both, "joins several modes")):
+        with pytest.raises(ModelLoadError, match=message) as caught:
+            Encoder.load(str(folder))
+        assert str(folder) in str(caught.value) and "\n" not in str(caught.value)
+    plain = _sentence_transformer(bert_path, tmp_path / "plain", Pooling(dim, "max"))
+    assert Encoder.load(str(plain)).pooling == "max"

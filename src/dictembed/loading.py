@@ -306,8 +306,8 @@ def open_encoder_parts(
     refuse_weightless_export(folder.path)
     record = copy.deepcopy(folder.record)
     parts = load_parts(folder.path, record.encoder.get("max_length"))
-    positions = getattr(parts.backbone.config, "max_position_embeddings", None)
-    if max_length is not None and isinstance(positions, int) and max_length > positions:
+    positions = position_limit(parts.backbone)  # RoBERTa-style models hold fewer than they declare
+    if max_length is not None and positions is not None and max_length > positions:
         raise DictEmbedError(f"max_length {max_length} is more than the {positions} positions of model {folder.path}")
     return Opened(folder, record, parts, target)
 
@@ -334,6 +334,7 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
         pooling = None
         if rest and isinstance(rest[0], st_modules.Pooling):
             pooling, *rest = rest
+        refuse_unpooled(folder, pooling, rest)
         tokenizer, backbone = first.tokenizer, first.auto_model
         check_tokenizer(tokenizer, backbone, folder)
         declared = first.max_seq_length  # the tokenizer's model_max_length, which a corrupt file can make any JSON
@@ -346,6 +347,24 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
     if saved_length is not None:
         length = fit_max_length(saved_length, position_limit(backbone), f"{record_path(folder)}: encoder.max_length")
     return Parts(tokenizer, backbone, pooling, rest, prompts, default_prompt, length)
+
+
+def refuse_unpooled(folder: Path, pooling: nn.Module | None, rest: list[nn.Module]) -> None:
+    """Refuse a sentence-transformers folder whose pooling `Encoder` cannot run as the folder declares it: a module
+    between the Transformer and its Pooling (WeightedLayerPooling, an LSTM: `Encoder` pools the Transformer's token
+    states itself), or a Pooling that concatenates several modes (`Encoder` pools with one)."""
+    if any(isinstance(module, st_modules.Pooling) for module in rest):
+        between = type(rest[0]).__name__ if rest else "a module"
+        raise ModelLoadError(
+            f"{folder}: a {between} module sits between the Transformer and its Pooling, which dictembed's Encoder "
+            "does not run; load this folder with sentence-transformers"
+        )
+    if pooling is not None and declared_pooling(pooling) is None:
+        modes = getattr(pooling, "pooling_mode", None)
+        raise ModelLoadError(
+            f"{folder}: its Pooling joins several modes ({modes}) into one vector, and dictembed's Encoder pools with "
+            "one; load this folder with sentence-transformers"
+        )
 
 
 def read_pickles(directory: Path) -> list[Path]:

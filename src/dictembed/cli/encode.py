@@ -192,6 +192,11 @@ def check_encode(args: argparse.Namespace) -> None:
         raise UsageError("--int8 quantises an OpenVINO network: add --backend openvino")
     if streamed(args):
         check_readable(args.input)  # read chunk by chunk once the model has loaded
+        if args.int8 and not Path(args.input).is_file():  # calibration would take lines the encode never sees
+            raise UsageError(
+                f"--int8 calibrates on the first lines of --input, then reads it again: {args.input} is not a file "
+                "(a pipe?); save it to a file first"
+            )
     else:
         args.sentences = read_sentences(Path(args.input), args.encoding)
         if args.quantize in CALIBRATED and len(args.sentences) < 2:
