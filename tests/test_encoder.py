@@ -372,3 +372,28 @@ def test_a_pooling_the_encoder_cannot_run_is_refused_in_one_line(bert_path, tmp_
         assert str(folder) in str(caught.value) and "\n" not in str(caught.value)
     plain = _sentence_transformer(bert_path, tmp_path / "plain", Pooling(dim, "max"))
     assert Encoder.load(str(plain)).pooling == "max"
+
+
+def test_a_folders_similarity_function_and_truncation_are_kept(bert_path, tmp_path, caplog) -> None:
+    """A sentence-transformers folder saved with `similarity_fn_name="dot"` and `truncate_dim`: `Encoder.similarity`
+    scores as `SentenceTransformer.similarity` does, the truncation (which `Encoder` does not apply) is named at
+    load, and both are in the folder `Encoder.save` writes (they were dropped)."""
+    import logging
+
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    dim = Encoder.load(str(bert_path)).dim
+    folder = _sentence_transformer(bert_path, tmp_path / "dot", Pooling(dim, "mean"))
+    theirs = SentenceTransformer(str(folder), device="cpu", similarity_fn_name="dot", truncate_dim=dim // 2)
+    theirs.save(str(folder))
+    with caplog.at_level(logging.WARNING, logger="dictembed.loading"):
+        ours = Encoder.load(str(folder))
+    assert f"cuts its vectors to {dim // 2} dimensions" in caplog.text
+    vectors = ours.encode(["a dog barks", "rain falls"])
+    assert ours.similarity_fn_name == "dot"
+    expected = torch.as_tensor(vectors) @ torch.as_tensor(vectors).T
+    torch.testing.assert_close(ours.similarity(vectors, vectors), expected)
+    saved = SentenceTransformer(str(ours.save(tmp_path / "again")), device="cpu")
+    assert saved.similarity_fn_name == "dot" and saved.truncate_dim == dim // 2
+    assert Encoder.load(str(bert_path)).similarity_fn_name == "cosine"

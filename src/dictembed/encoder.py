@@ -54,7 +54,8 @@ BACKENDS = ("torch", "onnx", "openvino")
 class Encoder(nn.Module):
     """Backbone + pooling + modules: `forward` gives differentiable sentence vectors, `encode` arrays."""
 
-    similarity_fn_name = "cosine"
+    similarity_fn_name = "cosine"  # the folder's own (`SentenceTransformer.similarity_fn_name`) once loaded
+    truncate_dim: int | None = None  # the folder's sentence-transformers truncation: not applied, kept on save
     compute_precision = "fp32"  # inference autocast: fp32 (none), bf16 or fp16; see `set_precision`
     onnx: OnnxBackbone | None = None  # ONNX Runtime run in place of `backbone` (dictembed.backends.onnx)
 
@@ -235,6 +236,8 @@ class Encoder(nn.Module):
             prompts=parts.prompts,
             default_prompt_name=parts.default_prompt,
         )
+        encoder.similarity_fn_name = parts.similarity_fn_name or "cosine"
+        encoder.truncate_dim = parts.truncate_dim
         if normalize is False:
             encoder.post = nn.ModuleList(m for m in encoder.post if not isinstance(m, st_modules.Normalize))
         record.base_model = record.base_model or str(name_or_path)
@@ -439,9 +442,10 @@ class Encoder(nn.Module):
         self.reset_truncated()
 
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """Cosine similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`:
-        vectors or matrices of numbers (arrays, tensors or lists) of the same width (`st_encode.similarity`)."""
-        return similarity(a, b)
+        """The similarity of every row of `a` with every row of `b`, like `SentenceTransformer.similarity`: the
+        folder's `similarity_fn_name` (cosine unless it names dot, euclidean or manhattan), of vectors or matrices
+        of numbers (arrays, tensors or lists) of the same width (`st_encode.similarity`)."""
+        return similarity(a, b, self.similarity_fn_name)
 
     def hash_weights(self, digest: Any) -> None:
         """Feed `digest` (a hashlib object) the bytes of every tensor that enters the vectors: the state dict but
@@ -489,7 +493,8 @@ class Encoder(nn.Module):
         record.base_model = record.base_model or self.base_model
         saved = record if record.config is not None else record.portable()  # a run's folder keeps its real paths
         with staged_dir(path) as staging:  # removed on failure; a full disk is an OSError naming `path`
-            save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length))
+            kept = (self.similarity_fn_name, self.truncate_dim)
+            save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length, *kept))
             if full_model is not None:
                 full_model.save_pretrained(staging)
             write_record(staging, saved)

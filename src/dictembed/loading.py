@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -258,6 +258,8 @@ class Parts(NamedTuple):
     prompts: dict[str, str]
     default_prompt: str | None
     max_length: int
+    similarity_fn_name: str | None = None  # the folder's `SentenceTransformer.similarity` (None: cosine)
+    truncate_dim: int | None = None  # the folder's sentence-transformers truncation, kept on save
 
 
 def declared_pooling(module: nn.Module | None) -> str | None:
@@ -343,10 +345,21 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
         else:
             length = fit_max_length(declared, position_limit(backbone), declared_length(folder, declared))
         prompts, default_prompt = dict(model.prompts or {}), model.default_prompt_name
+        similarity_fn_name, truncate_dim = model._similarity_fn_name, model.truncate_dim
+        if truncate_dim is not None:
+            log.warning(
+                "%s: sentence-transformers cuts its vectors to %d dimensions (truncate_dim); dictembed's Encoder "
+                "gives all %d (kept in the folder it saves)",
+                folder,
+                truncate_dim,
+                backbone.config.hidden_size,
+            )
     check_weights(folder, backbone)
     if saved_length is not None:
         length = fit_max_length(saved_length, position_limit(backbone), f"{record_path(folder)}: encoder.max_length")
-    return Parts(tokenizer, backbone, pooling, rest, prompts, default_prompt, length)
+    if not sentence_transformer:
+        similarity_fn_name = truncate_dim = None
+    return Parts(tokenizer, backbone, pooling, rest, prompts, default_prompt, length, similarity_fn_name, truncate_dim)
 
 
 def refuse_unpooled(folder: Path, pooling: nn.Module | None, rest: list[nn.Module]) -> None:
@@ -481,7 +494,12 @@ def save_parts(folder: Path, parts: Parts) -> None:
         *(copy.deepcopy(m).cpu() for m in parts.modules),
     ]
     model = SentenceTransformer(
-        modules=modules, device="cpu", prompts=parts.prompts or None, default_prompt_name=parts.default_prompt
+        modules=modules,
+        device="cpu",
+        prompts=parts.prompts or None,
+        default_prompt_name=parts.default_prompt,
+        similarity_fn_name=cast(Any, parts.similarity_fn_name),  # a name sentence-transformers itself read
+        truncate_dim=parts.truncate_dim,
     )
     with below_warnings_unsaid("sentence_transformers"):  # "Saving model to" names the staging folder
         model.save(str(folder), create_model_card=False)
