@@ -397,3 +397,18 @@ def test_a_folders_similarity_function_and_truncation_are_kept(bert_path, tmp_pa
     saved = SentenceTransformer(str(ours.save(tmp_path / "again")), device="cpu")
     assert saved.similarity_fn_name == "dot" and saved.truncate_dim == dim // 2
     assert Encoder.load(str(bert_path)).similarity_fn_name == "cosine"
+
+
+def test_encode_returns_what_sentence_transformers_flags_choose(bert_path) -> None:
+    """`convert_to_numpy=False` without `convert_to_tensor` is a list of one tensor per sentence in
+    sentence-transformers (it was one stacked tensor here); one string gives one tensor."""
+    encoder = Encoder.load(str(bert_path))
+    sentences = ["a dog barks", "rain falls"]
+    array = encoder.encode(sentences)
+    rows = encoder.encode(sentences, convert_to_numpy=False)
+    assert isinstance(rows, list) and len(rows) == 2 and all(isinstance(r, torch.Tensor) for r in rows)
+    np.testing.assert_allclose(torch.stack(rows).numpy(), array, atol=1e-6)
+    stacked = encoder.encode(sentences, convert_to_numpy=False, convert_to_tensor=True)
+    assert isinstance(stacked, torch.Tensor) and stacked.shape == array.shape
+    one = encoder.encode("a dog barks", convert_to_numpy=False)
+    assert isinstance(one, torch.Tensor) and one.shape == array.shape[1:]

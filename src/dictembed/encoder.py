@@ -338,23 +338,24 @@ class Encoder(nn.Module):
         normalize: bool | None = None,
         show_progress: bool | None = None,
         **kwargs: Any,
-    ) -> np.ndarray | torch.Tensor:
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """Encode like `SentenceTransformer.encode`: a list gives an (n, dim) array, one string a (dim,) vector.
 
         `normalize_embeddings` L2-normalises; `quantize` quantises the output (int8, uint8, binary, ubinary) with
-        sentence-transformers' `quantize_embeddings`; `convert_to_tensor` returns a torch tensor. `precision` is
+        sentence-transformers' `quantize_embeddings`; `convert_to_tensor` returns a torch tensor,
+        `convert_to_numpy=False` alone a list of one tensor per sentence. `precision` is
         sentence-transformers' name for `quantize` (deprecated here: "precision" is the compute dtype);
         `normalize=` and `show_progress=` are older names of `normalize_embeddings` and `show_progress_bar`.
         """
         quantize = encode_keywords(quantize, precision, kwargs)
         texts, single = text_input(sentences)
         normalize_embeddings = encode_normalize(normalize_embeddings, normalize)
-        show, as_tensor = encode_flags(show_progress_bar, show_progress, convert_to_numpy, convert_to_tensor)
+        show, output = encode_flags(show_progress_bar, show_progress, convert_to_numpy, convert_to_tensor)
         if device is not None:
             self.to(resolve_device(device))
         prefix = self._prompt(prompt, prompt_name)
         vectors = torch.cat([torch.zeros(0, self.dim), *self.embed(texts, batch_size, prefix, show)])
-        return encode_output(vectors, normalize_embeddings, quantize, as_tensor, single)
+        return encode_output(vectors, normalize_embeddings, quantize, output, single)
 
     @torch.no_grad()
     def embed(

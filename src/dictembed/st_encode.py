@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -51,18 +51,24 @@ def encode_normalize(normalize_embeddings: object, normalize: object) -> bool:
     return bool(normalize if normalize is not None else normalize_embeddings)
 
 
+# what `encode` returns, as sentence-transformers' flags choose it: one tensor (`convert_to_tensor`), an array
+# (`convert_to_numpy`, the default), or neither: a list of one tensor per sentence
+Output = Literal["tensor", "array", "tensors"]
+
+
 def encode_flags(
     show_progress_bar: object, show_progress: object, convert_to_numpy: object, convert_to_tensor: object
-) -> tuple[bool | None, bool]:
+) -> tuple[bool | None, Output]:
     """Whether to show a bar (`show_progress_bar`, or `show_progress`, its older name, where given; None: by the
-    number of texts) and to return a tensor (`convert_to_tensor`, or not `convert_to_numpy`), each flag True or
+    number of texts) and what to return (`Output`), each flag True or
     False (the bars' None too): "no" would count as true."""
     check_flag("show_progress_bar", show_progress_bar, none=True)
     check_flag("show_progress", show_progress, none=True)
     check_flag("convert_to_numpy", convert_to_numpy)
     check_flag("convert_to_tensor", convert_to_tensor)
     show = show_progress if show_progress is not None else show_progress_bar
-    return cast("bool | None", show), bool(convert_to_tensor or not convert_to_numpy)
+    output: Output = "tensor" if convert_to_tensor else "array" if convert_to_numpy else "tensors"
+    return cast("bool | None", show), output
 
 
 def prompt_text(
@@ -84,10 +90,11 @@ def prompt_text(
 
 
 def encode_output(
-    vectors: torch.Tensor, normalize: bool, quantize: Quantization, as_tensor: bool, single: bool
-) -> np.ndarray | torch.Tensor:
+    vectors: torch.Tensor, normalize: bool, quantize: Quantization, output: Output, single: bool
+) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
     """The float32 CPU `vectors` as `encode` returns them: L2-normalised if asked, quantised unless float32 (an array
-    in, an array out), a tensor if asked, one row for one string."""
+    in, an array out), as `output` asks (an array, one tensor, a list of one tensor per sentence), one row for one
+    string."""
     if normalize:
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
     result: np.ndarray | torch.Tensor = vectors.numpy()
@@ -105,9 +112,11 @@ def encode_output(
         )
     if quantize != "float32":
         result = cast(np.ndarray, quantize_embeddings(result, precision=quantize))
-    if as_tensor:
+    if output != "array":
         result = torch.from_numpy(np.asarray(result))
-    return result[0] if single else result
+    if single:
+        return result[0]
+    return list(result) if output == "tensors" else result
 
 
 def similarity(a: object, b: object, function: str = "cosine") -> torch.Tensor:

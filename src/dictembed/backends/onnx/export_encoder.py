@@ -95,4 +95,4 @@ class ExportEncoder:
         single = isinstance(sentences, str)
         vectors = self.query.encode(sentences, batch_size, prompt=prompt, show_progress_bar=show_progress_bar)
         rows = torch.from_numpy(np.atleast_2d(vectors))
-        return cast(np.ndarray, encode_output(rows, normalize, quantization, False, single))
+        return cast(np.ndarray, encode_output(rows, normalize, quantization, "array", single))
