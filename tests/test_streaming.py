@@ -42,6 +42,9 @@ def test_lines_are_split_like_the_in_memory_reader(tmp_path: Path) -> None:
     expected = ["a dog\u2028barks", "page\x0cbreak", "", "next\x85line", "last"]
     assert list(iter_lines(path)) == read_lines(path) == expected
     assert list(iter_lines(path, skip=3)) == ["next\x85line", "last"]
+    for text, lines in (("\ufeff", []), ("\ufeff\n", [""]), ("", []), ("\n", [""])):  # a mark alone: empty
+        path.write_text(text, encoding="utf-8")
+        assert list(iter_lines(path)) == read_lines(path) == lines, repr(text)
     path.write_bytes(b"fine\nstill fine\ncaf\xe9\n")
     with pytest.raises(DictEmbedError, match=r"in.txt:3: not valid utf-8"):
         list(iter_lines(path))

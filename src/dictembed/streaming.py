@@ -96,6 +96,8 @@ def iter_lines(path: Path, encoding: str = "utf-8", skip: int = 0) -> Iterator[s
                     continue
                 if number == 1:
                     line = line.removeprefix("\ufeff")
+                    if not line:  # a byte-order mark alone: an empty file, as `read_sentences` reads it
+                        return
                 line = line.removesuffix("\n")
                 yield line.removesuffix("\r")
     except UnicodeDecodeError as err:
