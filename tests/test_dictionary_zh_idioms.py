@@ -57,7 +57,7 @@ def test_idioms_explanations_examples_and_skips(tmp_path, caplog):
     assert dictionary["一家老小"].senses[0].examples == ["叫我一家老小喝西北风？"]
     assert dictionary["雄才大略"].senses[0].examples == ["汉武帝雄才大略，命卫青出兵。"]
     assert dictionary["庖丁解牛"].senses[0].examples == []  # "无": none
-    assert dictionary["拔萃出类"].definitions == ["同出类拔萃”。指高出众人。"]
+    assert dictionary["拔萃出类"].definitions == ["同出类拔萃。指高出众人。"]  # the quote the data lost the opening of
     assert dictionary["一言为定"].senses[0].examples == ["我们决不反悔，一言为定。"]
     report = _report(caplog)
     assert dict(report.skipped) == {
@@ -65,6 +65,15 @@ def test_idioms_explanations_examples_and_skips(tmp_path, caplog):
         "rows with an empty definition": 1,
     }
     assert (report.rows, report.senses, report.examples) == (8, 5, 3)
+    assert dict(report.changed) == {zh_idioms.UNOPENED_QUOTES: 1}
+
+
+def test_only_closing_quotes_that_close_nothing_are_removed():
+    from dictembed.dictionary.sources.zh_idioms import without_unopened_quotes
+
+    assert without_unopened_quotes("意译为无间”，即痛苦") == "意译为无间，即痛苦"
+    assert without_unopened_quotes("意译为“无间”，即痛苦") == "意译为“无间”，即痛苦"
+    assert without_unopened_quotes("”a“b”c”") == "a“b”c"
 
 
 def test_idiom_example():

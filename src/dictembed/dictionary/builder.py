@@ -194,6 +194,11 @@ class DictionaryBuilder:
         self.report.rows += 1
         self.skip(reason, line, text)
 
+    def change(self, reason: str, line: int | None = None) -> None:
+        """Count one row kept with a change a loader made for `reason` (and remember its line, for the report)."""
+        self.report.changed[reason] += 1
+        note_line(self.report.changed_lines, reason, line)
+
     def add(
         self,
         headword: str | None,
@@ -216,8 +221,7 @@ class DictionaryBuilder:
             self.skip(_empty_reason(raw_definition, "definition"), line)
             return False
         if altered:  # a row kept, with characters removed
-            self.report.changed[altered] += 1
-            note_line(self.report.changed_lines, altered, line)
+            self.change(altered, line)
         cleaned = [c for c in map(clean_text, examples) if c]
         sense = self._senses.get((headword, definition)) if self.unite_repeats else None
         if sense is None:

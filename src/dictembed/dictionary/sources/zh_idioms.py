@@ -5,7 +5,8 @@ The package's `数据/成语.json` is a JSON list of objects with `word` (the id
 Chinese-Chinese dictionary. The example is the sense's example, with its `～` (standing for the idiom) written as
 the idiom and its source (`★《...》`) removed; "无" (none) is no example. Pinyin and derivation are not kept.
 An explanation that only points at another idiom ("同X”。", "见X”。": the data lost its opening quote) is skipped
-and counted.
+and counted; elsewhere a closing quote whose opening one the data lost ("意译为无间”，即...") is removed, the
+explanations so changed counted.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ NO_EXAMPLE = "无"
 SOURCE = re.compile(r"★.*$", re.DOTALL)
 CROSS_REFERENCE = re.compile(r"[同见][^。，；,;”]+”[。.]?")
 CROSS_REFERENCES = "cross-reference explanations ('同X”。', '见X”。')"
+UNOPENED_QUOTES = "explanations with closing quotes the data lost the opening one of, removed"
 
 
 def zh_idioms_data_file() -> Path:
@@ -37,6 +39,20 @@ def idiom_example(idiom: str, example: str) -> str:
     """An idiom's example sentence: `～` written as the idiom, the `★` source removed; "" for none ("无")."""
     example = SOURCE.sub("", example).strip()
     return "" if example == NO_EXAMPLE else example.replace("～", idiom)
+
+
+def without_unopened_quotes(text: str) -> str:
+    """`text` without the closing quotes (”) that close no opening one (“) before them."""
+    kept, depth = [], 0
+    for char in text:
+        if char == "“":
+            depth += 1
+        elif char == "”":
+            if not depth:
+                continue
+            depth -= 1
+        kept.append(char)
+    return "".join(kept)
 
 
 def _read_items(path: Path, encoding: str) -> list[Any]:
@@ -65,5 +81,7 @@ def load_zh_idioms(path: str | Path | None = None, encoding: str = "utf-8") -> D
             builder.skip_row(CROSS_REFERENCES)
             continue
         examples = [idiom_example(word, example)] if example else []
-        builder.add(word, explanation, examples)
+        cleaned = without_unopened_quotes(explanation)
+        if builder.add(word, cleaned, examples) and cleaned != explanation:
+            builder.change(UNOPENED_QUOTES)
     return builder.build()
