@@ -449,6 +449,18 @@ BAD_REQUESTS = [
 ]
 
 
+def test_a_post_from_another_sites_page_is_refused(client) -> None:
+    """A browser sends a POST without a Content-Type (`navigator.sendBeacon`) to any site unasked: another site's
+    page could make a local server encode. Its `Origin` names it: 403; no Origin (curl, scripts) or this server's
+    own origin is served."""
+    body = b'{"sentences": ["a dog barks"]}'
+    other = client.post("/api/encode", content=body, headers={"origin": "http://evil.example"})
+    assert other.status_code == 403 and "http://evil.example" in other.json()["error"]
+    for headers in ({}, {"origin": "http://testserver"}, {"origin": "http://testserver", "content-type": "text/json"}):
+        response = client.post("/api/encode", content=body, headers=headers)
+        assert response.status_code == (415 if "content-type" in headers else 200), (headers, response.text)
+
+
 @pytest.mark.parametrize("request_", BAD_REQUESTS, ids=lambda r: " ".join(map(str, r[:3]))[:50])
 def test_bad_input_is_a_4xx_json_error_and_the_server_keeps_serving(client, request_) -> None:
     method, path, status, message, *body = request_

@@ -101,11 +101,25 @@ def check_json_media(request: Request) -> None:
         raise HTTPException(415, f"Content-Type {media[:100]!r} is not read: send application/json")
 
 
+def check_same_origin(request: Request) -> None:
+    """Refuse with 403 a body a web page of another site sends (its `Origin` is not this server's): a browser sends
+    a POST without a Content-Type (`navigator.sendBeacon`) to any site without asking it first, so another page
+    could make a local server encode. Clients that are no browser send no `Origin` and pass; so does this server's
+    own page."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return
+    host = request.headers.get("host", "")
+    if origin.lower() not in (f"http://{host}".lower(), f"https://{host}".lower()):
+        raise HTTPException(403, f"a request from the web page of {origin[:100]!r} is not served: only this server's")
+
+
 async def json_body(request: Request, model: type[M]) -> M:
     """The request's body as `model`: 415 for an encoded or non-JSON body, 413 over the size limit (`BodyLimit`),
     and 422 (a one-line `DictEmbedError`) for anything else that is not that JSON: invalid JSON or UTF-8, nesting
     too deep, numbers too long, a missing or invalid field. Parsed off the event loop, by pydantic."""
     check_json_media(request)
+    check_same_origin(request)
     try:
         raw = await request.body()
     except ClientDisconnect:  # gone mid-upload: one info line, as for a client gone while its work waits
