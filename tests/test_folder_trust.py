@@ -513,6 +513,28 @@ def test_an_intact_checkpoint_still_resumes(checkpoint: Path) -> None:
     assert scheduler.last_epoch == 1
 
 
+def test_an_fp16_runs_gradient_scaler_is_checkpointed(tmp_path: Path) -> None:
+    """fp16 training's gradient scaler (its scale, lowered on every overflow, and growth tracker) was not saved: a
+    resumed run restarted at the initial scale and skipped other steps than the straight run."""
+    from dictembed.checkpoint import SCALER_FILE, load_checkpoint, save_checkpoint
+
+    model, optimizer, scheduler = _parts()
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    scaler.scale(torch.ones(()))  # the scale is made at the first scaled loss
+    scaler.update(new_scale=1024.0)  # as after overflows
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    save_checkpoint(folder, model, optimizer, scheduler, {"step": 3}, scaler)
+    fresh = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    model, optimizer, scheduler = _parts()
+    assert load_checkpoint(folder, model, optimizer, scheduler, fresh)["step"] == 3
+    assert fresh.state_dict() == scaler.state_dict() and fresh.get_scale() == 1024.0
+    (folder / SCALER_FILE).write_text('{"scale": "big"}')
+    with pytest.raises(DictEmbedError, match=f"{folder / SCALER_FILE}: corrupt checkpoint file"):
+        load_checkpoint(folder, *_parts(), torch.amp.GradScaler("cpu"))
+    assert load_checkpoint(folder, *_parts())["step"] == 3  # an fp32 resume reads no scaler
+
+
 # ------------------------------------------------------------------------------------ 10: the record
 def test_an_unknown_pooling_in_the_record_names_the_record(saved_bert: Path, tmp_path: Path) -> None:
     folder = damaged_copy(saved_bert, tmp_path / "m")

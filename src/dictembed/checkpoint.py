@@ -2,7 +2,8 @@
 
 A checkpoint folder holds the trainable weights (`model.safetensors`), the optimizer's tensors and
 settings (`optimizer.safetensors`, `optimizer.json`), the scheduler (`scheduler.json`), the random number
-generators (`rng.safetensors`, `rng.json`) and `run.json`: the step and the configuration it belongs to.
+generators (`rng.safetensors`, `rng.json`), an fp16 run's gradient scaler (`scaler.json`) and `run.json`: the step
+and the configuration it belongs to.
 Anything else in the folder (a planted pickle, say) is never read.
 """
 
@@ -22,6 +23,7 @@ from torch import nn
 from dictembed.errors import DictEmbedError
 
 RUN_FILE = "run.json"
+SCALER_FILE = "scaler.json"
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -133,8 +135,13 @@ def _join_optimizer(tensors: dict[str, torch.Tensor], data: dict[str, Any]) -> d
     return {"state": state, "param_groups": data["param_groups"]}
 
 
-def save_checkpoint(folder: Path, model: nn.Module, optimizer: Any, scheduler: Any, run: dict[str, Any]) -> None:
-    """Write the training state into `folder` (an empty staging folder; the caller renames it into place)."""
+def save_checkpoint(
+    folder: Path, model: nn.Module, optimizer: Any, scheduler: Any, run: dict[str, Any], scaler: Any = None
+) -> None:
+    """Write the training state into `folder` (an empty staging folder; the caller renames it into place); an
+    enabled fp16 gradient `scaler`'s state too (its scale and growth tracker: `scaler.json`)."""
+    if scaler is not None and scaler.is_enabled():
+        _write_json(folder / SCALER_FILE, scaler.state_dict())
     save_model(model, str(folder / "model.safetensors"))
     tensors, data = _split_optimizer(optimizer.state_dict())
     save_file(tensors, str(folder / "optimizer.safetensors"))
@@ -174,12 +181,16 @@ def checkpoint_run(folder: Path) -> dict[str, Any] | None:
     return run
 
 
-def load_checkpoint(folder: Path, model: nn.Module, optimizer: Any, scheduler: Any) -> dict[str, Any]:
-    """Restore what `save_checkpoint` wrote; returns its `run.json`. Each file is checked before anything is
-    restored, and one that would not restore is a one-line error naming it."""
+def load_checkpoint(
+    folder: Path, model: nn.Module, optimizer: Any, scheduler: Any, scaler: Any = None
+) -> dict[str, Any]:
+    """Restore what `save_checkpoint` wrote (an enabled `scaler`'s state where the checkpoint holds one); returns its
+    `run.json`. Each file is checked before anything is restored, and one that would not restore is a one-line error
+    naming it."""
     run = checkpoint_run(folder)
     if run is None:
         raise DictEmbedError(f"{folder / RUN_FILE}: missing (an incomplete checkpoint)")
+    scaling = _scaler_state(folder, scaler)
     schedule = _read_json(folder / "scheduler.json")
     if not _schedule_fits(schedule, scheduler):
         raise DictEmbedError(
@@ -207,5 +218,22 @@ def load_checkpoint(folder: Path, model: nn.Module, optimizer: Any, scheduler: A
         scheduler.load_state_dict(schedule)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise DictEmbedError(f"{folder / 'scheduler.json'}: corrupt checkpoint file ({_line(err)})") from None
+    if scaling is not None:
+        scaler.load_state_dict(scaling)
     set_rng_state(rng, rng_data)
     return run
+
+
+def _scaler_state(folder: Path, scaler: Any) -> dict[str, Any] | None:
+    """The saved state for an enabled `scaler` (None: no scaler, or a checkpoint without one), checked to be the
+    numbers its own state holds."""
+    path = folder / SCALER_FILE
+    if scaler is None or not scaler.is_enabled() or not path.is_file():
+        return None
+    saved, own = _read_json(path), scaler.state_dict()
+    numbers = isinstance(saved, dict) and all(
+        isinstance(saved.get(key), int | float) and not isinstance(saved.get(key), bool) for key in own
+    )
+    if not numbers:
+        raise DictEmbedError(f"{path}: corrupt checkpoint file (not the state of a gradient scaler)")
+    return {key: saved[key] for key in own}

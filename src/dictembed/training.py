@@ -278,7 +278,8 @@ class Trainer:
         if self.accelerator.is_main_process:
             run = {"step": self.progress.step, "identity": self.identity}
             with staged_dir(self.checkpoint_dir, owned=True) as staging:
-                save_checkpoint(staging, self.unwrapped, self.optimizer, self.scheduler, run)
+                scaler = getattr(self.accelerator, "scaler", None)  # fp16 on a GPU
+                save_checkpoint(staging, self.unwrapped, self.optimizer, self.scheduler, run, scaler)
 
     def _checkpoint(self) -> Path | None:
         """The newest complete checkpoint: the folder itself, or, after a kill between the two renames of a
@@ -319,7 +320,9 @@ class Trainer:
                     settle_swap(folder, self.checkpoint_dir)
                 wait_for_everyone()
                 folder = self.checkpoint_dir if self.checkpoint_dir.is_dir() else folder
-            self.progress.step = int(load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler)["step"])
+            scaler = getattr(self.accelerator, "scaler", None)
+            saved_run = load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler, scaler)
+            self.progress.step = int(saved_run["step"])
             log.info("resumed from %s at step %d", folder, self.progress.step)
             return
         self.discard_checkpoints()
