@@ -36,7 +36,7 @@ ENTRIES = {
         ["ひょうげん"],
         [([("eng", " "), ("eng", "expression")], ["expressions (phrases, clauses, etc.)"])],
     ),
-    1009: (["水"], ["みず"], [([("eng", "water")], [])]),  # no labels: nothing inherited from another entry
+    1009: (["水"], ["みず"], [([("", "water")], [])]),  # no labels: nothing inherited; no language: English
 }
 
 

@@ -52,6 +52,7 @@ POS_RULES = (
 # their letter only to a sense without another letter, so "adverb" + "takes suru" is r, "noun" + "takes no" is n.
 SECONDARY = re.compile(r"^noun or participle which takes the aux\. verb suru|^nouns which may take the genitive")
 FORMS = "SELECT idseq, text FROM {table} ORDER BY idseq, ID"
+DEFAULT_GLOSS_LANG = "eng"  # JMdict's DTD: a gloss without xml:lang is English (a store may keep it empty)
 GLOSSES = (
     "SELECT s.idseq, s.ID, g.lang, g.text FROM Sense AS s LEFT JOIN SenseGloss AS g ON g.sid = s.ID "
     "ORDER BY s.idseq, s.ID, g.rowid"
@@ -200,7 +201,7 @@ def _add_senses(
             current, glosses = (idseq, sid), []
         if text is None:
             continue
-        if gloss_lang != lang:
+        if (gloss_lang or DEFAULT_GLOSS_LANG) != lang:
             builder.skip(f"glosses in other languages than {lang}")
         elif not text.strip():
             builder.skip("empty glosses")
