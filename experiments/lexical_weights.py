@@ -43,8 +43,9 @@ def result_lists(rd: ReverseDictionary, pairs: list[tuple[str, list[str]]]) -> l
     for h in rd._pooled([text for text, _ in pairs], 64):
         for vector, (text, words) in zip(h, pairs[start : start + len(h)], strict=True):
             rd.ranking = base
-            (top, scores), *_ = rd._best_groups(vector[None], None, max(LEXICAL_DEPTH, rd.ranking.depth))
-            top, scores = rd._rerank(vector, top, scores)
+            depth, prior = max(LEXICAL_DEPTH, rd.ranking.depth), rd.group_prior
+            (top, scores), *_ = rd._best_groups(vector[None], None, depth, prior)
+            top, scores = rd._rerank(vector, top, scores, prior=prior)
             top, scores = top[:LEXICAL_DEPTH], scores[:LEXICAL_DEPTH]
             rd.ranking = used_only
             used = -rd._word_terms(text, top, None)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dictembed.dictionary import load_dictionary
 from dictembed.dictionary.core import Dictionary
@@ -265,3 +267,22 @@ def test_a_cache_that_cannot_be_written_still_searches(model: Path, tmp_path: Pa
     with caplog.at_level(logging.INFO):
         assert results(ReverseDictionary.load(model)) == before
     assert "is not cached" in caplog.text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scores=st.lists(st.integers(0, 4), min_size=1, max_size=40),
+    k=st.integers(1, 45),
+    masked=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_the_best_k_are_those_a_full_sort_keeps_ties_by_index(scores: list[int], k: int, masked: bool, seed: int):
+    """At the k-th score's ties the lowest indices are kept, as a full sort would: a smaller k is a prefix of a larger
+    one (argpartition alone kept an arbitrary few of them)."""
+    from dictembed.search_index import top_indices
+
+    values = np.asarray(scores, dtype=np.float32)
+    allowed = np.random.default_rng(seed).random(len(values)) < 0.7 if masked else None
+    index = np.flatnonzero(allowed) if allowed is not None else np.arange(len(values))
+    expected = index[np.lexsort((index, -values[index]))][:k]
+    np.testing.assert_array_equal(top_indices(values, allowed, k), expected)

@@ -183,3 +183,28 @@ def test_a_wordfreq_without_a_word_list_gives_no_prior_and_a_warning(
         assert rd.prepare().group_prior is None and rd.search("a pet that barks", k=2)
     assert "No wordlist 'best' available for language 'fr'" in caplog.text
     assert entry_frequencies(WORDS, "en") is not None  # English alone is readable
+
+
+def test_a_word_the_filters_remove_lends_its_frequency_to_no_result(encoder: Encoder) -> None:
+    """A group's prior was its most frequent word's even when a filter removed that word: *abode*, sharing *house*'s
+    vector, ranked on *house*'s frequency under `initial="a"`. It is now the most frequent word the filters keep."""
+    words = ["house", "abode", "aerie"]
+    rows = np.random.default_rng(2).normal(size=(3, 32)).astype(np.float32)
+    rows[1] = rows[0]  # one group: house and abode
+    space = DefinitionSpace(words, rows, similarity="cosine", temperature=0.05)
+    dictionary = Dictionary(name="toy")
+    for word in words:
+        dictionary.add(word, f"the meaning of {word}", pos="n")
+    query = "a place where birds live"
+    plain = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0))
+    cosine = {r.words[0]: r.score for r in plain.search(query, k=3)}
+    ranked = ReverseDictionary(encoder, space, dictionary, ranking=Ranking(frequency_weight=0.5), language="en")
+    scores = {r.words[0]: r.score for r in ranked.search(query, k=3, initial="a")}
+    assert scores == pytest.approx(
+        {w: cosine[w if w != "abode" else "house"] + 0.5 * zipf_frequency(w, "en") for w in ("abode", "aerie")},
+        abs=1e-5,
+    )
+    unfiltered = {tuple(r.words): r.score for r in ranked.search(query, k=3)}
+    assert unfiltered[("house", "abode")] == pytest.approx(
+        cosine["house"] + 0.5 * zipf_frequency("house", "en"), abs=1e-5
+    )

@@ -42,9 +42,17 @@ class FrequencyPrior:
                 self._frequencies = entry_frequencies(self.words, self.language, cache_root())
             return self._frequencies
 
-    def group_prior(self, groups: EntryGroups) -> np.ndarray | None:
+    def group_prior(self, groups: EntryGroups, entry_mask: np.ndarray | None = None) -> np.ndarray | None:
         """Per group, the prior of its most frequent word (`Ranking.frequency_weight` x its Zipf frequency), or
-        None: no prior (weight 0, no frequencies)."""
+        None: no prior (weight 0, no frequencies). With `entry_mask` (a search's filters), of its most frequent word
+        the mask keeps (0 for a group it keeps none of): a word filtered out lends its frequency to no result."""
+        if entry_mask is not None:
+            whole = self.group_prior(groups)
+            if whole is None or (frequencies := self.frequencies) is None:
+                return whole
+            kept = np.where(entry_mask, frequencies, -np.inf)[groups.order]
+            best = np.maximum.reduceat(kept, groups.starts)
+            return (self.ranking.frequency_weight * np.where(np.isfinite(best), best, 0)).astype(np.float32)
         with self._lock:
             if not self._prior_done:
                 self._prior_done = True

@@ -125,18 +125,18 @@ class RankingTerms:
         scores: np.ndarray,
         mask: np.ndarray | None = None,
         text: str | None = None,
+        prior: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The groups `top` (scored `scores` by `_group_scores`) in the order of the full `Ranking` score, which
-        mixes in the cosine of the query vector `h` to each group's best single definition and adds that to the
-        vector of its best word among those the entry `mask` (None: all) keeps, then the lexical terms of the
-        description `text` (None: none; `_word_terms`), and their scores."""
+        """The groups `top` (scored `scores` by `_group_scores`, with the word-frequency `prior` in them) in the order
+        of the full `Ranking` score, which mixes in the cosine of the query vector `h` to each group's best single
+        definition and adds that to the vector of its best word among those the entry `mask` (None: all) keeps, then
+        the lexical terms of the description `text` (None: none; `_word_terms`), and their scores."""
         space = cast(SearchSpace, self.space)
         query = h / np.linalg.norm(h)
         combined = scores
         if self.reranks_by_definition:
             rows, starts = space.definition_rows(self.groups.first[top])
             best = best_cosines(cast(np.ndarray, space.definitions), rows, starts, query)
-            prior = self.group_prior
             prior_top = prior[top] if prior is not None else np.float32(0)
             weight = self.ranking.definition_weight
             combined = (scores - prior_top + weight * best) / (1 + weight) + prior_top

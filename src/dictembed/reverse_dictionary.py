@@ -248,31 +248,39 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
         """The entries a search may list (`FrequencyPrior.candidates`), or None: every entry."""
         return self.prior.candidates
 
-    def _group_scores(self, h: np.ndarray) -> np.ndarray:
-        """Scores [batch, n_groups] of pooled vectors: cosine (plus the word-frequency prior, `group_prior`), or
+    def _search_prior(self, mask: np.ndarray | None) -> np.ndarray | None:
+        """The word-frequency prior per group for a search whose filters keep the entries of `mask` (None: all): of
+        each group's most frequent word the filters keep (`FrequencyPrior.group_prior`)."""
+        prior = self.group_prior
+        if prior is None or mask is None:
+            return prior
+        return self.prior.group_prior(self.groups, mask)
+
+    def _group_scores(self, h: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
+        """Scores [batch, n_groups] of pooled vectors: cosine (plus the word-frequency `prior`, `_search_prior`), or
         softmax probability (see `score_kind`)."""
         groups = self.groups
         if self._unit is not None:
             cosine = l2_normalize(h) @ self._unit.T
-            prior = self.group_prior
             return cosine if prior is None else cosine + prior
         return self._logits(h).softmax(-1).cpu().numpy()[:, groups.first]
 
     def _best_groups(
-        self, h: np.ndarray, allowed: np.ndarray | None, n: int
+        self, h: np.ndarray, allowed: np.ndarray | None, n: int, prior: np.ndarray | None
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Per pooled vector of `h`: its `n` best groups among the `allowed` by `_group_scores`, best first (ties
-        by group), and their scores. A `CoarseIndex` picks `COARSE_CANDIDATES` groups first and only those are
-        scored exactly: the scores are exact, the choice nearly so (benchmarks/coarse_search.py). Filters that
-        allow no more groups than that make every allowed group a candidate, with no first stage."""
+        """Per pooled vector of `h`: its `n` best groups among the `allowed` by `_group_scores` (with the
+        word-frequency `prior`), best first (ties by group), and their scores. A `CoarseIndex` picks
+        `COARSE_CANDIDATES` groups first (2n for n past half of that) and only those are scored exactly: the scores
+        are exact, the choice nearly so (benchmarks/coarse_search.py). Filters that allow no more groups than that
+        make every allowed group a candidate, with no first stage."""
         index = self.index
         if index is None or index.coarse is None:
-            for row in self._group_scores(h):
+            for row in self._group_scores(h, prior):
                 top = top_indices(row, allowed, n)
                 yield top, row[top]
             return
-        space, prior, first = cast(SearchSpace, self.space), self.group_prior, self.groups.first
-        queries, width = l2_normalize(h), max(n, COARSE_CANDIDATES)
+        space, first = cast(SearchSpace, self.space), self.groups.first
+        queries, width = l2_normalize(h), max(2 * n, COARSE_CANDIDATES)  # a margin past n, for a large k too
         every = np.flatnonzero(allowed) if allowed is not None else None
         few = every is not None and len(every) <= width
         rough_rows = itertools.repeat(None, len(queries)) if few else index.coarse.scores(queries)
@@ -393,14 +401,16 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
         vectors = checked_rows(vectors, cast(SearchSpace, self.space).dim if cosine else None, unit=cosine)
         mask = self._entry_mask(filters)
         allowed = self.groups.any(mask) if mask is not None else None
+        prior = self._search_prior(mask)
         reranks, depth = self.reranks, max(k, self.ranking.depth)
         out = []
         with search_threads(self.encoder):
             for i, (vector, (top, scores)) in enumerate(
-                zip(vectors, self._best_groups(vectors, allowed, depth if reranks else k), strict=True)
+                zip(vectors, self._best_groups(vectors, allowed, depth if reranks else k, prior), strict=True)
             ):
                 if reranks and len(top):
-                    top, scores = self._rerank(vector, top, scores, mask, None if texts is None else texts[i])
+                    text = None if texts is None else texts[i]
+                    top, scores = self._rerank(vector, top, scores, mask, text, prior)
                 cosines = self._sense_cosines(top[:k], vector) if max_definitions != 0 else None
                 results = zip(top[:k], scores[:k], strict=True)
                 out.append(

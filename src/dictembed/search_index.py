@@ -102,7 +102,12 @@ def top_indices(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.nd
     k = min(k, n)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    keep = np.argpartition(values, n - k)[n - k :] if k < n else np.arange(n)
+    if k < n:  # the k-th score's ties: those of the lowest index, as a full sort would keep
+        kth = values[np.argpartition(values, n - k)[n - k]]
+        above = np.flatnonzero(values > kth)
+        keep = np.concatenate([above, np.flatnonzero(values == kth)[: k - len(above)]])
+    else:
+        keep = np.arange(n)
     candidates = np.flatnonzero(allowed)[keep] if allowed is not None else keep
     return candidates[np.lexsort((candidates, -values[keep]))]
 
