@@ -5,7 +5,9 @@ with a hint (the initial letter, or the length, known), gold words matched lemma
     python experiments/published_terms.py outputs/minilm-defsent-plus                 # test split, 66,421 words
     python experiments/published_terms.py MODEL --split dev --vocabulary 50000 --json out.json
 
-Ranks are 0-based (the number of results above the first that holds a gold word); a gold word not in the top
+Ranks are 0-based (the number of results above the first that holds a gold word; `--ranks words`: the number of
+their words, as a system ranking single words counts); `--lemmas inflections` counts a gold word's lemmas only where
+it is no base form itself (*facts* counts *fact*; *dive* does not count *diva*); a gold word not in the top
 `--depth` counts as not found (above every found rank in the median). The candidate set is the N single-word
 headwords (no space) of highest `wordfreq` Zipf frequency, ties (WordNet has 63,368 single words with a frequency
 above 0) broken alphabetically: the search lists single words (`Filters(words="single")`, with the hint's filter)
@@ -26,28 +28,36 @@ from lemminflect import getAllLemmas
 from dictembed.evaluation.descriptions import DESCRIPTION_SPLITS, load_description_pairs
 from dictembed.query_encoder import batch_invariant
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.search_options import Filters
+from dictembed.search_options import Filters, word_length
 from dictembed.word_frequency import zipf_frequencies
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "everyday_descriptions.tsv"
 HINTS = ("none", "initial", "length")
 
 
-def gold_forms(expected: list[str]) -> set[str]:
-    """The expected words and their lemmas, lower-cased."""
+LEMMAS = ("all", "inflections")
+
+
+def gold_forms(expected: list[str], lemmas: str = "all") -> set[str]:
+    """The expected words and their lemmas, lower-cased. `lemmas`: "all" (every lemma lemminflect gives, of any part
+    of speech: *dive* also counts *diva*, *saw* counts *see*), or "inflections" (the lemmas of a word that is no base
+    form itself: *facts* counts *fact*, *dive* only itself)."""
     forms = {word.lower() for word in expected}
     for word in expected:
-        forms.update(lemma.lower() for lemmas in getAllLemmas(word.lower()).values() for lemma in lemmas)
+        found = {lemma.lower() for lemmas_of in getAllLemmas(word.lower()).values() for lemma in lemmas_of}
+        if lemmas == "all" or word.lower() not in found:
+            forms.update(found)
     return forms
 
 
 def hint_filters(expected: list[str], hint: str) -> Filters:
-    """The filter a hint about the first expected word gives: single words, and its initial or its length."""
-    word = expected[0]
+    """The filter a hint about the first single expected word gives (a phrase is no candidate: "traffic jam" would
+    hide *gridlock*): single words, and its initial or its length in letters and digits, as the filter counts."""
+    word = next((w for w in expected if " " not in w and "_" not in w), expected[0])
     if hint == "initial":
         return Filters(words="single", initial=word[0])
     if hint == "length":
-        return Filters(words="single", min_length=len(word), max_length=len(word))
+        return Filters(words="single", min_length=word_length(word), max_length=word_length(word))
     return Filters(words="single")
 
 
@@ -66,26 +76,37 @@ def cell(ranks: list[float]) -> str:
     return f"{row['median']:g} / {row['acc@1']:.3f} / {row['acc@10']:.3f} / {row['acc@100']:.3f}"
 
 
-def rank(results: list[tuple[float, list[str]]], gold: set[str], vocabulary: set[str] | None = None) -> float:
+def rank(
+    results: list[tuple[float, list[str]]], gold: set[str], vocabulary: set[str] | None = None, by: str = "results"
+) -> float:
     """The 0-based rank of the first of (score, words) `results`, best first, holding a gold word, among those
-    holding a word of `vocabulary` (None: all); inf when none does."""
+    holding a word of `vocabulary` (None: all); inf when none does. `by`: "results" counts the results above it (a
+    result lists the words of identical entries), "words" their words of `vocabulary`, as a system ranking single
+    words would (the gold word first among its own result's)."""
     position = 0
     for _, words in results:
-        if vocabulary is not None and not any(word in vocabulary for word in words):
+        kept = [word for word in words if vocabulary is None or word in vocabulary]
+        if not kept:
             continue
         if any(word.lower() in gold for word in words):
             return position
-        position += 1
+        position += len(kept) if by == "words" else 1
     return math.inf
 
 
 def rank_of(
-    rd: ReverseDictionary, query: str, gold: set[str], filters: Filters | None, depth: int, vocabulary: set[str] | None
+    rd: ReverseDictionary,
+    query: str,
+    gold: set[str],
+    filters: Filters | None,
+    depth: int,
+    vocabulary: set[str] | None,
+    by: str = "results",
 ) -> float:
     """The 0-based rank of the first result holding a gold word among the results holding a word of `vocabulary`
-    (None: every result); inf when none of the `depth` results searched holds one (`rank`)."""
+    (None: every result); inf when none of the `depth` results searched holds one (`rank`, counted `by`)."""
     results = rd.search(query, k=depth, filters=filters, max_definitions=0)
-    return rank([(r.score, r.words) for r in results], gold, vocabulary)
+    return rank([(r.score, r.words) for r in results], gold, vocabulary, by)
 
 
 def encode(rd: ReverseDictionary, texts: list[str]) -> np.ndarray:
@@ -118,6 +139,8 @@ def main() -> None:
     parser.add_argument("--overlap-weight", type=float, help="0: that lexical term off (default: the folder's)")
     parser.add_argument("--frequency-weight", type=float, help="the frequency prior's weight (default: the folder's)")
     parser.add_argument("--definition-weight", type=float, help="the best definition's weight (default: the folder's)")
+    parser.add_argument("--lemmas", choices=LEMMAS, default="all", help="gold lemmas counted (`gold_forms`)")
+    parser.add_argument("--ranks", choices=("results", "words"), default="results", help="what a rank counts (`rank`)")
     parser.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = parser.parse_args()
 
@@ -128,11 +151,20 @@ def main() -> None:
     rd = ReverseDictionary.load(args.model, precision=args.precision, ranking=given).prepare()
     print(f"headword weight {rd.ranking.headword_weight:g}")
     vocabulary, floor = frequent_single_words(rd.space.words, args.vocabulary)
+    golds = [gold_forms(expected, args.lemmas) for _, expected in pairs]
     table = {
-        "all entries, hint none": summary([rank_of(rd, q, gold_forms(e), None, args.depth, None) for q, e in pairs])
+        "all entries, hint none": summary(
+            [
+                rank_of(rd, q, gold, None, args.depth, None, args.ranks)
+                for (q, _), gold in zip(pairs, golds, strict=True)
+            ]
+        )
     }
     for hint in HINTS:
-        ranks = [rank_of(rd, q, gold_forms(e), hint_filters(e, hint), args.depth, vocabulary) for q, e in pairs]
+        ranks = [
+            rank_of(rd, q, gold, hint_filters(e, hint), args.depth, vocabulary, args.ranks)
+            for (q, e), gold in zip(pairs, golds, strict=True)
+        ]
         table[f"top {len(vocabulary):,}, hint {hint}"] = summary(ranks)
     print(
         f"{args.model}, {args.split} ({len(pairs)} descriptions); the {len(vocabulary):,} most frequent single "
@@ -147,6 +179,7 @@ def main() -> None:
         args.json.write_text(
             json.dumps(
                 {"model": args.model, "split": args.split, "precision": args.precision}
+                | {"lemmas": args.lemmas, "ranks": args.ranks}
                 | {"floor": floor, "table": table}
                 | {name: getattr(rd.ranking, name) for name in names},  # the weights searched with, given or saved
                 indent=1,
