@@ -213,7 +213,7 @@ class Scorer:
             top = np.argpartition(-stage, depth - 1, axis=1)[:, :depth]
             inside = np.zeros_like(stage, dtype=bool)
             np.put_along_axis(inside, top, True, axis=1)
-            grouped = np.where(inside, grouped + 1e3, stage)
+            grouped = np.where(inside, grouped.astype(np.float64) + 1e3, stage)  # float32 would round ties in
         out = np.empty(len(gold))
         for row, g in enumerate(gold):
             best = grouped[row, self.group_of[g]].max()
