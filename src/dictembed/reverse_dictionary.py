@@ -270,7 +270,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Per pooled vector of `h`: its `n` best groups among the `allowed` by `_group_scores` (with the
         word-frequency `prior`), best first (ties by group), and their scores. A `CoarseIndex` picks
-        `COARSE_CANDIDATES` groups first (2n for n past half of that) and only those are scored exactly: the scores
+        `COARSE_CANDIDATES` groups first (2n for an n past that) and only those are scored exactly: the scores
         are exact, the choice nearly so (benchmarks/coarse_search.py). Filters that allow no more groups than that
         make every allowed group a candidate, with no first stage."""
         index = self.index
@@ -280,7 +280,8 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
                 yield top, row[top]
             return
         space, first = cast(SearchSpace, self.space), self.groups.first
-        queries, width = l2_normalize(h), max(2 * n, COARSE_CANDIDATES)  # a margin past n, for a large k too
+        width = COARSE_CANDIDATES if n <= COARSE_CANDIDATES else 2 * n  # past the first stage's size: a margin too
+        queries = l2_normalize(h)
         every = np.flatnonzero(allowed) if allowed is not None else None
         few = every is not None and len(every) <= width
         rough_rows = itertools.repeat(None, len(queries)) if few else index.coarse.scores(queries)
