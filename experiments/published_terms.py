@@ -50,10 +50,15 @@ def gold_forms(expected: list[str], lemmas: str = "all") -> set[str]:
     return forms
 
 
+def is_single(word: str) -> bool:
+    """Whether `word` is a single word of the candidate set (no space or underscore)."""
+    return " " not in word and "_" not in word
+
+
 def hint_filters(expected: list[str], hint: str) -> Filters:
     """The filter a hint about the first single expected word gives (a phrase is no candidate: "traffic jam" would
     hide *gridlock*): single words, and its initial or its length in letters and digits, as the filter counts."""
-    word = next((w for w in expected if " " not in w and "_" not in w), expected[0])
+    word = next((w for w in expected if is_single(w)), expected[0])
     if hint == "initial":
         return Filters(words="single", initial=word[0])
     if hint == "length":
@@ -119,7 +124,7 @@ def encode(rd: ReverseDictionary, texts: list[str]) -> np.ndarray:
 def frequent_single_words(words: list[str], n: int) -> tuple[set[str], float]:
     """The `n` single words (no space or underscore) of `words` of highest English Zipf frequency, ties broken
     alphabetically, and the frequency of the last one kept."""
-    single = [w for w in words if " " not in w and "_" not in w]
+    single = [w for w in words if is_single(w)]
     zipf = zipf_frequencies(single, "en")
     ranked = sorted(range(len(single)), key=lambda i: (-float(zipf[i]), single[i]))
     return {single[i] for i in ranked[:n]}, float(zipf[ranked[min(n, len(ranked)) - 1]])

@@ -329,6 +329,7 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
         check_tokenizer(tokenizer, backbone, folder)
         length = default_max_length(tokenizer, backbone)
         pooling, rest, prompts, default_prompt = None, [], {}, None
+        similarity_fn_name, truncate_dim = None, None
     else:
         with warnings_logged():
             model = load_sentence_transformer(folder)
@@ -357,8 +358,6 @@ def load_parts(folder: Path, saved_length: object = None) -> Parts:
     check_weights(folder, backbone)
     if saved_length is not None:
         length = fit_max_length(saved_length, position_limit(backbone), f"{record_path(folder)}: encoder.max_length")
-    if not sentence_transformer:
-        similarity_fn_name = truncate_dim = None
     return Parts(tokenizer, backbone, pooling, rest, prompts, default_prompt, length, similarity_fn_name, truncate_dim)
 
 

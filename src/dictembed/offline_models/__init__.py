@@ -210,7 +210,8 @@ def foreign_files(target: Path, info: dict[str, Any], staging: Path | None) -> l
     delete."""
     listed = files if isinstance(files := info.get("files"), list) else []
     known = (set(prepared_files(staging)) if staging is not None else set()) | {str(name) for name in listed}
-    return [name for name in prepared_files(target) if name not in known | {MARKER}]
+    known.add(MARKER)
+    return [name for name in prepared_files(target) if name not in known]
 
 
 def refuse_foreign(target: Path, name: str, foreign: list[str]) -> None:
