@@ -35,11 +35,11 @@ import numpy as np
 
 from dictembed.dictionary.sources.wordnet import lemma_name
 from dictembed.evaluation.lexsub_metrics import load_lexsub, read_gold
-from dictembed.io import read_lines
 from dictembed.near_synonyms import SynonymScoring
 from dictembed.paths import data_dir, wordnet_dir
 from dictembed.query_encoder import search_threads
 from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.text_files import read_lines
 
 DATA_FILES = {"n": "noun", "v": "verb", "a": "adj", "s": "adj", "r": "adv"}  # a pointer's pos -> its data file
 LS07_TRIAL = Path("lexsub/LS07/trial/lst_trial.gold")

@@ -233,7 +233,7 @@ def test_check_model_refuses_only_what_can_name_no_model(files: Path, monkeypatc
 
 
 def test_check_readable_names_the_file_and_never_opens_a_pipe(tmp_path: Path) -> None:
-    from dictembed.io import check_readable, read_bytes
+    from dictembed.text_files import check_readable, read_bytes
 
     for path in [tmp_path / "missing.txt", tmp_path]:
         with pytest.raises(DictEmbedError) as checked:

@@ -10,7 +10,7 @@ import pytest
 
 from dictembed.cli import main
 from dictembed.errors import DataFormatError
-from dictembed.io import read_lines, text_encoding, undecodable
+from dictembed.text_files import read_lines, text_encoding, undecodable
 
 pytestmark = pytest.mark.usefixtures("restore_log_level")
 

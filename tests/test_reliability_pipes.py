@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from conftest import cli_succeeds
 
-from dictembed import io, streaming
+from dictembed import streaming, text_files
 from dictembed.encoder import Encoder
 from dictembed.errors import DataFormatError
-from dictembed.io import read_lines
 from dictembed.streaming import PROBES, encode_to_npy, iter_lines, partial_path, progress_path
+from dictembed.text_files import read_lines
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="pipes, FIFOs and /dev/zero as Linux has them"),
@@ -194,7 +194,7 @@ def test_dev_zero_stops_within_seconds() -> None:
 def test_a_line_at_the_limit_is_read_one_past_it_is_named(tmp_path, pipe, monkeypatch) -> None:
     """Lines are measured in bytes without their "\\n": 8 bytes pass, 9 are refused naming the line, from a
     plain file, from a pipe, and in the streamed reader."""
-    monkeypatch.setattr(io, "MAX_LINE_BYTES", 8)
+    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 8)
     monkeypatch.setattr(streaming, "MAX_LINE_BYTES", 8)
     path = tmp_path / "in.txt"
     fits, too_long = b"12345678\nabc\n12345678", b"ok\n\n123456789\nabc\n"
@@ -209,7 +209,7 @@ def test_a_line_at_the_limit_is_read_one_past_it_is_named(tmp_path, pipe, monkey
 
 
 def test_a_pipe_over_the_size_limit_is_refused_a_file_is_not(tmp_path, pipe, monkeypatch) -> None:
-    monkeypatch.setattr(io, "MAX_UNSIZED_BYTES", 100)
+    monkeypatch.setattr(text_files, "MAX_UNSIZED_BYTES", 100)
     data = b"a short line\n" * 10  # 130 bytes
     with pytest.raises(DataFormatError, match=r"^/dev/fd/\d+: more than 100 bytes from a pipe or device"):
         read_lines(pipe(data))

@@ -35,7 +35,7 @@ def text(tmp_path: Path) -> Path:
 
 
 def test_lines_are_split_like_the_in_memory_reader(tmp_path: Path) -> None:
-    from dictembed.io import read_lines
+    from dictembed.text_files import read_lines
 
     path = tmp_path / "in.txt"
     path.write_bytes("\ufeffa dog\u2028barks\r\npage\x0cbreak\r\n\r\nnext\x85line\nlast\r".encode())

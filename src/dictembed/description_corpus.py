@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dictembed.errors import DataFormatError
-from dictembed.io import read_lines
+from dictembed.text_files import read_lines
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from dictembed.credentials import credential
 from dictembed.errors import DictEmbedError
-from dictembed.io import STAGING_SUFFIX, is_regular_file
+from dictembed.io import STAGING_SUFFIX
 from dictembed.model_folder import (
     ONNX_DIR,
     ONNX_MANIFEST,
@@ -34,6 +34,7 @@ from dictembed.model_folder import (
     manifest_graph,
     read_record,
 )
+from dictembed.text_files import is_regular_file
 
 log = logging.getLogger(__name__)
 REQUIRED_FILES = ("modules.json", "config.json")

@@ -1,7 +1,7 @@
 """`dictembed encode` of a file larger than memory, to a memory-mapped `.npy`, resumable after a kill.
 
 The input is read in chunks of `chunk_size` lines (split on "\\n" only, one trailing "\\r" and a leading
-byte order mark removed, as `dictembed.io.read_lines` does). Each chunk is encoded and written into
+byte order mark removed, as `dictembed.text_files.read_lines` does). Each chunk is encoded and written into
 `OUTPUT.partial`, a `.npy` file of the final shape opened with `numpy.lib.format.open_memmap`; then the
 sidecar `OUTPUT.progress.json` is replaced atomically with the rows done. The sidecar is written only after
 the rows are flushed, so it never claims a row the file does not hold. Run again with the same input and
@@ -12,8 +12,8 @@ partial file is renamed to OUTPUT and the sidecar removed: OUTPUT only ever appe
 `OUTPUT.lock` while it writes; a second run into the same output refuses at once.
 
 Only a plain file is counted first and resumed. A pipe, FIFO or device (`--input /dev/stdin`) gives its bytes
-once, so it is read into memory with `dictembed.io.read_lines` (bounded in size and line length) and encoded
-from there, without a progress file. Every line, streamed or not, is held to `dictembed.io.MAX_LINE_BYTES`.
+once, so it is read into memory with `dictembed.text_files.read_lines` (bounded in size and line length) and encoded
+from there, without a progress file. Every line, streamed or not, is held to `dictembed.text_files.MAX_LINE_BYTES`.
 
 Under a distributed launch (`torchrun`), every process reads each chunk and encodes a share of it
 (`dictembed.distributed.encode_across_processes`); only the main process writes.
@@ -40,21 +40,11 @@ from tqdm.auto import tqdm
 from dictembed.devices import is_main_process, wait_for_everyone
 from dictembed.distributed import broadcast_int, encode_across_processes
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.io import (
-    ENCODING_HINT,
-    MAX_LINE_BYTES,
-    STAGING_SUFFIX,
-    atomic_write,
-    is_regular_file,
-    line_too_long,
-    preallocate,
-    read_lines,
-    undecodable,
-    writing,
-)
+from dictembed.io import STAGING_SUFFIX, atomic_write, preallocate, writing
 from dictembed.progress import disable
 from dictembed.quantization import STREAMABLE, Quantization
 from dictembed.query_encoder import batch_invariant
+from dictembed.text_files import ENCODING_HINT, MAX_LINE_BYTES, is_regular_file, line_too_long, read_lines, undecodable
 
 log = logging.getLogger(__name__)
 

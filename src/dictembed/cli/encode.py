@@ -22,9 +22,10 @@ from dictembed.cli.options import (
     positive_int,
 )
 from dictembed.cli.report import Report, UsageError
-from dictembed.io import atomic_file, check_readable, read_lines
+from dictembed.io import atomic_file
 from dictembed.output_folder import check_output_file, check_output_folder, check_outside
 from dictembed.quantization import CALIBRATED, QUANTIZATIONS, SMOOTH_ALPHA, STREAMABLE, WEIGHT_QUANTIZATIONS
+from dictembed.text_files import check_readable, read_lines
 
 CALIBRATION_LINES = 300  # lines of --input that set an --int8 network's activation ranges
 COMMANDS = {
@@ -35,7 +36,7 @@ COMMANDS = {
 
 def read_sentences(path: Path, encoding: str = "utf-8") -> list[str]:
     """One sentence per line, split on "\\n" only (one trailing "\\r" stripped): one row per line, whatever
-    other line-break characters (\\u2028, \\x0c, \\x85, ...) the sentences contain (`dictembed.io.read_lines`:
+    other line-break characters (\\u2028, \\x0c, \\x85, ...) the sentences contain (`dictembed.text_files.read_lines`:
     a missing file, a folder or bytes that are not `encoding` are a one-line error naming file:line)."""
     return read_lines(path, encoding)
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from dictembed.cli.report import Check, Handler, UsageError
 from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, PRECISION_HELP
-from dictembed.io import text_encoding
 from dictembed.model_folder import ModelFolder, may_be_hub_name
 from dictembed.pooling_names import ENCODER_POOLINGS
 from dictembed.search_options import (
@@ -30,6 +29,7 @@ from dictembed.search_options import (
     SECOND_FLOOR,
     WORD_COUNTS,
 )
+from dictembed.text_files import text_encoding
 from dictembed.texts import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_SEED, bounds_in_words
 
 Group = argparse._ActionsContainer  # a parser or an argument group: what `add_argument` is called on

@@ -20,8 +20,8 @@ from dictembed.dictionary.sources.table import (
 )
 from dictembed.errors import DictEmbedError
 from dictembed.extras import MissingExtraError, install_hint
-from dictembed.io import check_readable, text_encoding
 from dictembed.paths import DATA_ENV, data_dir
+from dictembed.text_files import check_readable, text_encoding
 
 
 def _load_named(name: str) -> Callable[[str | Path | None], Dictionary]:

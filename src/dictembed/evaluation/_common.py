@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dictembed import io
+from dictembed import text_files
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.paths import data_dir
 from dictembed.texts import MAX_SEED as MAX_SEED  # where the evaluations find it
@@ -32,10 +32,10 @@ def resolve_data_dir(override: str | Path | None) -> Path:
 
 
 def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
-    """`dictembed.io.read_lines` for evaluation data, whose encoding is fixed (no --encoding hint on errors); a
+    """`dictembed.text_files.read_lines` for evaluation data, whose encoding is fixed (no --encoding hint on errors); a
     UTF-8 byte order mark read as Latin-1 is dropped too, and a carriage return inside a line (old Mac line
     endings, which would run lines together) is a DataFormatError naming it."""
-    lines = io.read_lines(path, encoding, hint=None)
+    lines = text_files.read_lines(path, encoding, hint=None)
     if lines and lines[0].startswith(codecs.BOM_UTF8.decode("latin-1")) and codecs.lookup(encoding).name == "iso8859-1":
         lines[0] = lines[0][3:]
     for number, line in enumerate(lines, start=1):

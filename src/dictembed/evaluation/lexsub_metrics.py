@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.io import read_lines
 from dictembed.paths import data_dir as default_data_dir
+from dictembed.text_files import read_lines
 from dictembed.wordnet_pos import to_wordnet_pos
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def normalise(text: str) -> str:
 
 
 def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line (`dictembed.io.read_lines`); a line that is not UTF-8 is read as
+    """(line number, text) of every line (`dictembed.text_files.read_lines`); a line that is not UTF-8 is read as
     Latin-1 and logged (LS07's preprocessed files have one)."""
     return enumerate(read_lines(path, fallback="latin-1", hint=None), start=1)
 

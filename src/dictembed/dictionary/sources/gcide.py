@@ -13,7 +13,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.extras import package_file
-from dictembed.io import read_json
+from dictembed.text_files import read_json
 
 PACKAGE = "dictionary"
 # Source tags GCIDE appends to a definition, e.g. "\n[1913 Webster]", "[Webster 1913 Suppl.]", "[PJC]".

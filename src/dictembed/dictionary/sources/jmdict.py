@@ -32,8 +32,9 @@ from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
 from dictembed.extras import package_file
-from dictembed.io import atomic_file, check_readable
+from dictembed.io import atomic_file
 from dictembed.paths import cache_root
+from dictembed.text_files import check_readable
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.sources.table import load_table
 from dictembed.errors import DataFormatError
-from dictembed.io import read_lines
+from dictembed.text_files import read_lines
 
 OXFORD = Path("dictionaries") / "oxford"
 SIMPDEFINER_SRC = OXFORD / "simpdefiner" / "oxford.valid.src"
@@ -28,7 +28,7 @@ def load_oxford(src: str | Path | None = None, tgt: str | Path | None = None, en
     """SimpDefiner's Oxford files: `.src` lines `word [SEP] example`, `.tgt` the aligned definitions.
 
     `tgt` defaults to `src` with the suffix `.tgt`; unequal line counts raise DataFormatError. Lines are
-    split on "\\n" only (`dictembed.io.read_lines`), so other line-break characters never misalign them.
+    split on "\\n" only (`dictembed.text_files.read_lines`), so other line-break characters never misalign them.
     """
     src = Path(src) if src else paths.data_dir() / SIMPDEFINER_SRC
     tgt = Path(tgt) if tgt else src.with_suffix(".tgt")

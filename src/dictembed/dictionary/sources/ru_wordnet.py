@@ -30,7 +30,7 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.sources.wiktionary import NO_GLOSS, GlossRules, drop_templates, wiki_text
 from dictembed.errors import DataFormatError
 from dictembed.extras import package_file
-from dictembed.io import check_readable
+from dictembed.text_files import check_readable
 
 PACKAGE = "wiki_ru_wordnet"
 DATABASE = Path("database") / "wikiwordnet.db"

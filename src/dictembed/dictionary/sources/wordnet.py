@@ -23,7 +23,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, clean_text, without_
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.sources.table import load_table
 from dictembed.errors import DataFormatError
-from dictembed.io import read_lines
+from dictembed.text_files import read_lines
 
 DATA_FILES = ("noun", "verb", "adj", "adv")
 INDEX_POS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}  # the pos field of each `index.*` file

