@@ -331,7 +331,7 @@ def test_load_refuses_bad_arguments_in_one_line(bert_path) -> None:
 def test_a_roberta_max_length_is_checked_against_the_positions_it_holds(roberta_path) -> None:
     """RoBERTa-style models declare pad_token_id + 1 positions more than a sentence may use: a max_length between the
     two was accepted, then an IndexError traceback on a long sentence."""
-    from dictembed.loading import position_limit
+    from dictembed.model_window import position_limit
 
     declared = Encoder.load(str(roberta_path)).backbone.config.max_position_embeddings
     usable = position_limit(Encoder.load(str(roberta_path)).backbone)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import os
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -27,12 +26,10 @@ from dictembed.backends.onnx.runtime import OnnxBackbone, attach
 from dictembed.backends.openvino import OpenVinoBackbone
 from dictembed.backends.openvino import attach as attach_openvino
 from dictembed.devices import autocast, resolve_device, resolve_precision
+from dictembed.encoder_folder import save_encoder
 from dictembed.errors import DictEmbedError
-from dictembed.io import staged_dir
-from dictembed.loading import Parts, declared_pooling, model_pooler, open_encoder_parts, save_parts
-from dictembed.model_card import write_model_card
-from dictembed.model_folder import ModelFolder, identifies_encoder, write_record
-from dictembed.output_folder import check_output_folder
+from dictembed.loading import declared_pooling, model_pooler, open_encoder_parts
+from dictembed.model_folder import ModelFolder, identifies_encoder
 from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
 from dictembed.progress import Progress
 from dictembed.record import RunRecord
@@ -474,31 +471,4 @@ class Encoder(nn.Module):
         backbone, so its head travels with the folder; AutoModel and SentenceTransformer still load it. `name`
         is the model's name in its card (default: the folder's name).
         """
-        check_flag("overwrite", overwrite)
-        if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise DictEmbedError(f"Encoder.save: path must be a folder's path, not {path!r}")
-        path = Path(path)
-        check_output_folder(path, overwrite, label="Encoder.save:", remedy="pass overwrite=True")
-        pooling = None if self.pooling in CUSTOM_POOLINGS else self.pooling_module
-        if pooling is None:
-            log.warning(
-                "pooling %r has no sentence-transformers equivalent: the folder declares mean pooling for "
-                "SentenceTransformer(path); Encoder.load(path) gives %r pooling",
-                self.pooling,
-                self.pooling,
-            )
-        post, prompts = list(self.post), (self.prompts, self.default_prompt_name)
-        if not isinstance(record, RunRecord):
-            record = RunRecord.from_dict({"base_model": self.base_model, **(record or {})})
-        record.encoder = self.config
-        record.base_model = record.base_model or self.base_model
-        saved = record if record.config is not None else record.portable()  # a run's folder keeps its real paths
-        with staged_dir(path) as staging:  # removed on failure; a full disk is an OSError naming `path`
-            kept = (self.similarity_fn_name, self.truncate_dim)
-            save_parts(staging, Parts(self.tokenizer, self.backbone, pooling, post, *prompts, self.max_length, *kept))
-            if full_model is not None:
-                full_model.save_pretrained(staging)
-            write_record(staging, saved)
-            write_model_card(staging, saved, name=name or path.name)
-        self.record = record
-        return path
+        return save_encoder(self, path, record, full_model, name, overwrite)

@@ -38,7 +38,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
 ENCODER_TYPES: dict[str, tuple[type, ...]] = {
     "pooling": (str,),
     "modules": (list,),
-    "max_length": NUMBER,  # its value is checked against the model when it is loaded (`loading.fit_max_length`)
+    "max_length": NUMBER,  # its value is checked against the model when it is loaded (`model_window.fit_max_length`)
     "normalize": (bool,),
     "dim": (int,),
 }
