@@ -12,7 +12,6 @@ from typing import Any, Literal, cast
 import numpy as np
 import torch
 from sentence_transformers import SimilarityFunction, quantize_embeddings
-from sentence_transformers.util import cos_sim
 
 from dictembed.errors import DictEmbedError
 from dictembed.quantization import CALIBRATED, QUANTIZATIONS, Quantization
@@ -120,16 +119,14 @@ def encode_output(
 
 
 def similarity(a: object, b: object, function: str = "cosine") -> torch.Tensor:
-    """The similarity of every row of `a` with every row of `b` by sentence-transformers' `function` (cosine:
-    `cos_sim`; dot, euclidean, manhattan: `SimilarityFunction`): vectors or matrices of numbers of the same width,
+    """The similarity of every row of `a` with every row of `b` by sentence-transformers' `function`
+    (`SimilarityFunction`: cosine, dot, euclidean, manhattan): vectors or matrices of numbers of the same width,
     refused in one line otherwise."""
     rows = [_numeric_rows(x, name) for x, name in ((a, "a"), (b, "b"))]
     if rows[0].shape[-1] != rows[1].shape[-1]:
         raise DictEmbedError(f"similarity: a has {rows[0].shape[-1]} dimensions, b {rows[1].shape[-1]}")
     dtype = torch.promote_types(rows[0].dtype, rows[1].dtype)  # float64 with float32, as numpy would
     dtype = dtype if dtype.is_floating_point else torch.float32  # whole numbers and booleans as float32
-    if function == "cosine":
-        return cos_sim(*(r.to(dtype) for r in rows))
     return SimilarityFunction.to_similarity_fn(function)(*(r.to(dtype) for r in rows))
 
 
