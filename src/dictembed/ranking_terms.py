@@ -125,7 +125,8 @@ class RankingTerms:
         scores: np.ndarray,
         mask: np.ndarray | None = None,
         text: str | None = None,
-        prior: np.ndarray | None = None,
+        *,
+        prior: np.ndarray | None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The groups `top` (scored `scores` by `_group_scores`, with the word-frequency `prior` in them) in the order
         of the full `Ranking` score, which mixes in the cosine of the query vector `h` to each group's best single

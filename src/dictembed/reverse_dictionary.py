@@ -411,7 +411,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
             ):
                 if reranks and len(top):
                     text = None if texts is None else texts[i]
-                    top, scores = self._rerank(vector, top, scores, mask, text, prior)
+                    top, scores = self._rerank(vector, top, scores, mask, text, prior=prior)
                 cosines = self._sense_cosines(top[:k], vector) if max_definitions != 0 else None
                 results = zip(top[:k], scores[:k], strict=True)
                 out.append(
