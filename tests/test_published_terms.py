@@ -31,3 +31,10 @@ def test_ranks_count_results_or_their_words() -> None:
     assert terms.rank(results, {"car"}, by="words") == 3
     assert terms.rank(results, {"car"}, {"bus", "car"}, by="words") == 1  # only the candidate set's words count
     assert terms.rank(results, {"tram"}) == math.inf
+
+
+def test_a_description_is_reachable_only_through_a_gold_form_in_the_candidate_set() -> None:
+    lowered = {"bear", "ice", "fact", "paris"}
+    assert not terms.reachable({"polar bear", "ice bear"}, lowered)  # a phrase is no candidate
+    assert terms.reachable(terms.gold_forms(["facts"]), lowered)  # through its lemma
+    assert terms.reachable({"paris"}, lowered)  # the set lower-cased, as the gold forms are
