@@ -16,15 +16,28 @@ FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16"
 LIBRARIES = ("torch", "onnxruntime", "transformers", "sentence-transformers", "openvino", "nncf")
 
 
-def cpu() -> dict[str, Any]:
-    """The CPU model (Linux's /proc/cpuinfo) and which of `FLAGS` it has."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        lines = []
-    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
-    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
-    return {"model": model or platform.processor(), "count": os.cpu_count(), "flags": {f: f in flags for f in FLAGS}}
+def cpu(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The CPU model (Linux's /proc/cpuinfo, or `cpuinfo`'s text), its generation ("family 25 model 17": a
+    hypervisor may name every AMD host "AMD EPYC"), its clock in MHz and which of `FLAGS` it has."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():  # the first processor's fields
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    generation = f"family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else None
+    mhz = round(float(fields["cpu MHz"])) if fields.get("cpu MHz", "").replace(".", "", 1).isdigit() else None
+    return {
+        "model": fields.get("model name") or platform.processor(),
+        "generation": generation,
+        "mhz": mhz,
+        "count": os.cpu_count(),
+        "flags": {f: f in flags for f in FLAGS},
+    }
 
 
 def has_fast_bf16(info: dict[str, Any]) -> bool:
@@ -51,7 +64,8 @@ def machine() -> dict[str, Any]:
     """The CPU, versions and load average now, printed as one line to stderr and returned."""
     processor, found, load = cpu(), versions(), load_average()
     flags = " ".join(f for f, present in processor["flags"].items() if present) or "none of " + " ".join(FLAGS)
-    print(f"# {processor['model']} x{processor['count']}; flags: {flags}", file=sys.stderr)
+    generation = f" ({processor['generation']}, {processor['mhz']} MHz)" if processor["generation"] else ""
+    print(f"# {processor['model']}{generation} x{processor['count']}; flags: {flags}", file=sys.stderr)
     print(f"# {found}; load average {load}", file=sys.stderr, flush=True)
     return {"cpu": processor, "versions": found, "load_average_before": load}
 
