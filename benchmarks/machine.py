@@ -29,8 +29,12 @@ def cpu(cpuinfo: str | None = None) -> dict[str, Any]:
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     flags = set(fields.get("flags", "").split())
-    generation = f"family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else None
-    mhz = round(float(fields["cpu MHz"])) if fields.get("cpu MHz", "").replace(".", "", 1).isdigit() else None
+    family, number = fields.get("cpu family"), fields.get("model")
+    generation = f"family {family} model {number}" if family and number else None
+    try:
+        mhz: int | None = round(float(fields["cpu MHz"]))
+    except (KeyError, ValueError):
+        mhz = None
     return {
         "model": fields.get("model name") or platform.processor(),
         "generation": generation,

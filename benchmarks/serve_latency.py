@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine import cpu
 
 DEFAULT_MODEL = "outputs/minilm-defsent-plus"
 
@@ -141,17 +142,6 @@ def beside_bulk(
         stop.set()
         thread.join()
     return {**single, "bulk": bulk}
-
-
-def cpu_model() -> str | None:
-    """The CPU's model name (Linux's /proc/cpuinfo, as `lscpu` shows it), or None."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
 
 
 def wait_ready(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
@@ -312,7 +302,7 @@ def main() -> None:
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "cpu_count": os.cpu_count(),
-        "cpu": cpu_model(),
+        "cpu": cpu()["model"],
     }
     print(json.dumps(result, indent=1))
 

@@ -112,6 +112,8 @@ def modules_after(imports: str, prefixes: tuple[str, ...]) -> list[str]:
 def load_script(relative: str) -> ModuleType:
     """A script of the repository (`benchmarks/x.py`, `experiments/y.py`) imported as a module, for its helpers."""
     path = REPO / relative
+    if str(path.parent) not in sys.path:  # its neighbours importable, as `python benchmarks/x.py` makes them
+        sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
