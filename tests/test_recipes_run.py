@@ -548,3 +548,24 @@ def test_a_run_saved_in_part_is_never_reused_as_finished(bert_path, toy_tsv, tmp
     with pytest.raises(KeyboardInterrupt):
         save_run(types.SimpleNamespace(save=killed_save), None, None, None, run_dir / "model", None, tmp_path)  # type: ignore[arg-type]
     assert not list(run_dir.glob("model*")) and out.is_dir()
+
+
+def test_a_missing_sts_dev_split_stops_train_before_anything_is_built(
+    bert_path, toy_tsv, tmp_path, monkeypatch, capsys
+) -> None:
+    """Every recipe scores its runs on STS-B dev; without the file, train failed only after the entry space, the
+    training and the headword vectors (minutes on WordNet)."""
+    from conftest import cli_refuses
+
+    empty = tmp_path / "data"
+    (empty / "sts").mkdir(parents=True)
+    monkeypatch.setenv("DICTEMBED_DATA_DIR", str(empty))
+    missing = empty / "sts" / "STS" / "STSBenchmark" / "sts-dev.csv"
+    with pytest.raises(DictEmbedError, match=f"^train scores each run on the STS-B dev split: {missing}"):
+        train(_config(bert_path, toy_tsv, tmp_path / "out"))
+    with pytest.raises(DictEmbedError, match="stsb-fr-dev.csv: not found"):
+        train(_config(bert_path, toy_tsv, tmp_path / "out", dev_language="fr"))
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out-runs").exists()
+    argv = ["train", "--model", str(bert_path), "--dictionary", toy_tsv, "--output", str(tmp_path / "o")]
+    cli_refuses(capsys, argv, "STS-B dev", str(missing))
+    assert not (tmp_path / "o").exists()

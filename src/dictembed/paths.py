@@ -10,8 +10,18 @@ from dictembed.errors import DictEmbedError
 DATA_ENV = "DICTEMBED_DATA_DIR"
 
 
+# What marks a folder as the shared data folder: its README, or one of the sets' folders (docs/evaluation.md)
+DATA_MARKERS = ("README.md", "sts", "senteval", "sts_multi", "lexsub", "dictionaries")
+
+
+def is_data_folder(path: Path) -> bool:
+    """Whether `path` holds the shared data folder's README or one of its sets' folders."""
+    return any((path / marker).exists() for marker in DATA_MARKERS)
+
+
 def data_dir() -> Path:
-    """The shared data folder: $DICTEMBED_DATA_DIR, else ../shared/data beside the project or the cwd."""
+    """The shared data folder: $DICTEMBED_DATA_DIR, else the first of ../shared/data beside the project or the cwd,
+    or shared/data in the cwd, that `is_data_folder`."""
     if os.environ.get(DATA_ENV):
         return Path(os.environ[DATA_ENV])
     candidates = [
@@ -20,7 +30,7 @@ def data_dir() -> Path:
         Path.cwd() / "shared" / "data",
     ]
     for path in candidates:
-        if (path / "README.md").exists():
+        if is_data_folder(path):
             return path.resolve()
     raise DictEmbedError(
         f"shared data folder not found (looked at {', '.join(str(p) for p in candidates)}); "

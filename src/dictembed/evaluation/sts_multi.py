@@ -16,7 +16,14 @@ import numpy as np
 
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.evaluation._common import SentenceEncoder, parse_score, read_lines, resolve_data_dir
-from dictembed.evaluation.sts import StsSubset, check_pairs, evaluate_stsb_dev, predict_similarities, spearman100
+from dictembed.evaluation.sts import (
+    StsSubset,
+    check_pairs,
+    evaluate_stsb_dev,
+    load_stsb,
+    predict_similarities,
+    spearman100,
+)
 
 STS_MULTI_LANGUAGES = ("en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
 STS_MULTI_SPLITS = ("dev", "test")
@@ -95,9 +102,16 @@ def score(model: SentenceEncoder, subset: StsSubset) -> float:
     return spearman100(predicted, subset.scores, subset.name)
 
 
+def load_sts_dev(language: str = "en", data_dir: str | Path | None = None) -> StsSubset:
+    """The STS-B dev pairs to select models on in `language`: STS-B's own dev split for English, else its
+    translation (`stsb-<language>-dev.csv`); never a test file. A missing or malformed file is a one-line error
+    naming it."""
+    check_language(language)
+    return load_stsb("dev", data_dir) if language == "en" else load_sts_multi(language, "dev", data_dir)
+
+
 def evaluate_sts_dev(model: SentenceEncoder, language: str = "en", data_dir: str | Path | None = None) -> float:
-    """The STS-B dev score to select models on in `language`: STS-B's own dev split for English, else its
-    translation (`stsb-<language>-dev.csv`); never a test file."""
+    """The STS-B dev score (`load_sts_dev`) to select models on in `language`."""
     if language == "en":
         return evaluate_stsb_dev(model, data_dir)
-    return score(model, load_sts_multi(language, "dev", data_dir))
+    return score(model, load_sts_dev(language, data_dir))

@@ -31,6 +31,7 @@ from dictembed.entry_space import DefinitionSpace, EntrySpace
 from dictembed.entry_vectors import headword_vectors, int8_build
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
+from dictembed.evaluation.sts_multi import load_sts_dev
 from dictembed.io import link_target, staged_dir
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import links_outside, read_record, write_definitions, write_record
@@ -372,8 +373,18 @@ def output_lock(output: str | Path) -> Iterator[None]:
                 path.parent.rmdir()
 
 
+def check_dev_data(config: RunConfig) -> None:
+    """Read the STS-B dev split that every recipe scores its runs on (`stsb_dev`) before anything loads or trains:
+    a missing data folder or file fails in seconds, not after the training."""
+    try:
+        load_sts_dev(config.dev_language)
+    except DictEmbedError as err:
+        raise DictEmbedError(f"train scores each run on the STS-B dev split: {err}") from None
+
+
 def train(config: RunConfig) -> Path:
     """Train `config.method` over its stages and its lr x seed grid, select and publish; returns the output."""
+    check_dev_data(config)
     if not is_main_process():  # a distributed launch's other processes train; the main one guards and writes
         return _train(config)
     for written in (config.output, runs_root(config.output)):
