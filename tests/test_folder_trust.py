@@ -231,6 +231,36 @@ def test_a_query_graph_without_a_print_runs_unchecked_with_a_warning_until_writt
     assert "file_print" in json.loads(manifest.read_text()) and OnnxQueryEncoder.unsupported(folder) is None
 
 
+def test_a_query_graph_without_a_print_of_other_weights_gets_one_warning_not_two(
+    served_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A manifest naming no print and no weights said the graph "runs unchecked", then that "the weights answer
+    instead": only the second is true."""
+    from dictembed.query_encoder import exported_query_encoder
+
+    folder = damaged_copy(served_model, tmp_path / "m")
+    _edit_json(folder / ONNX_DIR / QUERY_MANIFEST, lambda m: {"file": m["file"]})
+    with caplog.at_level(logging.WARNING):
+        assert exported_query_encoder(ModelFolder.open(folder), "cpu", None) is None
+    assert "the weights answer instead" in caplog.text and "runs unchecked" not in caplog.text
+
+
+@pytest.mark.parametrize("text", ["garbage\n", "[]", '{"file": 3}'])
+def test_a_query_graph_manifest_that_cannot_be_read_is_a_warning_not_a_silent_slow_path(
+    served_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
+) -> None:
+    """A corrupt onnx/query.json moved predict and serve onto the torch weights (8x slower) with a debug line only."""
+    from dictembed.query_encoder import exported_query_encoder
+
+    folder = damaged_copy(served_model, tmp_path / "m")
+    (folder / ONNX_DIR / QUERY_MANIFEST).write_text(text)
+    with caplog.at_level(logging.WARNING):
+        assert exported_query_encoder(ModelFolder.open(folder), "cpu", None) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(folder) in warnings[0] and QUERY_MANIFEST in warnings[0]
+    assert "the weights answer instead" in warnings[0] and "\n" not in warnings[0]
+
+
 def test_an_export_without_a_print_runs_with_a_warning(
     exported: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -82,6 +82,9 @@ def test_version_1_record_and_config_still_read(tmp_path) -> None:
     (tmp_path / RECORD_NAME).write_text("{not json")
     with pytest.raises(DictEmbedError, match="corrupt run record"):
         read_record(tmp_path)
+    (tmp_path / RECORD_NAME).write_text("{}")  # read as a record of defaults, it reset a folder's saved ranking
+    with pytest.raises(DictEmbedError, match="bad run record .no version and no method"):
+        read_record(tmp_path)
 
 
 def test_a_finished_run_is_reused_only_under_the_same_configuration(bert_path, toy_tsv, tmp_path, caplog) -> None:

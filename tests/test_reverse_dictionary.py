@@ -540,6 +540,32 @@ def test_an_empty_query_is_an_error_not_a_result(rd, model_dir, capsys) -> None:
     assert "empty query" in capsys.readouterr().err
 
 
+def test_a_query_the_tokenizer_reads_only_as_unknown_tokens_is_an_error(rd, served_model, capsys) -> None:
+    """An emoji, or one word longer than word pieces go, encodes as [UNK] alone, whose vector ranked the same
+    confident words for every such query."""
+    from dictembed.backends.onnx.query import OnnxQueryEncoder
+
+    onnx = ReverseDictionary.load(served_model)
+    assert isinstance(onnx.encoder, OnnxQueryEncoder) and isinstance(rd.encoder, Encoder)
+    for search in (rd, onnx):
+        for query in ("\U0001f431", "\u2708 \U0001f431", "a" * 300):
+            with pytest.raises(DictEmbedError, match=r"^query 1 \(.*\): the model's tokenizer reads none of it"):
+                search.search(query)
+        with pytest.raises(DictEmbedError, match="^query 2 \\('\U0001f431'\\)"):
+            search.search_many(["a dog", "\U0001f431"])
+        assert search.search("a dog \U0001f431", k=1)  # a known word beside it is enough
+    assert main(["predict", "--model", str(served_model), "\U0001f431", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "reads none of it" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_unknown_only_counts_texts_of_unknown_tokens_or_none() -> None:
+    from dictembed.texts import unknown_only
+
+    assert unknown_only([[100], [100, 100], [5, 100], [], [7]], 100) == [True, True, False, True, False]
+    assert unknown_only([[100], []], None) == [False, True]  # byte-level: no unknown token, every text read
+
+
 def test_a_model_folder_serves_its_definitions_from_anywhere(served_model, tmp_path, monkeypatch) -> None:
     """The folder keeps what serving needs of its dictionary: moved elsewhere, with the training dictionary gone
     and another file at the recorded relative path, it still serves its own definitions and pos filter."""

@@ -41,7 +41,16 @@ from dictembed.st_encode import (
     prompt_text,
     similarity,
 )
-from dictembed.texts import check_batch_size, check_chunk, check_flag, check_prompt, check_texts, text_input, text_list
+from dictembed.texts import (
+    check_batch_size,
+    check_chunk,
+    check_flag,
+    check_prompt,
+    check_texts,
+    text_input,
+    text_list,
+    unknown_only,
+)
 from dictembed.tokenization import tokenize_counting_cuts
 
 log = logging.getLogger(__name__)
@@ -288,6 +297,13 @@ class Encoder(nn.Module):
             return_token_type_ids=False,
         )
         return [len(ids) for ids in encoded["input_ids"]]
+
+    def unknown_only(self, sentences: Sequence[str]) -> list[bool]:
+        """Per sentence: whether the tokenizer reads it as unknown tokens only (`texts.unknown_only`)."""
+        encoded = self.tokenizer(
+            list(sentences), add_special_tokens=False, truncation=False, verbose=False, return_attention_mask=False
+        )
+        return unknown_only(encoded["input_ids"], self.tokenizer.unk_token_id)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Pooled sentence vectors, passed through the modules after pooling, for a tokenized batch."""

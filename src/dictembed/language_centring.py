@@ -130,6 +130,9 @@ class ShiftedEncoder:
     def count_tokens(self, sentences: Sequence[str]) -> list[int]:
         return self.encoder.count_tokens(sentences)
 
+    def unknown_only(self, sentences: Sequence[str]) -> list[bool]:
+        return self.encoder.unknown_only(sentences)
+
 
 class CentredSpace:
     """The centred searches of one reverse dictionary over a matrix space: its entries minus their mean entry

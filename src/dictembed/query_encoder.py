@@ -49,6 +49,8 @@ class QueryEncoder(Protocol):
 
     def count_tokens(self, sentences: Sequence[str]) -> list[int]: ...
 
+    def unknown_only(self, sentences: Sequence[str]) -> list[bool]: ...
+
 
 def batch_invariant(encoder: Any) -> bool:
     """Whether `encoder` gives a sentence the same vector in any batch (`OnnxQueryEncoder.batch_invariant`: not an
@@ -79,11 +81,29 @@ def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | No
     except ImportError:  # onnxruntime not installed: the torch Encoder says what to install
         return None
     if (reason := OnnxQueryEncoder.unsupported(folder)) is not None:
-        log.debug("%s: the torch encoder runs the export (%s)", folder.path, reason)
+        if folder.is_exported:  # an export whose layout the graph path cannot run: torch runs its graph
+            log.debug("%s: the torch encoder runs the export (%s)", folder.path, reason)
+        else:  # a trained folder's query graph that cannot be read: say why its queries are slower
+            log.warning(
+                "model folder %s: its query graph cannot be used (%s); the weights answer instead", folder.path, reason
+            )
         return None
     encoder = OnnxQueryEncoder.open(folder)
     log.debug("%s: queries encoded by ONNX Runtime (%s)", folder.path, encoder.layout.graph.relative_to(folder.path))
     return cast(QueryEncoder, encoder)
+
+
+def check_readable(encoder: QueryEncoder, queries: Sequence[str]) -> None:
+    """Refuse, naming the first, a query that the encoder's tokenizer reads as unknown tokens only (an emoji, a word
+    longer than its word pieces go): its vector would say nothing of it, yet rank words confidently."""
+    reads = getattr(encoder, "unknown_only", None)  # an encoder of the caller's own may not tell
+    if reads is not None and (unread := [i for i, unknown in enumerate(reads(queries), 1) if unknown]):
+        text = queries[unread[0] - 1]
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise DictEmbedError(
+            f"query {unread[0]} ({shown!r}): the model's tokenizer reads none of it (only unknown tokens); "
+            "describe the word in words"
+        )
 
 
 def as_rows(vectors: Any) -> np.ndarray:

@@ -47,6 +47,7 @@ from dictembed.query_encoder import (
     QueryEncoder,
     as_rows,
     batch_invariant,
+    check_readable,
     checked_rows,
     exported_query_encoder,
     on_onnx_runtime,
@@ -372,6 +373,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
         queries = query_list(queries, "search_many")
         batch_size = check_batch_size(batch_size)
         check_queries(queries)
+        check_readable(self.encoder, queries)
         encode_batch = batch_size if batch_invariant(self.encoder) else 1
         out: list[list[Result]] = []
         for h in self._pooled(list(queries), batch_size, encode_batch):

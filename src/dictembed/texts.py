@@ -28,6 +28,12 @@ def check_texts(texts: Sequence[object], noun: str = "sentence", first: int = 0)
             raise DictEmbedError(f"{noun} {i} is not valid Unicode text (it holds a lone surrogate)") from None
 
 
+def unknown_only(token_ids: Sequence[Sequence[int]], unknown: int | None) -> list[bool]:
+    """Per tokenized text (without special tokens): whether it holds no token but the `unknown` one, or none at all
+    (a tokenizer without an unknown token, byte-level, reads every text)."""
+    return [not ids or (unknown is not None and all(i == unknown for i in ids)) for ids in token_ids]
+
+
 def is_whole_number(value: object, low: int = 1, high: int | None = None) -> bool:
     """Whether `value` is a whole number (numpy's too, not a bool) from `low` to `high` (None: no bound): the one
     test of the counts the API takes (batch sizes, k, lengths)."""

@@ -47,6 +47,7 @@ from dictembed.texts import (
     is_whole_number,
     text_input,
     text_list,
+    unknown_only,
 )
 
 log = logging.getLogger(__name__)
@@ -193,6 +194,13 @@ class OnnxQueryEncoder:
             return []
         prompt = self.default_prompt or ""
         return [len(e.ids) for e in self._counting().encode_batch([prompt + s for s in sentences])]
+
+    def unknown_only(self, sentences: Sequence[str]) -> list[bool]:
+        """Per sentence: whether the tokenizer reads it as unknown tokens only (`texts.unknown_only`)."""
+        tokenizer = self._counting()
+        unknown = config_token(self.layout.tokenizer_config, "unk_token")
+        ids = [e.ids for e in tokenizer.encode_batch(list(sentences), add_special_tokens=False)]
+        return unknown_only(ids, tokenizer.token_to_id(unknown) if unknown is not None else None)
 
     def _counting(self) -> Tokenizer:
         """The tokenizer without truncation nor padding, loaded at its first use."""

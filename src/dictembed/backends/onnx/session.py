@@ -180,6 +180,8 @@ def query_graph(folder: Path) -> tuple[Path, dict[str, Any]] | None:
     graph = exported_file(folder, QUERY_MANIFEST)
     where = f"{ONNX_DIR}/{graph[0].name}"
     if graph[1].get("file_print") is None:
+        if not query_graph_matches(folder, graph[1]):  # of other weights: never run, whatever its print
+            return None
         warn_once(
             folder,
             "no file_print",
@@ -192,7 +194,7 @@ def query_graph(folder: Path) -> tuple[Path, dict[str, Any]] | None:
             QUERY_MANIFEST,
             folder,
         )
-        return graph if query_graph_matches(folder, graph[1]) else None
+        return graph
     if graph_replaced(*graph):
         warn_once(
             folder,
