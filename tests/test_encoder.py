@@ -137,8 +137,11 @@ def test_bad_input_errors(bert_path, tmp_path) -> None:
     assert enc.encode(["fine"], truncate_dim=None, output_value="sentence_embedding").shape == (1, 32)
     with pytest.raises(DictEmbedError, match="unknown quantize"):
         enc.encode(["fine"], quantize="int4")
-    with pytest.raises(DictEmbedError, match="unknown pooling"):
+    with pytest.raises(DictEmbedError, match="unknown pooling 'median'; choose from .*, weightedmean, lasttoken$"):
         Encoder.load(str(bert_path), pooling="median")
+    with pytest.raises(DictEmbedError, match="unknown pooling"):  # before anything loads: no folder is opened
+        Encoder.load("/no/such/folder", pooling="median")
+    assert Encoder.load(str(bert_path), pooling="weightedmean").pooling == "weightedmean"  # a name it listed
     assert enc.encode([]).shape == (0, 32)
     for size in (
         "query",

@@ -503,3 +503,19 @@ def test_a_record_of_the_wrong_types_is_refused_by_run_record_load(saved_bert: P
     (folder / "dictembed.json").write_text(json.dumps(record | {"encoder": [["max_length", 128]]}))
     with pytest.raises(DictEmbedError, match=r"dictembed\.json: bad run record \(encoder is list .*, not dict\)$"):
         read_record(folder)
+
+
+def test_a_missing_entry_space_matrix_is_named_missing_not_corrupt(
+    served_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was "corrupt or truncated (FileNotFoundError ...)", for a file that is simply not there."""
+    from dictembed.errors import DictEmbedError
+    from dictembed.saved_entry_space import load_entry_space
+
+    folder = damaged_copy(served_model, tmp_path / "m")
+    (folder / "entry_space" / "tensors.safetensors").unlink()
+    missing = str(folder / "entry_space" / "tensors.safetensors")
+    line = cli_refuses(capsys, ["predict", "--model", str(folder), "a pet"], missing, "missing from its model folder")
+    assert "corrupt" not in line
+    with pytest.raises(DictEmbedError, match="tensors.safetensors: missing from its model folder$"):
+        load_entry_space(folder)

@@ -559,6 +559,12 @@ def test_a_query_the_tokenizer_reads_only_as_unknown_tokens_is_an_error(rd, serv
     assert "reads none of it" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_bad_precision_is_refused_before_the_folder_opens() -> None:
+    """It was refused only after the torch weights had loaded."""
+    with pytest.raises(DictEmbedError, match="^unknown precision 'fp8'; choose from auto, fp32, bf16, fp16$"):
+        ReverseDictionary.load("/no/such/folder", precision="fp8")
+
+
 def test_unknown_only_counts_texts_of_unknown_tokens_or_none() -> None:
     from dictembed.texts import unknown_only
 

@@ -18,6 +18,12 @@ PRECISION_HELP = (
 )
 
 
+def check_precision(precision: object) -> None:
+    """Refuse a compute precision that is not one of `COMPUTE_PRECISIONS` (None: auto), before anything loads."""
+    if precision is not None and precision not in COMPUTE_PRECISIONS:
+        raise DictEmbedError(f"unknown precision {precision!r}; choose from {', '.join(COMPUTE_PRECISIONS)}")
+
+
 CPU_PRECISION_VARIABLE = "DICTEMBED_CPU_PRECISION"  # what --precision auto means on the CPU
 CPU_PRECISIONS = ("auto", "fp32", "bf16")
 BUILD_BACKEND_VARIABLE = "DICTEMBED_BUILD_BACKEND"  # what encodes an fp32 build on the CPU

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from dictembed.device_choices import COMPUTE_PRECISIONS, DEVICE_HELP, DEVICE_TYPES, cpu_precision_choice
+from dictembed.device_choices import DEVICE_HELP, DEVICE_TYPES, check_precision, cpu_precision_choice
 from dictembed.device_choices import is_main_process as is_main_process  # re-exported
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
@@ -99,9 +99,8 @@ def loader_device(device: str | torch.device | None) -> torch.device | None:
 def resolve_precision(precision: str | None, device: str | torch.device | None) -> str:
     """fp32, bf16 or fp16: "auto" (or None) is bf16 on a CUDA device that supports it and on a CPU where
     `cpu_auto_precision` says so, fp32 otherwise."""
+    check_precision(precision)
     precision = precision or "auto"
-    if precision not in COMPUTE_PRECISIONS:
-        raise DictEmbedError(f"unknown precision {precision!r}; choose from {', '.join(COMPUTE_PRECISIONS)}")
     if precision != "auto":
         return precision
     kind = device_type(device)

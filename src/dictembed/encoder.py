@@ -30,7 +30,8 @@ from dictembed.encoder_folder import save_encoder
 from dictembed.errors import DictEmbedError
 from dictembed.loading import declared_pooling, model_pooler, open_encoder_parts
 from dictembed.model_folder import ModelFolder, identifies_encoder
-from dictembed.pooling import CUSTOM_POOLINGS, POOLINGS, ST_POOLINGS, pool, prompt_texts
+from dictembed.pooling import CUSTOM_POOLINGS, ST_POOLINGS, pool, prompt_texts
+from dictembed.pooling_names import check_pooling
 from dictembed.progress import Progress
 from dictembed.record import RunRecord
 from dictembed.st_encode import (
@@ -100,8 +101,7 @@ class Encoder(nn.Module):
 
     @pooling.setter
     def pooling(self, name: str) -> None:
-        if name not in POOLINGS and name not in ST_POOLINGS:
-            raise DictEmbedError(f"unknown pooling {name!r}; choose from {', '.join(POOLINGS)}")
+        check_pooling(name)
         if name == "prompt" and self.tokenizer.mask_token is None:
             raise DictEmbedError("prompt pooling needs a tokenizer with a mask token")
         if name in ST_POOLINGS and self.pooling_module.pooling_mode != name:
@@ -227,6 +227,8 @@ class Encoder(nn.Module):
         if backend is not None and backend not in BACKENDS:
             raise DictEmbedError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
         check_flag("normalize", normalize, none=True)
+        if pooling is not None:
+            check_pooling(pooling)  # before the weights load
         model_folder, record, parts, target = open_encoder_parts(name_or_path, pooler, max_length, device)
         folder, saved = model_folder.path, record.encoder
         modules = [model_pooler(parts.backbone, str(folder))] if pooler == "model" else []

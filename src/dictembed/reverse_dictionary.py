@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from dictembed.device_choices import check_precision
 from dictembed.dictionary.core import Dictionary
 from dictembed.entry_neighbours import EntryNeighbours
 from dictembed.entry_senses import EntrySenses
@@ -177,6 +178,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
         if isinstance(device, (bool, int, float)):  # 0 would pass as "auto"
             raise DictEmbedError(f"device: a name such as 'cpu', 'cuda:0' or 'auto', not {device!r}")
         check_language(language)
+        check_precision(precision)
         ranking_over({}, ranking)  # the settings given, checked before anything opens
         folder = ModelFolder.open(path)
         chosen = folder_ranking(folder, ranking)

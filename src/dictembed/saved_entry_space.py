@@ -32,6 +32,8 @@ def load_entry_space(model_dir: str | Path) -> EntrySpace:
     except (OSError, ValueError, TypeError, KeyError) as err:
         detail = f"{type(err).__name__}: {err}"
         raise DictEmbedError(f"{folder / 'space.json'}: corrupt entry space ({detail})") from None
+    if not (folder / SPACE_TENSORS).is_file():
+        raise DictEmbedError(f"{folder / SPACE_TENSORS}: missing from its model folder")
     try:
         tensors = load_file(str(folder / SPACE_TENSORS))
     except (OSError, SafetensorError) as err:

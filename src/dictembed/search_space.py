@@ -76,6 +76,8 @@ def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
             else:
                 tensors[name] = np.zeros(shape, dtype=dtype)
         return tensors
+    except FileNotFoundError:
+        raise DictEmbedError(f"{path}: missing from its model folder") from None
     except (OSError, ValueError, TypeError, KeyError, struct.error, RecursionError) as err:
         raise DictEmbedError(f"{path}: corrupt or truncated ({type(err).__name__}: {err})") from None
 
