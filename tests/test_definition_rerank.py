@@ -192,8 +192,9 @@ def test_a_frequency_floor_without_frequencies_is_an_error(space, encoder, dicti
 def test_predict_takes_the_ranking_options(served_model, capsys) -> None:
     from dictembed.cli import main
 
-    assert main(["predict", "a pet that barks", "--model", str(served_model), "--min-frequency", "9"]) == 2
-    assert "at most 8" in capsys.readouterr().err
+    for floor in ("9", "nan", "-1"):  # nan was "a number from 0 to 1000", a weight's range
+        assert main(["predict", "a pet that barks", "--model", str(served_model), "--min-frequency", floor]) == 2
+        assert f"'{floor}': a Zipf frequency from 0 to 8" in capsys.readouterr().err
     code = main(["predict", "a pet that barks", "--model", str(served_model), "--definition-weight", "0", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)
 

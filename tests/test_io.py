@@ -29,7 +29,7 @@ def test_read_lines_names_line_and_byte_with_the_encoding_hint(tmp_path: Path) -
     with pytest.raises(
         DataFormatError,
         match=message + r"convert the file to UTF-8, or pass --encoding cp1252 if it was written on Windows, "
-        r"latin-1 if it is ISO Latin-1 \(train, index, encode, evaluate, data stats\)$",
+        r"latin-1 if it is ISO Latin-1 \(train, index, encode, predict --input, evaluate, data stats\)$",
     ):
         read_lines(path)
     assert read_lines(path, "latin-1")[2] == "café\ta shop"

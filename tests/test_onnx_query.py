@@ -692,3 +692,20 @@ def test_an_export_of_a_folder_with_an_older_index_writes_a_current_one(served_m
     assert has_current_index(exported)
     assert json.loads((exported / SEARCH_DIR / INDEX_META).read_text())["format"] == INDEX_FORMAT
     assert json.loads(meta_path.read_text())["format"] == INDEX_FORMAT - 1  # the source is never written to
+
+
+def test_predict_and_serve_refuse_what_a_weightless_export_cannot_run_before_it_opens(
+    served_export: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`predict --precision bf16` on one said that predict runs its graph, and failed: the weights it needs are not
+    there. Refused as encode refuses it; fp32 and auto run the graph."""
+    from conftest import cli_refuses
+
+    _, exported = served_export
+    for command in (["predict", "a pet that barks"], ["serve", "--port", "0"]):
+        for option, value in (("--precision", "bf16"), ("--device", "cuda")):
+            line = cli_refuses(capsys, [*command, "--model", str(exported), option, value], f"{option} {value}", code=2)
+            assert str(exported) in line and "leave the option out" in line
+    for precision in ("fp32", "auto"):
+        assert main(["predict", "a pet that barks", "--model", str(exported), "--precision", precision, "-q"]) == 0
+    capsys.readouterr()

@@ -120,6 +120,18 @@ def test_a_piped_input_is_encoded_once_one_row_per_line(suffix, saved_bert, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.txt", piped.name, filed.name])  # no partials
 
 
+def test_a_piped_input_with_a_carriage_return_inside_a_line_is_refused(saved_bert, tmp_path, pipe, capsys) -> None:
+    """A plain file is checked before the model loads; a pipe, read once, when it is read: one line naming it."""
+    from conftest import cli_refuses
+
+    from dictembed.text_files import CARRIAGE_RETURN
+
+    piped = pipe(b"a dog barks\na large cat\rfrozen dessert\n")
+    out = tmp_path / "x.npy"
+    line = cli_refuses(capsys, ["encode", "--model", str(saved_bert), "--input", piped, "--output", str(out)])
+    assert line.endswith(f"{piped}:2: {CARRIAGE_RETURN}") and not out.exists()
+
+
 def test_a_fifo_dictionary_is_read_once(bert_path, tmp_path, capsys) -> None:
     """`data stats` on a FIFO finishes with the counts of the same table on disk (a second read would block)."""
     on_disk, fifo = tmp_path / "words.tsv", tmp_path / "fifo.tsv"

@@ -93,15 +93,17 @@ def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | No
     return cast(QueryEncoder, encoder)
 
 
-def check_readable(encoder: QueryEncoder, queries: Sequence[str]) -> None:
-    """Refuse, naming the first, a query that the encoder's tokenizer reads as unknown tokens only (an emoji, a word
-    longer than its word pieces go): its vector would say nothing of it, yet rank words confidently."""
+def check_readable(encoder: QueryEncoder, queries: Sequence[str], names: Sequence[str] | None = None) -> None:
+    """Refuse, naming the first (by its name among `names`, default "query N"), a query that the encoder's tokenizer
+    reads as unknown tokens only (an emoji, a word longer than its word pieces go): its vector would say nothing of
+    it, yet rank words confidently."""
     reads = getattr(encoder, "unknown_only", None)  # an encoder of the caller's own may not tell
     if reads is not None and (unread := [i for i, unknown in enumerate(reads(queries), 1) if unknown]):
         text = queries[unread[0] - 1]
         shown = text if len(text) <= 40 else text[:40] + "..."
+        name = names[unread[0] - 1] if names is not None else f"query {unread[0]}"
         raise DictEmbedError(
-            f"query {unread[0]} ({shown!r}): the model's tokenizer reads none of it (only unknown tokens); "
+            f"{name} ({shown!r}): the model's tokenizer reads none of it (only unknown tokens); "
             "describe the word in words"
         )
 

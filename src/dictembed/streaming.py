@@ -44,7 +44,15 @@ from dictembed.io import STAGING_SUFFIX, atomic_write, preallocate, writing
 from dictembed.progress import disable
 from dictembed.quantization import STREAMABLE, Quantization
 from dictembed.query_encoder import batch_invariant
-from dictembed.text_files import ENCODING_HINT, MAX_LINE_BYTES, is_regular_file, line_too_long, read_lines, undecodable
+from dictembed.text_files import (
+    ENCODING_HINT,
+    MAX_LINE_BYTES,
+    is_regular_file,
+    line_too_long,
+    read_lines,
+    refuse_carriage_returns,
+    undecodable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +343,7 @@ def _encode_to_npy(
         lines = iter_lines(input_path, encoding, skip=start)
     else:  # read once, held in memory: counting it first would consume it
         held = read_lines(input_path, encoding)
+        refuse_carriage_returns(input_path, held)  # as a plain file is checked before the model loads
         rows, start, lines = len(held), 0, iter(held)
         if main:  # an earlier run's progress file must not vouch for rows written from this input
             refuse_foreign_partial(partial)

@@ -1,5 +1,5 @@
-"""The one reader of text inputs (dictionaries, evaluation data, `encode` input): each input read once and within
-bounds, its lines split on "\n" only, bad bytes named by file, line and byte."""
+"""The one reader of text inputs (dictionaries, evaluation data, `encode` and `predict` input): each input read once
+and within bounds, its lines split on "\n" only, bad bytes named by file, line and byte."""
 
 from __future__ import annotations
 
@@ -20,10 +20,14 @@ logger = logging.getLogger(__name__)
 # One reader for every text file (dictionaries, evaluation data, `encode` input): lines split on "\n"
 # only, so U+2028, \x0c or \x85 inside a line never make extra lines; bad bytes are named by line and byte.
 
-ENCODING_HINT = (  # every reader shows it: only these commands take --encoding
-    "convert the file to UTF-8, or pass --encoding cp1252 if it was written on Windows, latin-1 if it is "
-    "ISO Latin-1 (train, index, encode, evaluate, data stats)"
+ENCODING_ADVICE = (  # for a file read by a command whose --encoding is that file's
+    "convert the file to UTF-8, or pass --encoding cp1252 if it was written on Windows, latin-1 if it is ISO Latin-1"
 )
+# every reader shows it by default: the commands that take --encoding
+ENCODING_HINT = ENCODING_ADVICE + " (train, index, encode, predict --input, evaluate, data stats)"
+UTF16_NOTE = "the file looks like UTF-16 (byte order mark or NUL bytes)"
+UTF16_PROBE_BYTES = 200  # the first bytes of a file that `looks_like_utf16` reads
+CARRIAGE_RETURN = "a carriage return (\\r) inside the line; convert the file to \\n line ends"
 
 
 def text_encoding(name: str) -> str:
@@ -144,20 +148,50 @@ def read_bytes(path: str | Path, max_line: int | None = None) -> bytes:
     return raw
 
 
+class UndecodableError(DataFormatError):
+    """Bytes that are not the file's encoding: `detail` names them, `hint` (if any) says what to do, and `utf16`
+    tells whether the file looks like UTF-16 (`looks_like_utf16`)."""
+
+    def __init__(self, path: str | Path, detail: str, line: int | None, hint: str | None, utf16: bool) -> None:
+        self.detail, self.hint, self.utf16 = detail, hint, utf16
+        super().__init__(path, detail + (f"; {hint}" if hint else ""), line=line)
+
+    def hinted(self, hint: str) -> UndecodableError:
+        """The same error with `hint` in place of its own (a command that has no --encoding for this file says
+        what it can do instead), after `UTF16_NOTE` when the file looks like UTF-16."""
+        hint = f"{UTF16_NOTE}; {hint}" if self.utf16 else hint
+        return UndecodableError(self.path, self.detail, self.line, hint, self.utf16)
+
+
+def looks_like_utf16(head: bytes) -> bool:
+    """Whether a file whose first bytes are `head` looks like UTF-16: a UTF-16 byte order mark at its start, or
+    NUL bytes for more than a quarter of its first `UTF16_PROBE_BYTES` bytes (an ASCII text in UTF-16)."""
+    head = head[:UTF16_PROBE_BYTES]
+    return head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or head.count(0) * 4 > len(head)
+
+
 def _decode_error(
-    path: Path, raw: bytes, error: UnicodeDecodeError, hint: str | None, line: int = 1, offset: int = 0
-) -> DataFormatError:
+    path: Path,
+    raw: bytes,
+    error: UnicodeDecodeError,
+    hint: str | None,
+    line: int = 1,
+    offset: int = 0,
+    head: bytes | None = None,
+) -> UndecodableError:
     """The error for bytes that do not decode: the line, the bad byte's value (with the bytes before it in the
     same sequence, and for a bad continuation the byte that breaks it), its place in the line (from 1) and its
-    file offset (from 0). `raw` starts the file, or is its line `line` starting at file offset `offset`."""
+    file offset (from 0). `raw` starts the file, or is its line `line` starting at file offset `offset`, and `head`
+    the file's first bytes, which alone tell whether it looks like UTF-16 (`looks_like_utf16`; default: `raw`)."""
     line_start = raw.rfind(b"\n", 0, error.start) + 1
     end = error.end + (error.reason == "invalid continuation byte")  # the lead byte, then the one that breaks it
     values = " ".join(f"0x{byte:02x}" for byte in raw[error.start : min(end, error.start + 4)])
     where = f"{values} at byte {error.start - line_start + 1} of the line, file offset {offset + error.start}"
-    if hint and (raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or raw[:200].count(0) * 4 > len(raw[:200])):
-        hint = "the file looks like UTF-16 (byte order mark or NUL bytes); pass --encoding utf-16"
-    message = f"not valid {error.encoding} ({error.reason}: {where})" + (f"; {hint}" if hint else "")
-    return DataFormatError(path, message, line=line + raw.count(b"\n", 0, error.start))
+    utf16 = looks_like_utf16(raw if head is None else head)
+    if hint and utf16:
+        hint = f"{UTF16_NOTE}; pass --encoding utf-16"
+    detail = f"not valid {error.encoding} ({error.reason}: {where})"
+    return UndecodableError(path, detail, line + raw.count(b"\n", 0, error.start), hint, utf16)
 
 
 def undecodable(path: str | Path, encoding: str = "utf-8", hint: str | None = ENCODING_HINT) -> DataFormatError | None:
@@ -169,13 +203,15 @@ def undecodable(path: str | Path, encoding: str = "utf-8", hint: str | None = EN
         return None
     offset = 0
     with open(path, "rb") as f:
+        head = f.read(UTF16_PROBE_BYTES)  # the start of the file, not of the bad line, tells UTF-16
+        f.seek(0)
         for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
             if len(raw) > MAX_LINE_BYTES:
                 return line_too_long(path, number, MAX_LINE_BYTES)
             try:
                 raw.decode(encoding)
             except UnicodeDecodeError as error:
-                return _decode_error(Path(path), raw, error, hint, line=number, offset=offset)
+                return _decode_error(Path(path), raw, error, hint, line=number, offset=offset, head=head)
             offset += len(raw)
     return None
 
@@ -212,6 +248,42 @@ def split_lines(text: str) -> list[str]:
     if "\r" not in text:
         return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def carriage_return_inside(path: str | Path, line: int) -> DataFormatError:
+    """The error for a carriage return inside line `line` of a file of one text a line (`refuse_carriage_returns`)."""
+    return DataFormatError(path, CARRIAGE_RETURN, line=line)
+
+
+def refuse_carriage_returns(path: str | Path, lines: list[str]) -> None:
+    """DataFormatError naming the first of the `lines` of a file of one text a line (`read_lines`: a CRLF line end
+    already gone) that still holds a carriage return: old Mac line ends (a lone \\r) would run several texts
+    together as one, and a terminal echoing it would write over the line."""
+    for number, line in enumerate(lines, start=1):
+        if "\r" in line:
+            raise carriage_return_inside(path, number)
+
+
+def lone_carriage_return(path: str | Path, encoding: str = "utf-8") -> DataFormatError | None:
+    """The error `refuse_carriage_returns` gives for the plain file `path` read as `encoding`, found a chunk at a
+    time (for a file too large to hold); None without one. Only a carriage return before "\\n" or at the very end
+    ends a line; text that does not decode stops the search (the read that follows names its bytes)."""
+    line, pending = 1, False  # the line the next chunk starts in; whether the last chunk ended in "\r"
+    try:
+        with open(path, encoding=encoding, newline="") as f:
+            while chunk := f.read(READ_CHUNK_BYTES):
+                if pending and not chunk.startswith("\n"):
+                    return carriage_return_inside(path, line)
+                at = chunk.find("\r")
+                while 0 <= at < len(chunk) - 1:
+                    if chunk[at + 1] != "\n":
+                        return carriage_return_inside(path, line + chunk.count("\n", 0, at))
+                    at = chunk.find("\r", at + 2)
+                pending = chunk.endswith("\r")
+                line += chunk.count("\n")
+    except (UnicodeDecodeError, LookupError):
+        return None
+    return None
 
 
 def _lines_with_fallback(path: Path, raw: bytes, encoding: str, fallback: str) -> list[str]:

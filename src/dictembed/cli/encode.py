@@ -17,6 +17,7 @@ from dictembed.cli.options import (
     add_overwrite,
     array_path,
     check_model,
+    input_file,
     load_encoder,
     number,
     positive_int,
@@ -25,7 +26,14 @@ from dictembed.cli.report import Report, UsageError
 from dictembed.io import atomic_file
 from dictembed.output_folder import check_output_file, check_output_folder, check_outside
 from dictembed.quantization import CALIBRATED, QUANTIZATIONS, SMOOTH_ALPHA, STREAMABLE, WEIGHT_QUANTIZATIONS
-from dictembed.text_files import check_readable, read_lines
+from dictembed.text_files import (
+    ENCODING_HINT,
+    check_readable,
+    is_regular_file,
+    lone_carriage_return,
+    read_lines,
+    refuse_carriage_returns,
+)
 
 CALIBRATION_LINES = 300  # lines of --input that set an --int8 network's activation ranges
 COMMANDS = {
@@ -34,11 +42,19 @@ COMMANDS = {
 }
 
 
-def read_sentences(path: Path, encoding: str = "utf-8") -> list[str]:
+def read_sentences(path: Path, encoding: str = "utf-8", hint: str | None = ENCODING_HINT) -> list[str]:
     """One sentence per line, split on "\\n" only (one trailing "\\r" stripped): one row per line, whatever
     other line-break characters (\\u2028, \\x0c, \\x85, ...) the sentences contain (`dictembed.text_files.read_lines`:
-    a missing file, a folder or bytes that are not `encoding` are a one-line error naming file:line)."""
-    return read_lines(path, encoding)
+    a missing file, a folder or bytes that are not `encoding` are a one-line error naming file:line, with `hint`)."""
+    return read_lines(path, encoding, hint=hint)
+
+
+def read_input(path: str, encoding: str = "utf-8", hint: str | None = ENCODING_HINT) -> list[str]:
+    """The lines of the --input of `encode` or `predict` (`read_sentences`); a carriage return left inside a line
+    (old Mac line ends: texts run together) is a one-line error naming file:line (`refuse_carriage_returns`)."""
+    lines = read_sentences(Path(path), encoding, hint)
+    refuse_carriage_returns(path, lines)
+    return lines
 
 
 def save_array(path: Path, array: Any) -> None:
@@ -60,7 +76,12 @@ def save_array(path: Path, array: Any) -> None:
 def register(subparsers: Any) -> None:
     """`encode` and `export`."""
     p, (shared, output) = add_command(subparsers, "encode", run_encode, COMMANDS["encode"], check=check_encode)
-    p.add_argument("--input", required=True, help="text, one sentence per line (split on \\n only)")
+    p.add_argument(
+        "--input",
+        type=input_file,
+        required=True,
+        help="text, one sentence per line (split on \\n or \\r\\n; a lone \\r is refused)",
+    )
     add_encoding(p, "utf-8", "encoding of --input")
     p.add_argument(
         "--chunk-size",
@@ -184,8 +205,8 @@ def streamed(args: argparse.Namespace) -> bool:
 
 def check_encode(args: argparse.Namespace) -> None:
     """An --output that is the --input or would replace a file without --overwrite, an --input that cannot be read
-    (encoded in memory: read here, once, `args.sentences`), a --model path that is not there: refused before
-    anything loads."""
+    or holds a carriage return inside a line (encoded in memory: read here, once, `args.sentences`; streamed: a plain
+    file searched a chunk at a time), a --model path that is not there: refused before anything loads."""
     if args.output.exists() and Path(args.input).exists() and args.output.samefile(args.input):
         raise UsageError(f"--output {args.output} is the --input file; name another file")
     check_output_file(args.output, args.overwrite)
@@ -193,13 +214,15 @@ def check_encode(args: argparse.Namespace) -> None:
         raise UsageError("--int8 quantises an OpenVINO network: add --backend openvino")
     if streamed(args):
         check_readable(args.input)  # read chunk by chunk once the model has loaded
+        if is_regular_file(args.input) and (error := lone_carriage_return(args.input, args.encoding)) is not None:
+            raise error  # a pipe or FIFO can be read only once: by the encode (`dictembed.streaming`)
         if args.int8 and not Path(args.input).is_file():  # calibration would take lines the encode never sees
             raise UsageError(
                 f"--int8 calibrates on the first lines of --input, then reads it again: {args.input} is not a file "
                 "(a pipe?); save it to a file first"
             )
     else:
-        args.sentences = read_sentences(Path(args.input), args.encoding)
+        args.sentences = read_input(args.input, args.encoding)
         if args.quantize in CALIBRATED and len(args.sentences) < 2:
             raise UsageError(f"--quantize {args.quantize} scales to the range of the lines encoded: give two or more")
     check_model(args.model)

@@ -93,6 +93,14 @@ def array_path(text: str) -> Path:
     return Path(text)
 
 
+def input_file(text: str) -> str:
+    """The path of a file to read: an empty one (`--input ""`, an unset shell variable) is refused, not read as the
+    current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
 def repo_id(text: str) -> str:
     """A Hub repository id, user/name, as the Hub takes it (huggingface_hub's own rules: no `..` or `--`, no name
     starting or ending with `-` or `.`, none ending in `.git`, at most 96 characters a part)."""
@@ -270,12 +278,19 @@ def export_encoder(args: argparse.Namespace, folder: ModelFolder, device: Any) -
         if not fits
     ]
     if refused:
-        raise UsageError(
-            f"{refused[0]}: model folder {folder.path} is an ONNX export without its fp32 weights, which runs its own "
-            f"graph ({graph}, pooling included) with ONNX Runtime on the CPU; leave the option out, or export the "
-            "model again with --keep-weights"
-        )
+        raise weightless_refusal(refused[0], folder)
     return ExportEncoder.open(folder)
+
+
+def weightless_refusal(option: str, folder: ModelFolder) -> UsageError:
+    """The error of an `option` that a weightless export (`model_folder.weightless_export_graph`) cannot honour."""
+    from dictembed.backends.onnx.export_encoder import graph_precision
+
+    return UsageError(
+        f"{option}: model folder {folder.path} is an ONNX export without its fp32 weights, which runs its own graph "
+        f"({graph_precision(folder)}, pooling included) with ONNX Runtime on the CPU; leave the option out, or export "
+        "the model again with --keep-weights"
+    )
 
 
 def add_tasks(group: Group, help_text: str, required: bool = False) -> None:
@@ -395,9 +410,12 @@ def add_ranking(group: Group) -> None:
 
 def zipf(text: str) -> float:
     """A Zipf frequency, 0 to 8."""
-    value = weight(text)
-    if value > 8:
-        raise argparse.ArgumentTypeError(f"{text!r}: a Zipf frequency is at most 8")
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 8:  # nan too
+        raise argparse.ArgumentTypeError(f"{text!r}: a Zipf frequency from 0 to 8")
     return value
 
 

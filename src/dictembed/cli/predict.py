@@ -8,24 +8,28 @@ import unicodedata
 from pathlib import Path
 from typing import Any, cast
 
-from dictembed.cli.encode import read_sentences
+from dictembed.cli.encode import read_input
 from dictembed.cli.options import (
     add_command,
     add_device,
     add_dictionary,
+    add_encoding,
     add_model,
     add_pos,
     add_ranking,
     add_top_k,
     add_words,
     check_model,
+    input_file,
     port,
     positive_int,
     ranking_of,
+    weightless_refusal,
 )
 from dictembed.cli.report import Report, UsageError
 from dictembed.errors import DictEmbedError
 from dictembed.search_options import DEFAULT_MODE, FILTER_OPTIONS, SCRIPTS, SEARCH_MODES, Filters
+from dictembed.text_files import ENCODING_ADVICE, UndecodableError
 from dictembed.texts import is_blank
 
 log = logging.getLogger(__name__)
@@ -42,10 +46,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("definition", nargs="?", default=None, help="the definition to look up (or --input)")
     p.add_argument(
         "--input",
+        type=input_file,
         default=None,
-        help="UTF-8 text, one description per line; --json gives a list of {line, query, entry, results} "
-        "(default: none)",
+        help="text, one description per line (split on \\n or \\r\\n; a lone \\r is refused); --json gives a list "
+        "of {line, query, entry, results} (default: none)",
     )
+    add_encoding(p, None, "encoding of the --input file (default: utf-8)")
     add_top_k(p)
     add_pos(p)
     p.add_argument(
@@ -172,6 +178,13 @@ def results_table(results: list[Any], entry: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def served_hint(command: str) -> str:
+    """What to do with a dictionary or model file of `predict` or `serve` that is not UTF-8: they read it as UTF-8,
+    with no --encoding of its own (`UndecodableError.hinted`)."""
+    own = ": its --encoding is that of --input" if command == "predict" else ""
+    return f"convert the file to UTF-8 ({command} reads it as UTF-8{own})"
+
+
 def check_served(args: argparse.Namespace) -> None:
     """The --model (one, or each of several) and --dictionary of `predict` and `serve`, checked before anything
     loads."""
@@ -179,8 +192,24 @@ def check_served(args: argparse.Namespace) -> None:
 
     for model in args.model if isinstance(args.model, list) else [args.model]:
         check_model(model)
+        check_weightless(model, args.device, args.precision)
     if args.dictionary is not None:
         check_sources(args.dictionary)
+
+
+def check_weightless(model: str, device: str | None, precision: str | None) -> None:
+    """Refuse, before anything loads, a --device or --precision that a local weightless export (its graph alone, on
+    ONNX Runtime on the CPU) cannot run: the torch weights the choice needs are not there."""
+    from dictembed.model_folder import ModelFolder, weightless_export_graph
+
+    if not Path(model).is_dir() or weightless_export_graph(Path(model)) is None:
+        return
+    for name, value, fits in (
+        ("device", device, device in (None, "auto", "cpu")),
+        ("precision", precision, precision in (None, "auto", "fp32")),
+    ):
+        if not fits:
+            raise weightless_refusal(f"--{name} {value}", ModelFolder.open(model))
 
 
 def check_serve(args: argparse.Namespace) -> None:
@@ -195,10 +224,12 @@ def check_serve(args: argparse.Namespace) -> None:
 
 
 def check_predict(args: argparse.Namespace) -> None:
-    """One definition or --input, filters that fit together (`args.filters`), the queries (`args.queries`: --input
-    read here, once), then the --model and --dictionary (`check_served`)."""
+    """One definition or --input (--encoding only with it), filters that fit together (`args.filters`), the queries
+    (`args.queries`: --input read here, once, `read_input`), then the --model and --dictionary (`check_served`)."""
     if (args.definition is None) == (args.input is None):
         raise UsageError("give either one definition or --input FILE")
+    if args.encoding is not None and args.input is None:
+        raise UsageError("--encoding is that of the --input file: give --input FILE, or leave --encoding out")
     options = {name: getattr(args, name) for name in FILTER_OPTIONS}
     try:
         args.filters = Filters.of(**options)
@@ -211,7 +242,7 @@ def check_predict(args: argparse.Namespace) -> None:
     if args.input is None:
         args.queries, args.lines = [args.definition], [0]
     else:
-        lines = list(enumerate(read_sentences(Path(args.input)), 1))
+        lines = list(enumerate(read_input(args.input, args.encoding or "utf-8", ENCODING_ADVICE), 1))
         kept = [(number, q) for number, q in lines if not is_blank(q)]
         if not kept:
             raise DictEmbedError(f"{args.input}: no queries (one description per line)")
@@ -223,12 +254,26 @@ def check_predict(args: argparse.Namespace) -> None:
 
 
 def run_predict(args: argparse.Namespace) -> Report:
+    """`predict`: a dictionary file that is not UTF-8 (its --input was read by `check_predict`) is an error whose hint
+    names no option `predict` lacks (`served_hint`)."""
+    try:
+        return predict(args)
+    except UndecodableError as err:
+        raise err.hinted(served_hint("predict")) from None
+
+
+def predict(args: argparse.Namespace) -> Report:
+    """The results of `predict`'s queries, as JSON rows and a table."""
+    from dictembed.query_encoder import check_readable
     from dictembed.reverse_dictionary import ReverseDictionary
 
     queries, filters = args.queries, args.filters  # read and checked by check_predict
     rd = ReverseDictionary.load(args.model, args.device, args.precision, ranking_of(args), dictionary=args.dictionary)
     entries = [similar_entry(rd, q, args.mode, args.input, line) for q, line in zip(queries, args.lines, strict=True)]
     descriptions = [q for q, e in zip(queries, entries, strict=True) if e is None]
+    if args.input is not None:  # an unreadable line named by its place in the file, not among the descriptions
+        lines = [f"{args.input}:{line}" for line, e in zip(args.lines, entries, strict=True) if e is None]
+        check_readable(rd.encoder, descriptions, lines)
     described = iter(rd.search_many(descriptions, args.top_k, filters) if descriptions else [])
     found = [next(described) if e is None else rd.neighbours(e, args.top_k, filters) for e in entries]
     if args.input is None:
@@ -268,15 +313,18 @@ def run_serve(args: argparse.Namespace) -> Report:
     from dictembed.serve import run_server
 
     models = args.model  # one or more: --model repeated
-    run_server(
-        models,
-        host=args.host,
-        port=args.port,
-        device=args.device,
-        precision=args.precision,
-        ranking=ranking_of(args),
-        dictionary=args.dictionary,
-        centring=args.centring,
-    )
+    try:
+        run_server(
+            models,
+            host=args.host,
+            port=args.port,
+            device=args.device,
+            precision=args.precision,
+            ranking=ranking_of(args),
+            dictionary=args.dictionary,
+            centring=args.centring,
+        )
+    except UndecodableError as err:  # a dictionary file that is not UTF-8: no --encoding to suggest
+        raise err.hinted(served_hint("serve")) from None
     model = models[0] if len(models) == 1 else models  # one folder: reported as before
     return Report({"model": model, "host": args.host, "port": args.port}, "server stopped")

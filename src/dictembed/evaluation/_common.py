@@ -38,11 +38,7 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     lines = text_files.read_lines(path, encoding, hint=None)
     if lines and lines[0].startswith(codecs.BOM_UTF8.decode("latin-1")) and codecs.lookup(encoding).name == "iso8859-1":
         lines[0] = lines[0][3:]
-    for number, line in enumerate(lines, start=1):
-        if "\r" in line:
-            raise DataFormatError(
-                path, "a carriage return (\\r) inside the line; convert the file to \\n line ends", number
-            )
+    text_files.refuse_carriage_returns(path, lines)
     return lines
 
 
