@@ -439,6 +439,9 @@ BAD_BODIES = {  # POST /api/encode with this body: (part of the message)
     b'{"sentences": [' + b"1" * 5000 + b"]}": "number out of range",
     '{"sentences": ["café"]}'.encode("utf-16"): "JSON",  # JSON is UTF-8
     json.dumps({"sentences": list(range(200))}).encode(): "and 195 more",  # one line, however many errors
+    b'{"sentences": ["a"], "normalize": "yes"}': 'normalize: true or false, not "yes"',
+    b'{"sentences": ["a"], "normalize": 1}': "normalize: true or false, not 1",
+    b'{"sentences": ["a"], "sentences": ["b", "c"]}': "sentences: given more than once; give each key once",
 }
 BAD_REQUESTS = [
     *[("GET", f"/api/reverse?{query}", status, message) for query, (status, message) in BAD_QUERIES.items()],
@@ -594,7 +597,8 @@ def test_the_http_layer_answers_what_it_cannot_parse_with_json(app) -> None:
             assert status == b"HTTP/1.1 400 Bad Request" and headers["content-type"] == "application/json"
             message = "invalid HTTP request: malformed, or a request line and headers over 1 MiB"
             assert json.loads(body) == {"error": message}
-        assert raw(port, b"GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")[0].endswith(b"200 OK")
+        health = b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        assert raw(port, health)[0].endswith(b"200 OK")
 
 
 def test_a_nul_in_the_query_is_answered(client) -> None:
@@ -895,6 +899,32 @@ def test_a_parameter_given_twice_is_named_not_the_last_one_taken(client) -> None
         response = client.get(f"/api/reverse?{query}")
         name = query.rsplit("&", 1)[1].split("=")[0]
         assert response.status_code == 422 and response.json()["error"].startswith(f"{name}: given more than once")
+
+
+@pytest.mark.parametrize("value", ['"yes"', '"true"', "1", "0", "1.0", "null", '"false"', "[]", "{}"])
+def test_encode_takes_normalize_as_json_true_or_false_only(client, value: str) -> None:
+    """The Python API refuses a flag that is not True or False ("no" would count as true); the body's `normalize`
+    is JSON true or false, or a 422 naming it."""
+    response = client.post("/api/encode", content=f'{{"sentences": ["a dog barks"], "normalize": {value}}}')
+    assert response.status_code == 422, response.text
+    assert response.json() == {"error": f"normalize: true or false, not {value}"}
+
+
+def test_encode_takes_each_key_once(client) -> None:
+    """A key given twice was read as its last value (two vectors for the sentences given second); as a parameter
+    given twice to /api/reverse, it is a 422 naming it, however the key is spelt."""
+    for body, key in [
+        ('{"sentences": ["a"], "sentences": ["b", "c"]}', "sentences"),
+        ('{"sentences": ["a"], "normalize": true, "normalize": false}', "normalize"),
+        ('{"normalize": false, "sentences": ["a"], "\\u006eormalize": true}', "normalize"),  # an escaped n
+        ('{"sentences": ["a"], "sentences": ["a"]}', "sentences"),  # the same value twice too
+    ]:
+        response = client.post("/api/encode", content=body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.json() == {"error": f"{key}: given more than once; give each key once"}
+    for flag in (True, False):  # the body as it should be
+        answer = client.post("/api/encode", content=json.dumps({"sentences": ["a", "b"], "normalize": flag}))
+        assert answer.status_code == 200 and len(answer.json()["embeddings"]) == 2
 
 
 def test_encode_refuses_what_it_would_drop(client) -> None:

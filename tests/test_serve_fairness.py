@@ -23,6 +23,9 @@ def rd(served_model: Path):
     return ReverseDictionary.load(served_model)
 
 
+UPLOAD_HEAD = b"POST /api/encode HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -33,6 +36,11 @@ def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
 def post_json(url: str, body: dict, into: dict) -> None:
     request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
+        into.update(status=response.status, body=json.loads(response.read()), done=time.perf_counter())
+
+
+def get_json(url: str, into: dict) -> None:
+    with urllib.request.urlopen(url, timeout=120) as response:
         into.update(status=response.status, body=json.loads(response.read()), done=time.perf_counter())
 
 
@@ -135,10 +143,10 @@ def test_the_searches_of_clients_that_went_away_are_not_run(rd) -> None:
         release = threading.Event()
         model.submit(SEARCH, release.wait)  # the model is busy: the searches queue
         gone = [
-            raw_request(port, f"GET /api/reverse?q=a+pet+number+{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            raw_request(port, f"GET /api/reverse?q=a+pet+number+{i} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
             for i in range(5)
         ]
-        neighbours = raw_request(port, b"GET /api/reverse?q=dog HTTP/1.1\r\nHost: x\r\n\r\n")  # no batcher
+        neighbours = raw_request(port, b"GET /api/reverse?q=dog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # no batcher
         wait_for(lambda: len(batcher.pending) == 5)
         wait_for(lambda: model.waiting == 6)  # the five searches' calls and the neighbours' one
         for connection in [*gone, neighbours]:
@@ -185,6 +193,51 @@ def test_a_search_answers_within_a_step_of_a_bulk_encode(rd) -> None:
     assert encoded["done"] > answered + 1.0  # the encode went on long after
 
 
+def test_a_similar_search_waits_for_its_one_off_build_and_no_other_search_does(rd, monkeypatch) -> None:
+    """The near-synonym search's one-off build (`SynonymSearch.rough_definitions`: about 1 s for WordNet) runs on a
+    thread of its own from the app's start: while it runs (held here until released), a similar-mode search waits
+    for it, and a description asked after that one is searched and answered meanwhile; once the build ends, the
+    similar-mode search answers what it would have, without building again."""
+    from dictembed.near_synonyms import SynonymSearch
+    from dictembed.serve import background_server, create_app
+
+    rough, building, release, builds = SynonymSearch.rough_definitions, threading.Event(), threading.Event(), []
+
+    def held(search: SynonymSearch):
+        if search._rough is None:  # the build, not a later read of what it made
+            builds.append(threading.current_thread().name)
+            building.set()
+            assert release.wait(60)
+        return rough(search)
+
+    monkeypatch.setattr(SynonymSearch, "rough_definitions", held)
+    similar_entry, asked = rd.similar_entry, threading.Event()
+
+    def noted(query: str, mode: str = "auto") -> str | None:
+        entry = similar_entry(query, mode)
+        if entry is not None:
+            asked.set()
+        return entry
+
+    rd.similar_entry = noted
+    app = create_app(reverse_dictionary=rd)
+    similar: dict = {}
+    with background_server(app) as base:
+        assert building.wait(60)
+        asker = threading.Thread(target=get_json, args=(f"{base}/api/reverse?q=dog&mode=similar&k=3", similar))
+        asker.start()
+        assert asked.wait(60)  # the similar-mode search is in, before the description
+        description: dict = {}
+        get_json(f"{base}/api/reverse?q=a+small+pet+that+purrs&k=2&mode=describe", description)
+        assert description["status"] == 200 and len(description["body"]["results"]) == 2
+        assert not release.is_set() and not similar and asker.is_alive()  # the build still runs, and its waiter
+        release.set()
+        asker.join(60)
+    assert similar["status"] == 200 and similar["body"]["mode"] == "similar" and similar["done"] > description["done"]
+    assert len(builds) == 1 and builds[0] != "dictembed-model"  # built once, off the model's thread
+    assert [r["words"] for r in similar["body"]["results"]] == [r.words for r in rd.neighbours("dog", 3)]
+
+
 def steady(steps: list, quiet: float = 0.5) -> bool:
     """Whether `steps` did not grow during `quiet` seconds (no encode step ran in that time)."""
     before = len(steps)
@@ -207,8 +260,7 @@ def test_an_encode_whose_client_went_away_stops_between_steps(rd) -> None:
     body = json.dumps({"sentences": ["a dog barks at the cat"] * 40}).encode()  # 8 tokens each: 40 steps
     with background_server(app) as base:
         port = int(base.rsplit(":", 1)[1])
-        head = f"POST /api/encode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
-        client = raw_request(port, head.encode() + b"\r\n\r\n" + body)
+        client = raw_request(port, UPLOAD_HEAD + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         wait_for(lambda: len(steps) >= 2)
         client.close()
         wait_for(lambda: steady(steps))
@@ -245,7 +297,7 @@ def test_an_upload_cut_off_mid_body_is_one_info_line(rd, caplog) -> None:
     from dictembed.serve import background_server, create_app
 
     app = create_app(reverse_dictionary=rd)
-    head = b"POST /api/encode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    head = UPLOAD_HEAD + b"Content-Length: 100\r\n\r\n"
     with caplog.at_level(logging.INFO), background_server(app) as base:
         port = int(base.rsplit(":", 1)[1])
         raw_request(port, head + b'{"sentences": ["a').close()
@@ -264,11 +316,14 @@ def test_an_upload_that_stalls_is_answered_408_and_others_are_served(rd, monkeyp
 
     monkeypatch.setattr(serve_http, "BODY_STALL_SECONDS", 0.5)
     app = create_app(reverse_dictionary=rd)
-    head = b"POST /api/encode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    head = UPLOAD_HEAD + b"Content-Length: 100\r\n\r\n"
     with background_server(app) as base:
         port = int(base.rsplit(":", 1)[1])
         stalled = raw_request(port, head + b'{"sentences": ["a')
-        answer = stalled.recv(4096).decode()
+        received = b""
+        while not received.endswith(b"}") and (chunk := stalled.recv(4096)):  # the head and body may come apart
+            received += chunk
+        answer = received.decode()
         stalled.close()
         with urllib.request.urlopen(f"{base}/api/reverse?q=a+small+pet&k=1", timeout=60) as response:
             assert response.status == 200

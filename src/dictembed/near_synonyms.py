@@ -15,7 +15,8 @@ Two stages, as a description's search: every group is scored roughly, on the fir
 directions of the coarse index (`search_index.CoarseIndex`; a small space in full) and e's first `ROUGH_SENSES`
 senses (a dictionary lists the most frequent first), then the `depth` best groups exactly, with all of e's senses.
 The rough stage reads every definition vector projected on those directions, made at the first call
-(`SynonymSearch.rough_definitions`: 53 MB and about 1 s for WordNet's 206,978 definitions).
+(`SynonymSearch.rough_definitions`: 53 MB and about 1 s for WordNet's 206,978 definitions), or beforehand by
+`SynonymSearch.prepare` (a server's start-up).
 """
 
 from __future__ import annotations
@@ -191,6 +192,18 @@ class SynonymSearch:
                     rough[start : start + CHUNK_ROWS] = rows if projection is None else rows @ projection
                 self._rough = rough
             return self._rough
+
+    def prepare(self, scoring: SynonymScoring | None = None) -> SynonymSearch:
+        """Make now what the first `nearest` by `scoring` (default: `SynonymScoring()`) makes once: every group's
+        unit vector where that scores them all, and the rough stage's definitions (`rough_definitions`). A server
+        makes them at start-up, off the thread that runs its model (`serve_scheduling.prepare_synonyms`)."""
+        scoring = scoring or SynonymScoring()
+        senses = scoring.sense_weight != 0 and self.has_senses
+        if not senses or self.projection is None:
+            self.units()
+        if senses:
+            self.rough_definitions()
+        return self
 
     def nearest(
         self, entry: int, group: int, allowed: np.ndarray | None, k: int, scoring: SynonymScoring, alone: bool

@@ -21,22 +21,25 @@ once, when the app is created; `serve_routes`):
   query that is an entry of the dictionary lists its near-synonyms (`ReverseDictionary.neighbours`), else it is
   described;
 - `POST /api/encode` with {"sentences": [...], "normalize": false} -> {"embeddings": [[...]], "dim", "model",
-  "truncated"};
+  "truncated"} (`normalize` JSON true or false; a key given twice is refused);
 - `GET /docs` (`static/docs.html`: drawn in the browser from the schema, no external resources, so it works
   offline) and `GET /openapi.json`: the API, documented.
 
-Limits (`serve_limits`): a query or sentence holds at most 2,000 characters (longer is refused, not truncated),
-k lies in 1..100, one request encodes at most 256 sentences and 32,768 tokens, and a request body holds at
-most 8 MiB. Every error is a JSON object {"error": message} (`serve_http`): 400 invalid UTF-8 in the query
-string, or a request uvicorn cannot parse; 404 unknown path; 405 wrong method, with `Allow`; 413 a body over
-the limit or sentences over the token budget; 415 an encoded (gzip) or non-JSON body; 422 a missing, empty,
-over-long or out-of-range parameter, a bad pattern, or a body that is not the JSON asked for; 500 only for a
-bug. HEAD is answered wherever GET is.
+Limits (`serve_limits`): a query or sentence holds at most 2,000 characters (longer is refused, not truncated), k
+lies in 1..100, one request encodes at most 256 sentences and 32,768 tokens, and a request body holds at most 8
+MiB. Every error is a JSON object {"error": message} (`serve_http`): 400 invalid UTF-8 in the query string, or a
+request uvicorn cannot parse; 403 a request for another host than localhost, 127.x or [::1] to a server on a
+loopback address (DNS rebinding: `serve_http.LoopbackHost`), or a body sent by another site's page; 404 unknown
+path; 405 wrong method, with `Allow`; 413 a body over the limit or sentences over the token budget; 415 an encoded
+(gzip) or non-JSON body; 422 a missing, empty, over-long or out-of-range parameter, a bad pattern, or a body that
+is not the JSON asked for; 500 only for a bug. HEAD is answered wherever GET is.
 
 One request never stalls the others (`serve_scheduling`): patterns run on RE2 (linear time); a search's filters
 are computed before it reaches the model, whose one thread runs only encoder passes and products with the entry
-matrix; searches go before bulk encodes, which run a step of at most 128 tokens at a time; and the work of a
-client that has gone is dropped. No answer names a path of the machine: the dictionary appears by file name.
+matrix; the near-synonym search's one-off build runs at start-up on a thread of its own, which only a
+similar-mode search waits for; searches go before bulk encodes, which run a step of at most 128 tokens at a
+time; and the work of a client that has gone is dropped. No answer names a path of the machine: the dictionary
+appears by file name.
 
 FastAPI and uvicorn come with the `serve` extra; they are imported only when a server is made, so a
 missing extra is one line naming `pip install "dictembed[serve]"`.
@@ -114,7 +117,8 @@ def create_app(
     one, with the compute `precision`, the score's weights `ranking` and, for one folder, the user's `dictionary`
     in place of the folder's own; `served_dictionaries.open_served`), or reverse dictionaries already loaded; the
     first is the default target. `centring`: search a description in another language centred per language (with
-    several served). `budget`: the tokens of one encode request and of one of its steps (default `EncodeBudget()`)."""
+    several served). `budget`: the tokens of one encode request and of one of its steps (default `EncodeBudget()`).
+    Each folder's near-synonym search is then made on a thread of its own (`Served.build_synonyms`)."""
     require("serve", "fastapi")
     from dictembed.serve_routes import Served, api
     from dictembed.served_dictionaries import ServedDictionaries, open_served, served_of
@@ -136,10 +140,13 @@ def create_app(
             served = model.call(open_served, paths, device, precision, ranking, dictionary)
         for one in served:
             model.call(one.rd.prepare)
-        return api(Served(ServedDictionaries(served, model, centring), model, budget or EncodeBudget()))
+        shared = Served(ServedDictionaries(served, model, centring), model, budget or EncodeBudget())
+        app = api(shared)
     except BaseException:
         model.stop()  # no thread left holding a model that will never serve
         raise
+    shared.build_synonyms()  # beside the model's thread: no request but a similar-mode one waits for it
+    return app
 
 
 def check_port(host: str, port: int) -> None:
@@ -158,9 +165,14 @@ def check_port(host: str, port: int) -> None:
 
 def server(app: Any, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> Any:
     """A uvicorn server for `app` (not started) on h11, whose own 400 for a request it cannot parse is JSON
-    (`serve_http.json_h11_protocol`); its access log goes to stderr, like all logging here."""
+    (`serve_http.json_h11_protocol`); its access log goes to stderr, like all logging here. The app learns `host`:
+    on a loopback address it answers requests for loopback names and `host` only (`serve_http.LoopbackHost`)."""
     uvicorn = require("serve", "uvicorn")
     from dictembed.serve_http import json_h11_protocol
+
+    state = getattr(app, "state", None)
+    if state is not None:
+        state.bound_host = host
 
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     log_config["handlers"]["access"]["stream"] = "ext://sys.stderr"

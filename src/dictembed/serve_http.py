@@ -7,6 +7,7 @@ Imported only when a server is made: FastAPI and uvicorn come with the `serve` e
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import urllib.parse
@@ -105,7 +106,8 @@ def check_same_origin(request: Request) -> None:
     """Refuse with 403 a body a web page of another site sends (its `Origin` is not this server's): a browser sends
     a POST without a Content-Type (`navigator.sendBeacon`) to any site without asking it first, so another page
     could make a local server encode. Clients that are no browser send no `Origin` and pass; so does this server's
-    own page."""
+    own page. (A page whose own name its DNS turns to 127.0.0.1 sends an `Origin` that matches its `Host`: on a
+    loopback address, `LoopbackHost` refuses it first.)"""
     origin = request.headers.get("origin")
     if origin is None:
         return
@@ -114,20 +116,53 @@ def check_same_origin(request: Request) -> None:
         raise HTTPException(403, f"a request from the web page of {origin[:100]!r} is not served: only this server's")
 
 
+def repeated_key(raw: bytes) -> str | None:
+    """The first key that an object of the JSON `raw` gives more than once (pydantic, as `json.loads`, would keep
+    the last and drop the others unsaid), or None."""
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        found = dict(items)
+        if len(found) < len(items) and not repeated:
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    repeated.append(key)
+                    break
+                seen.add(key)
+        return found
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):  # not read by `json`, but by pydantic: let pydantic's error say so
+        return None
+    return repeated[0] if repeated else None
+
+
+def parse_json(model: type[M], raw: bytes) -> M:
+    """`raw` as `model` (pydantic's JSON parse), a key given twice refused: a one-line `DictEmbedError` naming
+    what is wrong."""
+    try:
+        parsed = model.model_validate_json(raw)
+    except ValidationError as err:
+        raise DictEmbedError(validation_message(err.errors(include_url=False, include_input=False))) from None
+    if (key := repeated_key(raw)) is not None:
+        raise DictEmbedError(f"{key[:50]}: given more than once; give each key once")
+    return parsed
+
+
 async def json_body(request: Request, model: type[M]) -> M:
     """The request's body as `model`: 415 for an encoded or non-JSON body, 413 over the size limit (`BodyLimit`),
     and 422 (a one-line `DictEmbedError`) for anything else that is not that JSON: invalid JSON or UTF-8, nesting
-    too deep, numbers too long, a missing or invalid field. Parsed off the event loop, by pydantic."""
+    too deep, numbers too long, a missing or invalid field, a key given twice. Parsed off the event loop, by
+    pydantic (`parse_json`)."""
     check_json_media(request)
     check_same_origin(request)
     try:
         raw = await request.body()
     except ClientDisconnect:  # gone mid-upload: one info line, as for a client gone while its work waits
         raise ClientGone(request.url.path) from None
-    try:
-        return await run_in_threadpool(model.model_validate_json, raw)
-    except ValidationError as err:
-        raise DictEmbedError(validation_message(err.errors(include_url=False, include_input=False))) from None
+    return await run_in_threadpool(parse_json, model, raw)
 
 
 async def disconnected(receive: Receive) -> None:
@@ -189,7 +224,81 @@ def install_error_contract(app: FastAPI) -> None:
         return error(500, f"internal error ({type(exc).__name__})")
 
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-    app.add_middleware(Utf8Query)  # the outer one: a bad query string is refused first
+    app.add_middleware(Utf8Query)
+    app.add_middleware(LoopbackHost, state=app.state)  # the outer one: a request for another host is refused first
+
+
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})  # listen on every address: the user chose to expose the server
+
+
+def host_name(host: str) -> str:
+    """The name in a `Host` header (or a host to listen on), lower-cased, without its port or an IPv6 address's
+    brackets: `[::1]:8000` -> `::1`."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        return name[1:].partition("]")[0]
+    return name if name.count(":") > 1 else name.partition(":")[0]  # an IPv6 address without brackets: no port
+
+
+def loopback_address(address: str) -> bool:
+    """Whether `address` is a loopback IP address: 127.x or ::1."""
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_name(name: str) -> bool:
+    """Whether the host `name` (`host_name`) can only mean this machine: localhost or a loopback address; not a name
+    that a DNS server answers, which another site's can turn to 127.0.0.1 (DNS rebinding)."""
+    return name == "localhost" or loopback_address(name)
+
+
+class LoopbackHost:
+    """ASGI middleware against DNS rebinding: a server listening on a loopback address answers only requests for a
+    loopback name (localhost, 127.x, [::1], with or without the port) or for the host it was told to listen on
+    (`state.bound_host`, which `serve.server` sets); any other `Host` is refused with 403. A web page of another
+    site whose name its DNS turns to 127.0.0.1 would otherwise reach the server as a page of its own, read its
+    answers and make it encode (its `Origin` matches its `Host`). A server listening on every address (0.0.0.0,
+    `::`) or on a network one was exposed by choice: any `Host` is served there. A request without a `Host` is no
+    browser's, and is served."""
+
+    def __init__(self, app: Any, state: Any) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.guarded(scope):
+            host = dict(scope.get("headers") or []).get(b"host")
+            if host is not None and not self.served(host.decode("latin-1")):
+                await send_error(send, 403, self.refusal(host.decode("latin-1")))
+                return
+        await self.app(scope, receive, send)
+
+    @property
+    def bound(self) -> str | None:
+        """The host the server was told to listen on (`host_name`), or None: not known (another ASGI server)."""
+        bound = getattr(self.state, "bound_host", None)
+        return host_name(bound) if isinstance(bound, str) else None
+
+    def guarded(self, scope: Scope) -> bool:
+        """Whether the request reached a server listening on a loopback address: the connection's own address is
+        one, and the server was not told to listen on every address."""
+        server = scope.get("server") or ("",)
+        return isinstance(server[0], str) and loopback_address(server[0]) and self.bound not in WILDCARD_HOSTS
+
+    def served(self, host: str) -> bool:
+        """Whether a request for `host` (a `Host` header) is served."""
+        name = host_name(host)
+        return loopback_name(name) or name == self.bound
+
+    def refusal(self, host: str) -> str:
+        """The 403's message for a request for `host`."""
+        bound = self.bound
+        names = "localhost, 127.0.0.1 or [::1]" + (f" or {bound}" if bound and not loopback_name(bound) else "")
+        return (
+            f"a request for host {host[:100]!r} is not served: this server listens on a loopback address and answers "
+            f"requests for {names} only"
+        )
 
 
 class Utf8Query:

@@ -10,6 +10,7 @@ Imported only when a server is made: FastAPI comes with the `serve` extra."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import logging
@@ -54,8 +55,10 @@ from dictembed.serve_scheduling import (
     ModelThread,
     QueuedQuery,
     TokenCounter,
+    build_in_background,
     encode_chunks,
     encode_step,
+    prepare_synonyms,
 )
 from dictembed.served_dictionaries import ServedDictionaries, ServedDictionary
 from dictembed.texts import is_blank
@@ -77,6 +80,17 @@ def written_in_digits(value: object) -> object:
 Count = Annotated[int, BeforeValidator(written_in_digits)]  # k and the lengths of /api/reverse
 
 
+def json_boolean(value: object) -> object:
+    """A body's flag as JSON true or false: not `"yes"`, `1` or `"true"`, which the lax parse reads as booleans the
+    Python API refuses."""
+    if not isinstance(value, bool):
+        raise ValueError(f"true or false, not {json.dumps(value, default=repr)[:20]}")
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(json_boolean)]  # normalize of /api/encode
+
+
 class EncodeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt `normalize` would be dropped, and the vectors not scaled
 
@@ -84,7 +98,7 @@ class EncodeRequest(BaseModel):
         list[Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)]],
         Field(min_length=1, max_length=MAX_SENTENCES),
     ]
-    normalize: bool = Field(False, description="scale every embedding to unit length")
+    normalize: Flag = Field(False, description="scale every embedding to unit length (JSON true or false)")
 
 
 class ApiError(BaseModel):
@@ -185,6 +199,14 @@ class Served:
         self.page, self.docs = page_html(), page_html("docs.html")
         self.chinese = looks_chinese(self.rd.space.words[:5000])
         self.scripts = Counter(map(word_script, self.rd.space.words))
+        self.synonyms: dict[int, Future[None]] = {}  # by id of the reverse dictionary: its near-synonyms' build
+
+    def build_synonyms(self) -> None:
+        """Start making each served folder's near-synonym search (`serve_scheduling.prepare_synonyms`) on a thread
+        of its own: a similar-mode search waits for its own folder's (`start_search`), and no other request does."""
+        for one in self.dictionaries.served:
+            build = functools.partial(prepare_synonyms, one.rd)
+            self.synonyms[id(one.rd)] = build_in_background(build, f"the near-synonym search of {one.rd.name}")
 
     def start_search(
         self, query: str, k: int, mode: str, target: ServedDictionary, **options: Any
@@ -200,7 +222,10 @@ class Served:
             item = self.dictionaries.batcher_of(searching).queue(query, k, filters)
             return None, searching, item.future, item
         target.rd.filter_mask(filters)
-        return entry, target.rd, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters), None
+        ready = self.synonyms.get(id(target.rd))
+        if ready is None:  # not built beforehand: the search makes it
+            return entry, target.rd, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters), None
+        return entry, target.rd, self.model.submit_after(ready, SEARCH, target.rd.neighbours, entry, k, filters), None
 
     async def encode(self, request: Request, sentences: list[str], normalize: bool) -> str:
         """The JSON answer of an encode: its sentences counted in tokens (413 over the budget), then encoded a
@@ -315,6 +340,8 @@ def api(served: Served) -> FastAPI:
             ReverseAnswer,
             {
                 400: "the query string is not valid UTF-8",
+                403: "a request for another host than a loopback name (localhost, 127.0.0.1, [::1]) to a server "
+                "listening on a loopback address (DNS rebinding)",
                 422: "a parameter it does not take, a missing, empty, over-long or out-of-range one, a bad pattern, "
                 "length with min_length/max_length, min_length over max_length, mode similar for a query that is no "
                 "entry, or a lang or dictionary not served (the message lists the served ones)",
@@ -442,10 +469,13 @@ def api(served: Served) -> FastAPI:
         responses=documented(
             EncodeAnswer,
             {
+                403: "a body sent by a web page of another site (its Origin is not this server's), or a request for "
+                "another host than a loopback name to a server listening on a loopback address (DNS rebinding)",
                 413: f"a request body over {MAX_BODY_BYTES >> 20} MiB, or sentences over {budget.request} tokens",
                 415: "a body with a Content-Encoding (gzip, ...) or a Content-Type other than JSON",
                 422: "a body that is not the JSON asked for (invalid, nested too deep, a number too long, a key "
-                "other than sentences and normalize), an invalid sentence list, or a query parameter",
+                "other than sentences and normalize, a key given twice, a normalize other than true or false), an "
+                "invalid sentence list, or a query parameter",
             },
         ),
     )

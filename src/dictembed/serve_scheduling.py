@@ -20,6 +20,7 @@ from dictembed.query_encoder import QueryEncoder
 from dictembed.reverse_dictionary import Result, ReverseDictionary
 from dictembed.search_options import DEFAULT_K, Filters
 
+log = logging.getLogger("dictembed.serve")
 T = TypeVar("T")
 SEARCH = 0  # priority of searches, neighbours and every short call: first
 BULK = 1  # priority of the steps of a bulk encode: when no search waits
@@ -47,6 +48,23 @@ class ModelThread:
     def submit(self, priority: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Queue `fn(*args, **kwargs)` at `priority` (`SEARCH` or `BULK`); its future result."""
         future: Future[T] = Future()
+        self._put(priority, future, fn, args, kwargs)
+        return future
+
+    def submit_after(
+        self, ready: Future[Any], priority: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> Future[T]:
+        """Queue `fn(*args, **kwargs)` at `priority` once `ready` is done (a one-off build that `fn` needs, made
+        off this thread, which serves other calls meanwhile; `build_in_background`); its future result, which may
+        be cancelled while it waits for either."""
+        future: Future[T] = Future()
+        ready.add_done_callback(lambda _: self._put(priority, future, fn, args, kwargs))  # now, when already done
+        return future
+
+    def _put(
+        self, priority: int, future: Future[T], fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """Queue the call that sets `future` to `fn(*args, **kwargs)`, or skips it when `future` is cancelled."""
 
         def run() -> None:
             if not future.set_running_or_notify_cancel():
@@ -63,7 +81,6 @@ class ModelThread:
             self._queue.put((priority, next(self._order), run))
             if self._thread is None:  # ended by `stop`: an app served again starts it again
                 self._start()
-        return future
 
     @property
     def waiting(self) -> int:
@@ -113,6 +130,32 @@ class ModelThread:
 
 def _end() -> None:
     """The call that ends the model's thread (`ModelThread.stop`)."""
+
+
+def build_in_background(build: Callable[[], object], name: str = "dictembed-build") -> Future[None]:
+    """Run the one-off `build` on a daemon thread of its own, beside the model's thread, which goes on serving; its
+    future, done once it has run. A build that fails is logged, and its future done all the same: whoever needs what
+    it makes then makes it, or meets its error, itself."""
+    future: Future[None] = Future()
+    future.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            build()
+        except Exception as err:
+            log.warning("%s failed, and is made when first needed: %s: %s", name, type(err).__name__, err)
+        finally:
+            future.set_result(None)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
+def prepare_synonyms(rd: ReverseDictionary) -> None:
+    """Make what the first near-synonym search of `rd` makes once (`SynonymSearch.prepare`: for WordNet the rough
+    projection of every definition, about 1 s and 53 MB); nothing for a space without entry vectors."""
+    if rd.has_entry_vectors:
+        rd.synonym_search.prepare()
 
 
 MAX_SPECIAL_TOKENS = 4  # the most special tokens a tokenizer adds to one text ([CLS] ... [SEP], <s> ... </s>)
