@@ -83,7 +83,7 @@ def test_version_1_record_and_config_still_read(tmp_path) -> None:
     with pytest.raises(DictEmbedError, match="corrupt run record"):
         read_record(tmp_path)
     (tmp_path / RECORD_NAME).write_text("{}")  # read as a record of defaults, it reset a folder's saved ranking
-    with pytest.raises(DictEmbedError, match="bad run record .no version and no method"):
+    with pytest.raises(DictEmbedError, match="bad run record .none of the fields a record holds"):
         read_record(tmp_path)
 
 

@@ -32,7 +32,7 @@ def _encode(saved_bert: Path, source: Path, output: Path | str | None = None, *e
 
 # ------------------------------------------------------------------------------------ one row per line
 LINES = {  # case: (file content, rows)
-    "U+2028, form feed, NEL and CR inside lines": ("a\u2028b\nc\x0cd\ne\x85f\ng\rh\n".encode(), 4),
+    "U+2028, form feed and NEL inside lines": ("a\u2028b\nc\x0cd\ne\x85f\n".encode(), 3),  # a lone CR is refused
     "NUL bytes": (b"a \x00 dog\n\x00\n", 2),
     "CRLF with a BOM, no final newline": ("\ufeffa dog\r\na cat".encode(), 2),
     "only a newline": (b"\n", 1),

@@ -80,13 +80,8 @@ def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | No
         from dictembed.backends.onnx.query import OnnxQueryEncoder
     except ImportError:  # onnxruntime not installed: the torch Encoder says what to install
         return None
-    if (reason := OnnxQueryEncoder.unsupported(folder)) is not None:
-        if folder.is_exported:  # an export whose layout the graph path cannot run: torch runs its graph
-            log.debug("%s: the torch encoder runs the export (%s)", folder.path, reason)
-        else:  # a trained folder's query graph that cannot be read: say why its queries are slower
-            log.warning(
-                "model folder %s: its query graph cannot be used (%s); the weights answer instead", folder.path, reason
-            )
+    if (reason := OnnxQueryEncoder.unsupported(folder)) is not None:  # a graph not trusted was warned of
+        log.debug("%s: the torch encoder runs the folder (%s)", folder.path, reason)
         return None
     encoder = OnnxQueryEncoder.open(folder)
     log.debug("%s: queries encoded by ONNX Runtime (%s)", folder.path, encoder.layout.graph.relative_to(folder.path))

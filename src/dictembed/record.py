@@ -132,8 +132,8 @@ class RunRecord:
             raise DictEmbedError(f"{path}: corrupt run record ({err})") from None
         if not isinstance(data, dict):
             raise DictEmbedError(f"{path}: corrupt run record (a JSON object expected)")
-        if "version" not in data and "method" not in data:  # e.g. {}: read as defaults, it reset the saved ranking
-            raise DictEmbedError(f"{path}: bad run record (no version and no method, which every record holds)")
+        if not data.keys() & {f.name for f in fields(cls)}:  # e.g. {}: read as defaults, it reset the saved ranking
+            raise DictEmbedError(f"{path}: bad run record (none of the fields a record holds)")
         try:
             return cls.from_dict(data)
         except DictEmbedError as err:

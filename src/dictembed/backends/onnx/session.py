@@ -177,7 +177,17 @@ def query_graph(folder: Path) -> tuple[Path, dict[str, Any]] | None:
     (`write_query_graph`), as an export of an older version does (`exported_file`)."""
     if not (folder / ONNX_DIR / QUERY_MANIFEST).is_file():
         return None
-    graph = exported_file(folder, QUERY_MANIFEST)
+    try:
+        graph = exported_file(folder, QUERY_MANIFEST)
+    except ModelLoadError as err:  # a manifest that does not read: the weights answer, 8x slower, so say why
+        warn_once(
+            folder,
+            "unread",
+            "model folder %s: its query graph cannot be used (%s); the weights answer instead",
+            folder,
+            err,
+        )
+        return None
     where = f"{ONNX_DIR}/{graph[0].name}"
     if graph[1].get("file_print") is None:
         if not query_graph_matches(folder, graph[1]):  # of other weights: never run, whatever its print
