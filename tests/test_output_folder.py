@@ -4,13 +4,15 @@ what the command writes is never replaced, even with --overwrite; one that holds
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from dictembed import output_folder
 from dictembed.errors import DictEmbedError
-from dictembed.output_folder import check_output_file, check_output_folder, is_model_folder
+from dictembed.io import STAGING_MARK
+from dictembed.output_folder import check_output_file, check_output_folder, check_run_output, is_model_folder
 
 
 def _folder(path: Path, *files: str) -> Path:
@@ -145,3 +147,37 @@ def test_seed_folders_are_tried_where_they_are_written(tmp_path: Path, monkeypat
     check_output_folders(output, ["seed0", "seed1"], overwrite=False)
     with pytest.raises(DictEmbedError, match="cannot write in"):
         check_output_folder(tmp_path / "elsewhere", overwrite=False)
+
+
+@pytest.mark.parametrize("spelling", [".", "./", "..", "sub/.."])
+def test_the_working_folder_or_one_holding_it_is_no_output(spelling: str, tmp_path: Path, monkeypatch) -> None:
+    """`--output .` was a ValueError traceback (a path with no name), after the training for distil and head."""
+    here = tmp_path / "work"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    named = re.escape(str(Path(spelling)))
+    with pytest.raises(DictEmbedError, match=f"^--output {named} is the current folder or holds it"):
+        check_output_folder(spelling, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and not list(here.iterdir())
+
+
+def test_a_users_file_at_a_staging_name_is_refused_before_any_work(tmp_path: Path) -> None:
+    """It was found only when the finished model was published."""
+    for leftover in ("out.old", "out.partial"):
+        mine = tmp_path / leftover
+        mine.mkdir()
+        (mine / "notes.txt").write_text("mine")
+        with pytest.raises(DictEmbedError, match=f"^{re.escape(str(mine))} is in the way"):
+            check_output_folder(tmp_path / "out", overwrite=True)
+        assert (mine / "notes.txt").read_text() == "mine"
+        (mine / "notes.txt").unlink()
+        (mine / STAGING_MARK).touch()  # an interrupted write's own leftover: cleared by the write, no error
+        check_output_folder(tmp_path / "out", overwrite=True)
+        shutil.rmtree(mine)
+
+
+def test_a_file_at_the_runs_folders_name_is_refused_before_training(tmp_path: Path) -> None:
+    (tmp_path / "out-runs").write_text("mine")
+    with pytest.raises(DictEmbedError, match="out-runs is in the way: train keeps the runs of --output"):
+        check_run_output(tmp_path / "out", overwrite=False)
+    assert (tmp_path / "out-runs").read_text() == "mine"

@@ -105,19 +105,28 @@ def writing(path: str | Path) -> Iterator[None]:
 STAGING_MARK = ".dictembed-staging"  # in each folder staged or set aside here: only those are removed in passing
 
 
-def clear_staging(path: Path) -> None:
-    """Make way for a staging folder (or a set-aside copy) at `path`: one left by an interrupted write of dictembed
-    (it holds `STAGING_MARK`) is removed; anything else there, a user's file or folder that happens to have the
-    name, is a one-line error and stays as it was."""
+def in_the_way(path: Path) -> DictEmbedError | None:
+    """The error for what lies at `path`, where a staged write puts its staging folder or a set-aside copy, that
+    is not dictembed's own leftover (a folder holding `STAGING_MARK`): a user's file or folder of that name; None
+    when nothing is there or only such a leftover."""
     if not path.exists() and not path.is_symlink():
-        return
+        return None
     if path.is_dir() and not path.is_symlink() and (path / STAGING_MARK).is_file():
-        shutil.rmtree(path)
-        return
-    raise DictEmbedError(
+        return None
+    return DictEmbedError(
         f"{path} is in the way: dictembed stages its output under that name, and it holds something else; move it "
         "or choose another output"
     )
+
+
+def clear_staging(path: Path) -> None:
+    """Make way for a staging folder (or a set-aside copy) at `path`: one left by an interrupted write of dictembed
+    (it holds `STAGING_MARK`) is removed; anything else there (`in_the_way`) is a one-line error and stays as it
+    was."""
+    if (error := in_the_way(path)) is not None:
+        raise error
+    if path.exists():
+        shutil.rmtree(path)
 
 
 def link_target(path: str | Path) -> Path:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dictembed.errors import DictEmbedError
-from dictembed.io import STAGING_MARK
+from dictembed.io import STAGING_MARK, in_the_way, link_target, swap_paths
 from dictembed.model_folder import read_record
 
 MODEL_FILES = ("model.safetensors", "modules.json")  # either makes a folder a model
@@ -41,6 +41,22 @@ def check_not_a_file(output: str | Path, label: str = "--output") -> None:
     path = Path(output)
     if path.exists() and not path.is_dir():
         raise DictEmbedError(f"{label} {path} is a file; name a folder")
+
+
+def check_not_the_working_folder(output: str | Path, label: str = "--output") -> None:
+    """Refuse an `output` that is the working folder or holds it (`.`, `..`, `out/..`): a command replaces its output
+    folder whole, and stages it and its runs under names beside it, which such a path has none of."""
+    target, here = Path(os.path.abspath(output)), Path(os.path.abspath(os.curdir))
+    if target == here or here.is_relative_to(target):
+        raise DictEmbedError(f"{label} {output} is the current folder or holds it; name a folder to write, as out/")
+
+
+def check_way(output: str | Path) -> None:
+    """Refuse, before any work, a user's file or folder where the staged write of `output` would put its staging
+    folder or set the old one aside (`OUTPUT.partial`, `OUTPUT.old`): refused only at the write, after the work."""
+    for beside in swap_paths(link_target(output))[1:]:
+        if (error := in_the_way(beside)) is not None:
+            raise error
 
 
 def check_writable_place(output: str | Path, label: str = "--output") -> None:
@@ -74,8 +90,10 @@ def check_output_folder(
     empty folder passes. The messages name the folder by `label` and say how to replace it by `remedy` (the
     command line's by default; `Encoder.save` names its own)."""
     path = Path(output)
+    check_not_the_working_folder(path, label)
     check_not_a_file(path, label)
     check_writable_place(path, label)
+    check_way(path)
     if not path.is_dir() or not any(p.name != STAGING_MARK for p in path.iterdir()):  # a fresh staging folder too
         return
     if not holds_ours(path):
@@ -97,9 +115,23 @@ def check_outside(output: str | Path, model: str | Path | None, label: str = "--
         raise DictEmbedError(f"the model folder {model} is inside {label} {output}; choose an output beside it")
 
 
+def runs_root(output: str | Path) -> Path:
+    """The folder of the intermediate runs of `output`: `<output>-runs` (beside the folder a link leads to, so that
+    both spellings of one output share its runs and its lock)."""
+    output = link_target(output)
+    return output.with_name(output.name + "-runs")
+
+
 def check_run_output(output: str | Path, overwrite: bool) -> None:
-    """`check_output_folder` for `train`: what it replaces is a folder with a dictembed run record."""
+    """`check_output_folder` for `train`: what it replaces is a folder with a dictembed run record; its runs folder
+    (`runs_root`) must be a folder or missing."""
     check_output_folder(output, overwrite, holds_run, "dictembed model")
+    runs = runs_root(output)
+    if runs.exists() and not runs.is_dir():
+        raise DictEmbedError(
+            f"{runs} is in the way: train keeps the runs of --output {output} under that name, and it is a file; move "
+            "it or choose another output"
+        )
 
 
 def check_output_folders(output: str | Path, names: Iterable[str], overwrite: bool) -> None:
