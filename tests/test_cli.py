@@ -717,3 +717,18 @@ def test_a_ctrl_c_after_the_result_is_written_leaves_a_success(tmp_path) -> None
     env = {**os.environ, "DICTEMBED_CACHE": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "named dictionaries" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_an_interrupted_head_learn_says_how_to_continue(monkeypatch, bert_path, tmp_path, capsys) -> None:
+    """`train` and `distil` said to run again with --resume; `head learn`, which resumes the same way, did not."""
+    import dictembed.learned_head
+
+    def learn_head(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dictembed.learned_head, "learn_head", learn_head)
+    table = tmp_path / "words.tsv"
+    table.write_text("word\tdefinition\n" + "".join(f"w{i}\ta thing numbered {i}\n" for i in range(20)))
+    argv = ["head", "learn", "--model", str(bert_path), "--dictionary", str(table), "--output", str(tmp_path / "o")]
+    assert main(argv) == 130
+    assert "run head learn again with --resume to continue" in capsys.readouterr().err

@@ -608,3 +608,14 @@ def test_a_pos_filter_on_a_dictionary_without_parts_of_speech_says_so(encoder, s
     with pytest.raises(DictEmbedError, match="records none"):
         rd.search(SHORT, filters=Filters(pos="n"))
     assert rd.search(SHORT, k=2)  # without the filter it searches as ever
+
+
+def test_a_folder_without_an_entry_space_says_how_to_make_one_not_to_pass_a_dictionary(saved_bert, capsys) -> None:
+    """A GR-BERT folder (an encoder, no entry space) was told to pass --dictionary, which then failed on the space."""
+    plain = ["predict", "--model", str(saved_bert), "a dog"]
+    for argv in (plain, [*plain, "--dictionary", "wordnet"]):
+        assert main([*argv, "-q"]) == 1
+        err = capsys.readouterr().err
+        assert "holds no saved entry space" in err and "dictembed index --model" in err and "Traceback" not in err
+    with pytest.raises(DictEmbedError, match="holds no saved entry space .*dictembed index"):
+        ReverseDictionary.load(saved_bert, dictionary="wordnet")

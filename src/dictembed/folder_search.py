@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dictembed.model_folder import ModelDictionary, ModelFolder
+from dictembed.errors import DictEmbedError
+from dictembed.model_folder import SPACE_DIR, SPACE_META, ModelDictionary, ModelFolder
 from dictembed.search_index import SearchIndex, folder_search_index
 from dictembed.search_options import Ranking, RankingChoice, ranking_over
 from dictembed.search_space import MATRIX_SPACES, SearchSpace
@@ -27,6 +28,15 @@ def saved_space(folder: ModelFolder, source: ModelDictionary) -> tuple[EntrySpac
     folder without one), else the torch space (an MLM head)."""
     space = opened_space(folder)
     return space, space_index(folder, space, source)
+
+
+def check_has_space(folder: ModelFolder) -> None:
+    """Refuse a folder without a saved entry space (a GR-BERT model, a plain encoder), saying how to make one."""
+    if not (folder.path / SPACE_DIR / SPACE_META).is_file():
+        raise DictEmbedError(
+            f"{folder.path} holds no saved entry space ({SPACE_DIR}/{SPACE_META} missing), which a reverse dictionary "
+            f"searches; make a folder with one: dictembed index --model {folder.path} --dictionary wordnet --output DIR"
+        )
 
 
 def opened_space(folder: ModelFolder) -> EntrySpace | SearchSpace:

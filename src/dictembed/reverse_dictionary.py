@@ -38,7 +38,7 @@ from dictembed.entry_neighbours import EntryNeighbours
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.filter_masks import FilterMasks
-from dictembed.folder_search import folder_ranking, opened_space, space_index
+from dictembed.folder_search import check_has_space, folder_ranking, opened_space, space_index
 from dictembed.frequency_prior import FrequencyPrior
 from dictembed.lexical_terms import StemSets
 from dictembed.model_folder import ModelDictionary, ModelFolder
@@ -182,6 +182,7 @@ class ReverseDictionary(ModelScores, FilterMasks, EntryNeighbours, RankingTerms,
         ranking_over({}, ranking)  # the settings given, checked before anything opens
         folder = ModelFolder.open(path)
         chosen = folder_ranking(folder, ranking)
+        check_has_space(folder)  # first: without one (a GR-BERT folder), no dictionary helps
         source = folder.dictionary(dictionary)  # before the model: a folder naming a file elsewhere is refused
         space = opened_space(folder)  # checked before the encoder, whose load may take seconds (torch)
         encoder = exported_query_encoder(folder, device, precision)

@@ -82,6 +82,7 @@ exit status: 0 success, 1 runtime error (one line `dictembed: error: ...` on std
 INTERRUPT_HINTS = {
     "train": " (train again with --resume to continue)",
     "distil": " (run it again with --resume to continue)",
+    "head": " (run head learn again with --resume to continue)",
     "encode": " (a .npy output of float32, binary or ubinary vectors from a file continues when run again; others "
     "start over)",
 }
