@@ -572,3 +572,135 @@ def test_a_missing_sts_dev_split_stops_train_before_anything_is_built(
     argv = ["train", "--model", str(bert_path), "--dictionary", toy_tsv, "--output", str(tmp_path / "o")]
     cli_refuses(capsys, argv, "STS-B dev", str(missing))
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------------------ run bookkeeping
+def _interrupt_after(monkeypatch: pytest.MonkeyPatch, steps: int) -> None:
+    """Make every `Trainer.fit` stop as Ctrl-C does after `steps` steps: a checkpoint there, then KeyboardInterrupt."""
+    fit = Trainer.fit
+
+    def interrupted(self: Trainer, resume: bool = False, max_steps: int | None = None, keep_final: bool = False):
+        fit(self, resume=resume, max_steps=steps, keep_final=keep_final)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "fit", interrupted)
+
+
+def test_a_resumed_run_records_the_figures_of_an_uninterrupted_one(bert_path, toy_tsv, tmp_path, monkeypatch) -> None:
+    """The final loss was the mean of the losses of the last `fit` call only: a run resumed part-way recorded
+    another figure than an uninterrupted one, and a run resumed at its last step recorded no loss and no throughput."""
+    import dictembed.recipes.run as run_module
+    from dictembed.recipes.run import runs_root
+
+    settings = {"batch_size": 2, "epochs": 2}
+    straight = read_record(train(_config(bert_path, toy_tsv, tmp_path / "straight", **settings)), required=True)
+    _interrupt_after(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        train(_config(bert_path, toy_tsv, tmp_path / "out", **settings))
+    monkeypatch.undo()
+    (checkpoint,) = runs_root(tmp_path / "out").rglob("checkpoint")
+    assert json.loads((checkpoint / "run.json").read_text())["step"] == 3
+    saving = run_module.save_model_folder
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(run_module, "save_model_folder", saving)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(run_module, "save_model_folder", fail_once)
+    with pytest.raises(OSError, match="disk full"):  # resumed at step 3, trained to the end, failed to save
+        train(_config(bert_path, toy_tsv, tmp_path / "out", resume=True, **settings))
+    assert json.loads((checkpoint / "run.json").read_text())["step"] > 3
+    out = train(_config(bert_path, toy_tsv, tmp_path / "out", resume=True, **settings))  # resumed at its last step
+    resumed = read_record(out, required=True)
+    assert straight.final_loss is not None and resumed.final_loss == straight.final_loss
+    assert resumed.throughput is not None and resumed.throughput > 0
+
+    def card_row(folder: Path) -> list[str]:
+        return [line for line in (folder / "README.md").read_text().splitlines() if line.startswith("| final_loss |")]
+
+    assert card_row(out) == card_row(tmp_path / "straight") and len(card_row(out)) == 1  # the card shows the same
+
+
+def test_the_final_loss_is_of_the_runs_last_steps_whichever_session_trained_them(
+    bert_path, toy_dictionary, tmp_path, monkeypatch
+) -> None:
+    from dictembed import training
+
+    monkeypatch.setattr(training, "FINAL_LOSS_STEPS", 4)
+    straight, _ = _trainer(bert_path, toy_dictionary, tmp_path / "straight")
+    losses = straight.fit()
+    killed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    killed.fit(max_steps=6)
+    saved = json.loads((tmp_path / "run" / "checkpoint" / "run.json").read_text())
+    assert saved["losses"] == losses[2:6]  # the last 4 steps' losses, in the checkpoint's JSON
+    resumed, _ = _trainer(bert_path, toy_dictionary, tmp_path / "run")
+    assert len(resumed.fit(resume=True)) == 2  # steps 7 and 8: the last 4 steps span both sessions
+    assert len(losses) == 8 and resumed.final_loss == straight.final_loss == pytest.approx(sum(losses[-4:]) / 4)
+
+
+def test_throughput_counts_the_examples_a_step_holds_not_the_batch_size(
+    bert_path, toy_dictionary, tmp_path, monkeypatch
+) -> None:
+    """`--batch-size 10000` over a dozen examples logged and recorded steps x 10000 examples per second."""
+    import itertools
+
+    from dictembed import training
+
+    encoder = Encoder.load(str(bert_path), pooling="mean", device="cpu")
+    space = WordEmbeddingSpace.from_encoder(encoder, toy_dictionary.headwords)
+    examples = entry_examples(toy_dictionary, space)
+    n = len(examples)
+    for batch_size, steps in ((10000, 2), (n - 1, 4)):  # one batch an epoch; a full batch and one of 1 example
+        clock = itertools.count()  # one second between the trainer's readings of the clock
+        monkeypatch.setattr(training, "time", types.SimpleNamespace(time=lambda ticks=clock: float(next(ticks))))
+        settings = TrainSettings(lr=1e-3, batch_size=batch_size, epochs=2, seed=7, log_every=1)
+        run_dir = tmp_path / f"batch{batch_size}"
+        trainer = Trainer(EntryPrediction(encoder, space), examples, entry_collate(encoder), settings, run_dir)
+        trainer.fit()
+        assert trainer.total_steps == steps and trainer.trained_examples == 2 * n
+        assert trainer.throughput == 2 * n / steps  # the examples of `steps` steps over `steps` seconds
+        logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert logged[-1]["step"] == steps and logged[-1]["examples_per_s"] == trainer.throughput
+
+
+def test_resuming_after_the_dictionary_file_changed_says_so(bert_path, toy_tsv, tmp_path, monkeypatch) -> None:
+    """The key `sources.dictionary mine.tsv` was split at its file name's dot: the error said `was None, now None`."""
+    table = tmp_path / "mine.tsv"
+    shutil.copyfile(toy_tsv, table)
+    _interrupt_after(monkeypatch, 1)
+    with pytest.raises(KeyboardInterrupt):
+        train(_config(bert_path, str(table), tmp_path / "out"))
+    monkeypatch.undo()
+    table.write_text(table.read_text() + "zebra\ta striped wild horse of Africa\n")
+    with pytest.raises(DictEmbedError, match="another configuration") as refused:
+        train(_config(bert_path, str(table), tmp_path / "out", resume=True))
+    assert "(the content of dictionary file mine.tsv changed: its SHA-256 differs; " in str(refused.value)
+    assert "None" not in str(refused.value)
+
+
+def test_changed_settings_names_files_by_their_whole_name() -> None:
+    from dictembed.training import changed_settings
+
+    saved = {"sources": {"model model.safetensors": "a", "dictionary old.tsv": "c"}, "x.y": 1, "lr": 0.1}
+    now = {"sources": {"model model.safetensors": "b", "dictionary new.tsv": "d"}, "x.y": 2, "lr": 0.1}
+    assert changed_settings(saved, now, most=5) == (
+        " (dictionary file new.tsv is new to the run; dictionary file old.tsv is no longer part of the run; "
+        "the content of model weights file model.safetensors changed: its SHA-256 differs; x.y was 1, now 2)"
+    )
+    assert changed_settings({"lr": 0.1}, {"lr": 0.1, "sources": {"dictionary a.tsv": "e"}}) == (
+        " (dictionary file a.tsv is new to the run)"
+    )
+
+
+def test_learning_rates_beyond_six_digits_train_in_folders_of_their_own(bert_path, toy_tsv, tmp_path) -> None:
+    """`--lr-grid 1e-3,1.0000001e-3` trained both rates in `lr0.001-seed0`: the published record's lr was the one
+    trained last, selection's best_lr maybe the other."""
+    from dictembed.recipes.run import lr_name, runs_root
+
+    for lr in (1e-4, 2e-5, 5e-5, 1e-3, 4e-5, 3e-3):  # the names of the runs folders made so far stay
+        assert lr_name(lr) == f"{lr:g}" == repr(lr)
+    out = train(_config(bert_path, toy_tsv, tmp_path / "out", lrs=[1e-3, 1.0000001e-3]))
+    folders = {p.name for p in runs_root(out).rglob("lr*-seed0")}
+    assert folders == {"lr0.001-seed0", "lr0.0010000001-seed0"}
+    record = read_record(out, required=True)
+    assert record.lr == record.selection["best_lr"] and set(record.selection["by_lr"]) == {"0.001", "0.0010000001"}

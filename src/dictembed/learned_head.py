@@ -177,8 +177,9 @@ def learn_head(
         summary["before"] = heldout_metrics(objective, held, collate)
     identity = {"model": str(model), "texts": len(train_texts), **vars(settings)}
     trainer = Trainer(objective, train_texts, collate, settings, run_dir, identity=identity, device="cpu")
-    losses = trainer.fit(resume=resume, keep_final=True)  # the caller discards it once the head is written
-    summary.update(steps=trainer.total_steps, final_loss=losses[-1] if losses else None)
+    trainer.fit(resume=resume, keep_final=True)  # the caller discards it once the head is written
+    last = trainer.recent_losses[-1] if trainer.recent_losses else None  # the last step's, whichever session took it
+    summary.update(steps=trainer.total_steps, final_loss=last)
     if held:
         summary["after"] = heldout_metrics(objective, held, collate)
     return mlm, summary

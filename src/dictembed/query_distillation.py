@@ -230,7 +230,7 @@ def distil(
         precision=precision,
         lengths=token_lengths(student, texts),
     )
-    losses = trainer.fit(resume=resume, keep_final=True)  # the caller discards it once the student is saved
+    trainer.fit(resume=resume, keep_final=True)  # the caller discards it once the student is saved
     student.eval()
     teacher_record = folder.record
     record = RunRecord(
@@ -243,7 +243,7 @@ def distil(
         data=teacher_record.data,
         throughput=trainer.throughput,
         train_examples=len(texts),
-        final_loss=float(np.mean(losses[-50:])) if losses else None,
+        final_loss=trainer.final_loss,  # a resumed distillation's is an uninterrupted one's
         details={"teacher": folder.name, "teacher_model": teacher_record.base_model, "texts": counts}
         | {"projection": f"{space.matrix.shape[1]} -> {student.dim}", "settings": asdict(settings)},
         ranking=saved_ranking(bool(descriptions)),

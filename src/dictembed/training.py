@@ -19,6 +19,7 @@ import shutil
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from dictembed.io import atomic_write, settle_swap, staged_dir, swap_paths
 from dictembed.progress import Progress as ProgressReport
 
 log = logging.getLogger(__name__)
+
+FINAL_LOSS_STEPS = 50  # a run's final loss is the mean of its last steps' losses (`Trainer.final_loss`)
 
 
 @dataclass
@@ -158,33 +161,73 @@ def discard_checkpoints(run_dir: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def differing_settings(saved: dict[str, Any], wanted: dict[str, Any], prefix: str = "") -> list[str]:
-    """The keys of two run configurations whose values differ, sorted, nested keys as `options.pooling`."""
-    out = []
+def differing_paths(
+    saved: dict[str, Any], wanted: dict[str, Any], prefix: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
+    """The keys of two run configurations whose values differ, sorted, a nested key as its path of keys (a key
+    may hold a dot: a file name under `sources`). An object one side lacks is compared key by key with nothing."""
+    out: list[tuple[str, ...]] = []
     for key in sorted(set(saved) | set(wanted)):
         a, b = saved.get(key), wanted.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += differing_settings(a, b, f"{prefix}{key}.")
+        lacking = (key not in saved and isinstance(b, dict) and b) or (key not in wanted and isinstance(a, dict) and a)
+        if (isinstance(a, dict) and isinstance(b, dict)) or lacking:
+            out += differing_paths(a if isinstance(a, dict) else {}, b if isinstance(b, dict) else {}, (*prefix, key))
         elif a != b:
-            out.append(f"{prefix}{key}")
+            out.append((*prefix, key))
     return out
 
 
+def differing_settings(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """The keys of two run configurations whose values differ, sorted, nested keys as `options.pooling`."""
+    return [".".join(path) for path in differing_paths(saved, wanted)]
+
+
+_ABSENT = object()
+SOURCE_KINDS = {"dictionary": "dictionary file", "descriptions": "descriptions file", "model": "model weights file"}
+
+
+def _lookup(config: dict[str, Any], path: tuple[str, ...]) -> object:
+    """The value at `path` in a run configuration; `_ABSENT` where a key is missing."""
+    found: object = config
+    for key in path:
+        found = found.get(key, _ABSENT) if isinstance(found, dict) else _ABSENT
+    return found
+
+
+def source_change(path: tuple[str, ...], saved: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """What changed of a local file a run's identity holds the SHA-256 of (`sources`, keyed "SETTING NAME": see
+    `recipes.run.source_prints`), in words; None for any other setting."""
+    if len(path) != 2 or path[0] != "sources":
+        return None
+    setting, _, name = path[1].partition(" ")
+    file = f"{SOURCE_KINDS.get(setting, f'{setting} file')} {name or setting}"
+    before, after = _lookup(saved, path), _lookup(now, path)
+    if before is _ABSENT:
+        return f"{file} is new to the run"
+    if after is _ABSENT:
+        return f"{file} is no longer part of the run"
+    return f"the content of {file} changed: its SHA-256 differs"
+
+
 def changed_settings(saved: object, now: dict[str, Any], most: int = 4) -> str:
-    """The first `most` settings of a run's identity that differ from a saved checkpoint's (`differing_settings`),
-    as ` (SETTING was A, now B; ...)`; "" when the saved identity cannot be read so."""
+    """The first `most` settings of a run's identity that differ from a saved checkpoint's (`differing_paths`),
+    as ` (SETTING was A, now B; ...)`, a local file whose content changed as such (`source_change`); "" when the
+    saved identity cannot be read so."""
     if not isinstance(saved, dict):
         return ""
+    before: dict[str, Any] = saved
 
-    def value(config: dict[str, Any], key: str) -> object:
-        found: object = config
-        for part in key.split("."):
-            found = found.get(part) if isinstance(found, dict) else None
-        return found
+    def value(config: dict[str, Any], path: tuple[str, ...]) -> object:
+        found = _lookup(config, path)
+        return None if found is _ABSENT else found
 
-    keys = differing_settings(saved, now)
-    shown = [f"{k} was {value(saved, k)!r}, now {value(now, k)!r}" for k in keys[:most]]
-    return f" ({'; '.join(shown)}{'; ...' if len(keys) > most else ''})" if shown else ""
+    def shown(path: tuple[str, ...]) -> str:
+        change = source_change(path, before, now)
+        return change or f"{'.'.join(path)} was {value(before, path)!r}, now {value(now, path)!r}"
+
+    paths = differing_paths(before, now)
+    parts = [shown(path) for path in paths[:most]]
+    return f" ({'; '.join(parts)}{'; ...' if len(paths) > most else ''})" if parts else ""
 
 
 class Trainer:
@@ -215,7 +258,12 @@ class Trainer:
             raise DictEmbedError("no training examples")
         self.settings = settings
         self.identity = identity or {}
-        self.throughput: float | None = None  # examples per second of the last fit()
+        # The run's bookkeeping, kept in its checkpoints so that a resumed run records what an uninterrupted one
+        # does: the losses of its last `FINAL_LOSS_STEPS` steps (`final_loss`), and the examples its steps took and
+        # the seconds they took, over all the sessions (`fit` calls, resumes) that trained it (`throughput`).
+        self.recent_losses: deque[float] = deque(maxlen=FINAL_LOSS_STEPS)
+        self.trained_examples = 0
+        self.trained_seconds = 0.0
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.accelerator = accelerator or make_accelerator(device, precision)
@@ -244,6 +292,27 @@ class Trainer:
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.scheduler = scheduler
         self.progress = Progress()
+
+    @property
+    def final_loss(self) -> float | None:
+        """The mean loss of the run's last `FINAL_LOSS_STEPS` steps, whichever sessions trained them (a resumed run's
+        figure is an uninterrupted one's); None before any step."""
+        return float(np.mean(self.recent_losses)) if self.recent_losses else None
+
+    @property
+    def throughput(self) -> float | None:
+        """Examples per second of the run's training: the examples its steps took (a short last batch counts what it
+        holds) over the seconds from each session's start of training to its last step, all the sessions that
+        trained the run added up (the steps a kill lost after the last checkpoint are not counted); None before any
+        step, or for a run resumed at its end from a checkpoint that kept no such count (an older version's)."""
+        if not self.trained_examples or self.trained_seconds <= 0:
+            return None
+        return self.trained_examples / self.trained_seconds
+
+    def step_examples(self, step: int) -> int:
+        """How many examples the optimizer step after `step` steps takes: a batch, or what the epoch has left."""
+        offset = step % self.steps_per_epoch
+        return min(self.settings.batch_size, len(self.examples) - offset * self.settings.batch_size)
 
     @property
     def unwrapped(self) -> nn.Module:
@@ -276,7 +345,13 @@ class Trainer:
         """Write the full training state to a staging folder, then swap it in (a kill never corrupts it)."""
         wait_for_everyone()
         if self.accelerator.is_main_process:
-            run = {"step": self.progress.step, "identity": self.identity}
+            run = {
+                "step": self.progress.step,
+                "identity": self.identity,
+                "losses": list(self.recent_losses),
+                "trained_examples": self.trained_examples,
+                "trained_seconds": self.trained_seconds,
+            }
             with staged_dir(self.checkpoint_dir, owned=True) as staging:
                 scaler = getattr(self.accelerator, "scaler", None)  # fp16 on a GPU
                 save_checkpoint(staging, self.unwrapped, self.optimizer, self.scheduler, run, scaler)
@@ -323,9 +398,34 @@ class Trainer:
             scaler = getattr(self.accelerator, "scaler", None)
             saved_run = load_checkpoint(folder, self.unwrapped, self.optimizer, self.scheduler, scaler)
             self.progress.step = int(saved_run["step"])
+            self._restore_bookkeeping(saved_run, folder)
             log.info("resumed from %s at step %d", folder, self.progress.step)
             return
         self.discard_checkpoints()
+
+    def _restore_bookkeeping(self, saved: dict[str, Any], folder: Path) -> None:
+        """The recent losses and the examples and seconds trained that a checkpoint's run.json holds; one without
+        them (an older version's, or damaged) leaves them to what this session trains, said so."""
+        losses, examples, seconds = saved.get("losses"), saved.get("trained_examples"), saved.get("trained_seconds")
+        number = (int, float)
+        if (
+            isinstance(losses, list)
+            and all(isinstance(x, number) and not isinstance(x, bool) for x in losses)
+            and isinstance(examples, int)
+            and not isinstance(examples, bool)
+            and examples >= 0
+            and isinstance(seconds, number)
+            and not isinstance(seconds, bool)
+            and seconds >= 0
+        ):
+            self.recent_losses.extend(float(x) for x in losses)
+            self.trained_examples, self.trained_seconds = examples, float(seconds)
+        else:
+            log.warning(
+                "%s keeps no losses or example counts: the final loss and throughput recorded are of the steps "
+                "trained from here on only",
+                folder / "run.json",
+            )
 
     def _trim_metrics(self) -> None:
         """Keep the lines of `metrics.jsonl` up to the step training starts from: a resumed run's log goes on from
@@ -371,12 +471,12 @@ class Trainer:
             "train",
             unit="step",
             initial=self.progress.step,
-            per_unit=s.batch_size,
+            per_unit=len(self.examples) * s.epochs / self.total_steps,  # the mean examples of a step
             rate_unit="examples",
             logger=log,
             show=None if self.accelerator.is_main_process else False,  # one process reports
         )
-        start, done_at_start = time.time(), self.progress.step
+        start, done_at_start, seconds_before = time.time(), self.progress.step, self.trained_seconds
         self.model.train()
         while self.progress.step < self.total_steps:
             epoch, offset = divmod(self.progress.step, self.steps_per_epoch)
@@ -395,8 +495,11 @@ class Trainer:
                     if not self.optimizer.step_was_skipped:  # fp16: a step with inf/NaN gradients is skipped
                         self.scheduler.step()
                     self.optimizer.zero_grad()
+                self.trained_examples += self.step_examples(self.progress.step)
+                self.trained_seconds = seconds_before + time.time() - start
                 self.progress.step += 1
                 losses.append(float(np.mean(accumulated)))
+                self.recent_losses.append(losses[-1])
                 accumulated = []
                 if not math.isfinite(losses[-1]) and not self.optimizer.step_was_skipped:
                     bar.close()  # the weights are lost to it: nothing is saved, the last checkpoint is kept
@@ -408,7 +511,7 @@ class Trainer:
                 bar.update(1)
                 if self.progress.step % s.log_every == 0 or self.progress.step == self.total_steps:
                     record = {**{k: float(v.detach()) for k, v in out.items()}, "loss": losses[-1]}
-                    rate = (self.progress.step - done_at_start) * s.batch_size / max(time.time() - start, 1e-9)
+                    rate = self.trained_examples / max(self.trained_seconds, 1e-9)  # the run's, as `throughput`
                     lr = self.scheduler.get_last_lr()[0]
                     self._log({"step": self.progress.step, "epoch": epoch, "lr": lr, "examples_per_s": rate, **record})
                     if self.progress.step == self.total_steps:  # before: a progress line every 30 s, or the bar
@@ -431,8 +534,6 @@ class Trainer:
                     self.save_checkpoint()
                     return losses
         bar.close()
-        if self.progress.step > done_at_start:  # a run resumed at its end trained nothing in this call
-            self.throughput = (self.progress.step - done_at_start) * s.batch_size / max(time.time() - start, 1e-9)
         if not keep_final:
             self.discard_checkpoints()
         elif self.progress.step > done_at_start and self.progress.step % s.checkpoint_every:

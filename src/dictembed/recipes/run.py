@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-import numpy as np
 from torch import nn
 
 from dictembed.backends.onnx.export import write_query_graph
@@ -32,29 +31,23 @@ from dictembed.entry_vectors import headword_vectors, int8_build
 from dictembed.errors import DictEmbedError
 from dictembed.evaluation._common import mean_sd
 from dictembed.evaluation.sts_multi import load_sts_dev
-from dictembed.io import link_target, staged_dir
+from dictembed.io import staged_dir
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import links_outside, read_record, write_definitions, write_record
 from dictembed.output_folder import check_outside, check_run_output
+from dictembed.output_folder import runs_root as runs_root  # where callers find it
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
 from dictembed.record import RunRecord, file_sha256
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
 from dictembed.second_dictionary import SecondDefinitions
-from dictembed.training import Trainer, TrainSettings, checkpoint_dir, differing_settings
+from dictembed.training import Trainer, TrainSettings, checkpoint_dir, differing_paths, source_change
 
 if TYPE_CHECKING:
     from dictembed.recipes.config import RunConfig
 
 log = logging.getLogger(__name__)
-
-
-def runs_root(output: str | Path) -> Path:
-    """The folder of the intermediate runs of `output`: `<output>-runs` (beside the folder a link leads to, so that
-    both spellings of one output share its runs and its lock)."""
-    output = link_target(output)
-    return output.with_name(output.name + "-runs")
 
 
 @dataclass
@@ -260,7 +253,12 @@ def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
         log.warning("%s was not saved whole (its checkpoint is still there): it is not reused", run_dir / "model")
         return None
     if record.run != identity:
-        changed = differing_settings(record.run, identity) if record.run else ["(no saved run configuration)"]
+        changed = ["(no saved run configuration)"]
+        if record.run:  # a local file with what changed of it (`source_change`)
+            changed = []
+            for path in differing_paths(record.run, identity):
+                change = source_change(path, record.run, identity)
+                changed.append(".".join(path) + (f" ({change})" if change else ""))
         log.warning("retraining %s: its saved configuration differs in %s", run_dir, ", ".join(changed))
         return None
     log.info("reusing finished run %s", run_dir / "model")
@@ -269,9 +267,16 @@ def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
     return RunResult(run_dir / "model", lr, seed, record.dev, record.throughput)
 
 
+def lr_name(lr: float) -> str:
+    """A learning rate as its run folder names it: `{lr:g}` (the names of runs made so far), unless that rounds it
+    (beyond 6 significant digits), then its shortest exact form (`repr`): two rates of a grid never share a folder."""
+    short = f"{lr:g}"
+    return short if float(short) == lr else repr(float(lr))
+
+
 def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: int) -> RunResult:
     """Train one (lr, seed) run of a stage, score it on dev and save it; reuse it when already finished."""
-    run_dir = stage.root / f"{stage.prefix}lr{lr:g}-seed{seed}"
+    run_dir = stage.root / f"{stage.prefix}lr{lr_name(lr)}-seed{seed}"
     identity = run_identity(config, stage, lr, seed)
     if (done := finished_run(run_dir, identity)) is not None:
         return done
@@ -284,9 +289,9 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
     trainer = Trainer(
         built.objective, built.examples, built.collate, settings, run_dir, identity, lengths=built.lengths, **place
     )
-    losses = trainer.fit(resume=config.resume, keep_final=True)  # kept until the run is saved
+    trainer.fit(resume=config.resume, keep_final=True)  # kept until the run is saved
     encoder = recipe.extract(config, built, trainer.unwrapped)
-    log.info("lr=%g seed=%d: scoring the dev sets", lr, seed)
+    log.info("lr=%s seed=%d: scoring the dev sets", lr_name(lr), seed)
     dev = recipe.dev_metrics(config, stage, built, encoder)
     record = RunRecord(
         method=config.method,
@@ -297,9 +302,11 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
         seed=seed,
         data=config.dictionary,
         dev=dev,
+        # the whole run's, however many sessions trained it (`Trainer.throughput`, `Trainer.final_loss`): a resumed
+        # run records the final loss an uninterrupted one does, and examples/s over all the steps its sessions trained
         throughput=trainer.throughput,
         train_examples=len(built.examples),
-        final_loss=float(np.mean(losses[-50:])) if losses else None,
+        final_loss=trainer.final_loss,
         details=built.details,
         **stage.record,
     )
@@ -308,7 +315,7 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
         save_run(recipe, stage, built, encoder, run_dir / "model", record, cache_folder(config.cache_dir))
     wait_for_everyone()
     trainer.discard_checkpoints()
-    log.info("lr=%g seed=%d dev=%s", lr, seed, dev)
+    log.info("lr=%s seed=%d dev=%s", lr_name(lr), seed, dev)
     return RunResult(run_dir / "model", lr, seed, dev, trainer.throughput)
 
 
