@@ -75,6 +75,20 @@ def test_card_of_an_export_names_the_export_folder(trained: Path, tmp_path: Path
     assert 'Encoder.load("path/to/kept")' in (kept / "README.md").read_text(encoding="utf-8")  # weights: as trained
 
 
+def test_card_of_a_run_on_descriptions_counts_them_apart_from_the_definitions(trained: Path) -> None:
+    record = read_record(trained, required=True)
+    described = record.details["descriptions"]  # the `best` preset trains on the everyday descriptions too
+    assert record.settings["descriptions"] == "everyday" and described > 0 and record.train_examples is not None
+    card = (trained / "README.md").read_text(encoding="utf-8")
+    section = card.split("## Dictionary\n", 1)[1].split("\n## ", 1)[0]
+    assert f"| training definitions used | {record.train_examples - described} |" in section
+    assert f"| training descriptions used | {described} |" in section
+    assert f"trained on {described} descriptions of its training headwords from dictembed's everyday description" in (
+        " ".join(section.split())
+    )
+    assert "| descriptions `everyday` | [MIT](https://opensource.org/license/mit) |" in card
+
+
 # ----------------------------------------------------------------- Hub metadata
 def _front_matter(card: str) -> dict[str, Any]:
     """The card's front matter, parsed as YAML."""
@@ -95,8 +109,8 @@ def test_card_of_a_wordnet_run_carries_licences_languages_datasets_and_dev_figur
     card = render_model_card(record, name="minilm-wordnet")
     meta = _front_matter(card)
     assert meta["base_model"] == EMBEDDED_MODEL and meta["license"] == "apache-2.0"
-    assert meta["language"] == ["en"] and meta["datasets"] == ["wordnet"]
-    assert meta["dictionary_licenses"] == {"wordnet": "wordnet"}
+    assert meta["language"] == ["en"] and meta["datasets"] == ["wordnet", "dictembed-everyday-descriptions"]
+    assert meta["dictionary_licenses"] == {"wordnet": "wordnet"}  # the descriptions are no dictionary
     (index,) = meta["model-index"]
     (result,) = index["results"]  # the run measured no test figure: STS-B dev alone, labelled dev
     assert index["name"] == "minilm-wordnet" and result["task"]["type"] == "sentence-similarity"
@@ -115,7 +129,9 @@ def test_card_of_a_wordnet_run_carries_licences_languages_datasets_and_dev_figur
 def test_card_of_a_local_base_and_table_claims_no_licence(trained: Path) -> None:
     card = (trained / "README.md").read_text(encoding="utf-8")
     meta = _front_matter(card)
-    assert not {"license", "language", "datasets"} & set(meta)
+    assert "license" not in meta
+    # the table has no known language or dataset: only the everyday descriptions the `best` preset trained on do
+    assert meta["datasets"] == ["dictembed-everyday-descriptions"] and meta["language"] == ["en"]
     assert meta["dictionary_licenses"] == {"toy.tsv": "unknown"}
     assert "| dictionary `toy.tsv` | not known: see the source's own terms |" in card
     assert "not known: see the base model's own terms |" in card

@@ -222,6 +222,7 @@ def test_no_head_model_gets_tied_head_and_warning(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.WARNING, logger="dictembed.objectives.mlm"):
         model = load_masked_lm(default_model())
     assert "has no MLM head" in caplog.text and "cls.predictions" in caplog.text
+    assert model.new_mlm_head is True  # what a GR-BERT run records for its model card
     assert head_is_tied(model)
     assert model.cls.predictions.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
 
@@ -364,6 +365,7 @@ def test_recipe_saves_a_masked_lm_with_first_last_avg(
     assert saved["seed"] == 1 and saved["data"] == table.name and saved["train_examples"] == 8  # no machine path
     assert {"gloss_acc", "gloss_loss", "stsb_dev"} <= set(saved["dev"])
     assert saved["details"]["triplets"]["train"]["unmatched"] == 0
+    assert saved["details"]["new_mlm_head"] == load_masked_lm(str(small_bert)).new_mlm_head  # as the model loaded
     before = heldout_gloss_accuracy(str(small_bert), config, seed=1)  # the untrained model, same held-out batches
     assert set(before) == {"gloss_acc", "gloss_loss"} and 0.0 <= before["gloss_acc"] <= 100.0
     with caplog.at_level(logging.WARNING):

@@ -1,5 +1,6 @@
 """The Hub metadata of a model card: the licences of the weights and of the dictionary, the languages and datasets
-(the dictionary's), and the `model-index` results. `model_card` writes them into the card's front matter.
+(the dictionary's, and the description corpus's when the run trained on one), and the `model-index` results.
+`model_card` writes them into the card's front matter.
 
 The licence data: base models by Hub name (below), dictionaries in their catalogue (`dictionary.catalog`). A base
 model or dictionary not in them (a local folder, a table file) has no known licence: the card omits `license`
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from dictembed.description_corpus import EVERYDAY
 from dictembed.dictionary.catalog import CATALOG, NamedDictionary
 from dictembed.licences import APACHE_2, MIT, Licence
 from dictembed.offline_models import MODELS as OFFLINE_MODELS
@@ -41,6 +44,46 @@ STS_DATASETS: dict[str, tuple[str, str]] = {
     "STSB": ("STS Benchmark", "sentence-transformers/stsb"),
     "SICKR": ("SICK-R", "mteb/sickr-sts"),
 }
+
+# The base models whose checkpoints hold no MLM head (saved as a bare encoder), by Hub name: GR-BERT's MLM gives them
+# a newly initialised head (`objectives.mlm.load_masked_lm`).
+BASE_MODELS_WITHOUT_MLM_HEAD = frozenset(
+    {
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "sentence-transformers/all-mpnet-base-v2",
+        "intfloat/multilingual-e5-small",
+    }
+)
+
+
+@dataclass(frozen=True)
+class DescriptionCorpus:
+    """A description corpus a run may train on beside its dictionary: its name in the Hub metadata's `datasets`, its
+    name and a line about it in the card, its language (ISO 639-1) and its licence."""
+
+    dataset: str
+    name: str
+    about: str
+    language: str
+    licence: Licence
+
+
+# The description corpora shipped with dictembed, by their `--descriptions` name (`description_corpus`).
+DESCRIPTION_CORPORA: dict[str, DescriptionCorpus] = {
+    EVERYDAY: DescriptionCorpus(
+        "dictembed-everyday-descriptions",
+        "dictembed's everyday description corpus",
+        "descriptions of WordNet 3.0 headwords written for dictembed in the words people use when a word escapes "
+        "them, shipped with it in `src/dictembed/corpus/`",
+        "en",
+        MIT,  # the project's licence, as the corpus README says
+    ),
+}
+
+
+def description_corpus(spec: str | None) -> DescriptionCorpus | None:
+    """The shipped description corpus `spec` names (`everyday`), or None (a file of the user's, or none)."""
+    return DESCRIPTION_CORPORA.get(spec) if spec else None
 
 
 def hub_name_of(name: str) -> str:
@@ -75,16 +118,23 @@ def dictionary_source(part: str) -> NamedDictionary | None:
     return CATALOG.get(part.lower())
 
 
-def dictionary_metadata(spec: str | None) -> dict[str, Any]:
+def dictionary_metadata(spec: str | None, descriptions: str | None = None) -> dict[str, Any]:
     """`language`, `datasets` and `dictionary_licenses` (source, a file by its file name -> licence key, `unknown`
-    when not known) of the dictionary a model was trained on; keys without a value are left out."""
+    when not known) of the dictionary a model was trained on; `descriptions` names the description corpus it was
+    also trained on, if any: a shipped one (`everyday`) is listed among the datasets, with its language. Keys
+    without a value are left out."""
     parts = dictionary_parts(spec)
     sources = [dictionary_source(part) for part in parts]
     known = {part.lower(): source for part, source in zip(parts, sources, strict=True) if source is not None}
+    languages = [source.language for source in known.values()]
+    datasets = list(known)
+    if (corpus := description_corpus(descriptions)) is not None:
+        languages.append(corpus.language)
+        datasets.append(corpus.dataset)
     meta: dict[str, Any] = {}
-    if known:
-        meta["language"] = list(dict.fromkeys(source.language for source in known.values()))
-        meta["datasets"] = list(known)
+    if datasets:
+        meta["language"] = list(dict.fromkeys(languages))
+        meta["datasets"] = datasets
     if parts:
         meta["dictionary_licenses"] = {
             public_name(part): source.licence.key if source and source.licence else UNKNOWN

@@ -1,9 +1,15 @@
 """DefSent's entry space: the checkpoint's own frozen pre-trained word-prediction (MLM) head, scoring a pooled
-vector against the single-token words of a dictionary."""
+vector against the single-token words of a dictionary.
+
+The space keeps the checkpoint's transformers config to rebuild the head when it is loaded, without its private
+fields (`_name_or_path`, the folder it was loaded from on the training machine): a published model names no path
+of the machine it was trained on (`record.RunRecord.portable`).
+"""
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,17 +23,30 @@ from dictembed.objectives.mlm import mlm_head_module
 from dictembed.vocab import single_token_words
 
 
+def portable_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a transformers config dict without its private fields, at any depth: `_name_or_path` (the local
+    folder or Hub name it was loaded from), `_commit_hash` and the like, which only describe where and how it was
+    loaded; what builds the model (`AutoConfig.for_model`) is kept."""
+    return {
+        key: portable_config(value) if isinstance(value, dict) else value
+        for key, value in config.items()
+        if not str(key).startswith("_")
+    }
+
+
 class MLMHeadSpace(EntrySpace):
     """DefSent: logits of the frozen pre-trained MLM head (BERT `cls.predictions`, RoBERTa `lm_head`)."""
 
     kind = "mlm-head"
     token_ids: torch.Tensor  # a buffer (register_buffer)
 
-    def __init__(self, words: list[str], token_ids: list[int], head: nn.Module, head_name: str, config: dict):
+    def __init__(
+        self, words: list[str], token_ids: list[int], head: nn.Module, head_name: str, config: dict[str, Any]
+    ) -> None:
         super().__init__(words)
         self.head = head
         self.head_name = head_name
-        self.model_config = config
+        self.model_config = portable_config(config)  # what rebuilds the head, never where it was loaded from
         self.register_buffer("token_ids", torch.tensor(token_ids, dtype=torch.long), persistent=False)
         self.freeze()
 
@@ -58,7 +77,7 @@ class MLMHeadSpace(EntrySpace):
             **super()._meta(),
             "token_ids": self.token_ids.tolist(),
             "head_name": self.head_name,
-            "model_config": self.model_config,
+            "model_config": portable_config(self.model_config),
         }
 
     def _tensors(self) -> dict[str, torch.Tensor]:
@@ -66,7 +85,7 @@ class MLMHeadSpace(EntrySpace):
 
     @classmethod
     def from_saved(cls, meta: dict, tensors: dict[str, torch.Tensor]) -> MLMHeadSpace:
-        config_dict = dict(meta["model_config"])
+        config_dict = portable_config(meta["model_config"])  # a space saved before kept `_name_or_path`
         config = AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
         mlm = AutoModelForMaskedLM.from_config(config)
         name, head = mlm_head_module(mlm)

@@ -1,8 +1,10 @@
 """The Hugging Face model card (`README.md`) of a saved model folder, written from its run record.
 
 The card has YAML front matter for the Hub, then the base model, the method and its paper (with BibTeX), the
-entry space, the dictionary, the training settings, the figures the run measured and usage snippets. Every
-section is optional: a plain `Encoder.save` records only the encoder settings, and its card says just that.
+entry space, the dictionary (the definitions and any descriptions trained on, counted apart), the training settings,
+the figures the run measured and usage snippets. Every section is optional: a plain `Encoder.save` records only the
+encoder settings, and its card says just that. Where a run departs from its paper (DefSent's word-embedding
+fallback, GR-BERT's new MLM head), the card says so beside the paper.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from dictembed.card_metadata import (
+    BASE_MODELS_WITHOUT_MLM_HEAD,
     base_licence,
+    description_corpus,
     dictionary_metadata,
     dictionary_parts,
     dictionary_source,
@@ -132,6 +136,40 @@ def _saved_space(folder: Path | None) -> dict[str, Any]:
     return space_summary(folder) if folder is not None else {}
 
 
+def _count(value: Any) -> int | None:
+    """A count the record holds (a JSON integer, never true/false), or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _descriptions(record: dict[str, Any]) -> tuple[int, str | None]:
+    """How many descriptions a DefSent/DefSent+ run trained on beside its definitions (`details["descriptions"]`,
+    counted among `train_examples`) and the corpus it took them from (its `descriptions` setting: `everyday`, a
+    file's public name), or (0, None) when it trained on none."""
+    count = _count(_dict(record.get("details")).get("descriptions")) or 0
+    if count <= 0:
+        return 0, None
+    spec = _settings(record).get("descriptions")
+    return count, str(spec) if spec else None
+
+
+def word_embedding_fallback(record: dict[str, Any]) -> bool:
+    """Whether a DefSent model was trained against the frozen input word embeddings (`kind: word-embeddings`)
+    instead of the paper's frozen MLM head."""
+    return record.get("method") == "defsent" and record.get("entry_space") == "word-embeddings"
+
+
+def new_mlm_head(record: dict[str, Any]) -> bool | None:
+    """Whether a GR-BERT model's base model had no MLM head, so that MLM trained a newly initialised one: as the
+    record's details say (`new_mlm_head`), else as known of its base model (`BASE_MODELS_WITHOUT_MLM_HEAD`); None
+    when not known (or not GR-BERT)."""
+    if record.get("method") != "gr-bert":
+        return None
+    said = _dict(record.get("details")).get("new_mlm_head")
+    if isinstance(said, bool):
+        return said
+    return True if base_hub_name(record) in BASE_MODELS_WITHOUT_MLM_HEAD else None
+
+
 # ----------------------------------------------------------------- sections
 def _dictionary_spec(record: dict[str, Any]) -> str | None:
     """The dictionaries a model folder holds, as its record names them (`wordnet`, `wordnet,mine.tsv`): the one it
@@ -162,7 +200,7 @@ def front_matter(record: dict[str, Any], name: str = "dictembed model") -> str:
     meta: dict[str, Any] = {"license": licence.hub_id} if licence else {}
     if licence and licence.hub_name:
         meta |= {"license_name": licence.hub_name, "license_link": licence.link}
-    meta |= dictionary_metadata(_dictionary_spec(record))
+    meta |= dictionary_metadata(_dictionary_spec(record), _descriptions(record)[1])
     if index := model_index(record, name):
         meta["model-index"] = index
     lines += [line for key, value in meta.items() for line in yaml_lines(key, value)]
@@ -172,6 +210,8 @@ def front_matter(record: dict[str, Any], name: str = "dictembed model") -> str:
 def _title(record: dict[str, Any], name: str) -> list[str]:
     found = paper(record.get("method"))
     what = f"trained with {found.name} " if found else ""
+    if found and word_embedding_fallback(record):
+        what = f"trained with {found.name} (the word-embedding fallback instead of the paper's MLM head) "
     return [
         f"# {name}",
         "",
@@ -207,6 +247,26 @@ def _method_section(record: dict[str, Any]) -> list[str]:
         return []
     found = paper(method)
     lines = ["## Method", "", f"`{method}`" if found is None else f"{found.name}: {found.reference}", ""]
+    if word_embedding_fallback(record):
+        why = (
+            "as asked (`--space word-embeddings`)"
+            if _settings(record).get("space") == "word-embeddings"
+            else "because the base model has no pre-trained MLM head"
+        )
+        lines += [
+            f"**Not the paper's method.** The entry space is dictembed's word-embedding fallback, {why}: the "
+            "definitions' vectors were trained to predict their headword through the frozen input word embeddings "
+            "of the single-token headwords (`word-embeddings`), not through the model's frozen pre-trained MLM "
+            "head as in the paper.",
+            "",
+        ]
+    if new_mlm_head(record):
+        lines += [
+            "The base model has no MLM head: a new one was initialised for the masked language modelling (its "
+            "decoder tied to the input word embeddings) and trained with the encoder, where the paper starts from "
+            "a pre-trained head.",
+            "",
+        ]
     details = record.get("details")
     if isinstance(details, dict) and details.get("teacher"):
         model = details.get("teacher_model") or "its own model"
@@ -255,9 +315,43 @@ def _dictionary_section(record: dict[str, Any]) -> list[str]:
         return []
     rows: list[tuple[str, Any]] = [("dictionary", public_name(str(name)))] if name else []
     rows += [(key, stats[key]) for key in ("words", "entries", "headwords", "definitions", "senses") if key in stats]
-    if record.get("train_examples") is not None:
-        rows.append(("training definitions used", record["train_examples"]))
-    return ["## Dictionary", "", *_table(rows)]
+    rows += _example_rows(record)
+    count, spec = _descriptions(record)
+    return ["## Dictionary", "", *_table(rows), *([_descriptions_text(count, spec), ""] if count else [])]
+
+
+TEXT_KINDS = {"definitions": "definitions", "words": "headwords", "descriptions": "descriptions"}
+
+
+def _example_rows(record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What the run trained on, by kind: a distilled student's texts (`details["texts"]`), GR-BERT's triplets, or
+    the definitions and descriptions of DefSent/DefSent+ (`train_examples` counts both)."""
+    texts = _dict(_dict(record.get("details")).get("texts"))
+    if texts:
+        return [(f"training {label} used", texts[key]) for key, label in TEXT_KINDS.items() if _count(texts.get(key))]
+    total = _count(record.get("train_examples"))
+    if total is None:
+        return []
+    if record.get("method") == "gr-bert":
+        return [("training triplets used (word, example, gloss)", total)]
+    count, _ = _descriptions(record)
+    rows: list[tuple[str, Any]] = [("training definitions used", max(total - count, 0))]
+    return rows + ([("training descriptions used", count)] if count else [])
+
+
+def _descriptions_text(count: int, spec: str | None) -> str:
+    """The sentence naming the description corpus a run trained on beside the dictionary's definitions."""
+    corpus = description_corpus(spec)
+    if corpus is not None:
+        source = f"{corpus.name} (`{spec}`: {corpus.about}; {corpus.licence.name} licence, like dictembed)"
+    elif spec:
+        source = f"the description file `{public_name(spec)}`"
+    else:
+        source = "a description corpus"
+    return (
+        f"Beside the dictionary's definitions, the encoder was trained on {count:,} descriptions of its training "
+        f"headwords from {source}, as further queries of their words' entries."
+    )
 
 
 COMMON_KEYS = ("pooling", "pooler", "batch_size", "epochs", "warmup_ratio", "max_length", "limit", "lrs", "seeds")
@@ -302,11 +396,7 @@ def _results_section(record: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     dev = _dict(record.get("dev"))
     if dev:
-        text = (
-            "Dev figures measured by the run, not test figures: STS-B dev (`stsb_dev`, Spearman x 100) and the "
-            "reverse dictionary on the dictionary's dev headwords (`mrr`, `top1`/`top3`/`top10` in %):"
-        )
-        lines += ["## Results", "", text, ""]
+        lines += ["## Results", "", _dev_text(dev), ""]
         lines += _table(_flatten(dev), ("metric", "value"))
     selection = _dict(record.get("selection"))
     key = selection.get("selected_on")
@@ -332,6 +422,36 @@ def _results_section(record: dict[str, Any]) -> list[str]:
     if dev and not sts_test_figures(record):
         lines += ["The run measures no test figures; `dictembed evaluate sts --model MODEL` measures STS.", ""]
     return lines
+
+
+def _names(keys: list[str]) -> str:
+    return "/".join(f"`{key}`" for key in keys)
+
+
+def _dev_text(dev: dict[str, Any]) -> str:
+    """What the dev figures the record holds are, naming only those it holds (GR-BERT's are gloss matching and STS,
+    DefSent's the reverse dictionary and STS)."""
+    keys = [name for name, _ in _flatten(dev)]
+    parts: list[str] = []
+    if "stsb_dev" in keys:
+        parts.append("STS-B dev (`stsb_dev`, Spearman x 100)")
+    ranks = [key for key in keys if key == "mrr" or re.fullmatch(r"(top|acc)\d+", key) or key == "median_rank"]
+    if ranks:
+        percent = [key for key in ranks if key not in ("mrr", "median_rank")]
+        said = ["`mrr`"] if "mrr" in ranks else []
+        said += [f"{_names(percent)} in %"] if percent else []
+        said += ["`median_rank`"] if "median_rank" in ranks else []
+        parts.append(f"the reverse dictionary on the dictionary's dev headwords ({', '.join(said)})")
+    gloss = [key for key in keys if key in ("gloss_acc", "gloss_loss")]
+    if gloss:
+        said = ["`gloss_acc`, top-1 accuracy in % among the glosses of its batch"] if "gloss_acc" in gloss else []
+        said += ["`gloss_loss`, the InfoNCE loss"] if "gloss_loss" in gloss else []
+        parts.append(f"gloss matching on held-out (word, example, gloss) triplets ({'; '.join(said)})")
+    others = [key for key in keys if key != "stsb_dev" and key not in ranks and key not in gloss]
+    if others:
+        parts.append(_names(others))
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Dev figures measured by the run, not test figures: {listed}:"
 
 
 def _export_usage(model: str, graph: str, pooling: str) -> list[str]:
@@ -434,12 +554,28 @@ def _licence_section(record: dict[str, Any]) -> list[str]:
         licence = source.licence if source else None
         text = f"[{licence.name}]({licence.link})" if licence else "not known: see the source's own terms"
         rows.append((f"dictionary `{public_name(part)}`", text))
+    _, spec = _descriptions(record)
+    if spec:
+        corpus = description_corpus(spec)
+        text = f"[{corpus.licence.name}]({corpus.licence.link})" if corpus else "not known: see the source's own terms"
+        rows.append((f"descriptions `{public_name(spec)}`", text))
     return ["## License", "", *_table(rows, ("part", "licence"))] if rows else []
 
 
 def _citation_section(record: dict[str, Any]) -> list[str]:
     bibtex = citation(record.get("method"))
-    return ["## Citation", "", "```bibtex", bibtex, "```", ""] if bibtex else []
+    if not bibtex:
+        return []
+    note = (
+        [
+            "The paper of the method this model adapts: it was trained with the word-embedding fallback, not the "
+            "paper's MLM head (see Method).",
+            "",
+        ]
+        if word_embedding_fallback(record)
+        else []
+    )
+    return ["## Citation", "", *note, "```bibtex", bibtex, "```", ""]
 
 
 # ----------------------------------------------------------------- the card

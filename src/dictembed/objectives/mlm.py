@@ -42,8 +42,9 @@ def mlm_head_module(mlm: PreTrainedModel) -> tuple[str, nn.Module]:
 
 def load_masked_lm(name_or_path: str) -> PreTrainedModel:
     """A *ForMaskedLM; a checkpoint without an MLM head gets a new head whose decoder is tied to the
-    input embeddings (a warning says so)."""
+    input embeddings (a warning says so, and `new_mlm_head` on the model, which a run records)."""
     model, missing = load_masked_lm_info(name_or_path)
+    setattr(model, "new_mlm_head", bool(missing))  # noqa: B010 - a plain attribute, not a module or tensor
     if missing:
         if not head_is_tied(model):
             model.get_output_embeddings().weight = model.get_input_embeddings().weight

@@ -128,6 +128,7 @@ class GRBert(Recipe):
             "triplets": stage.data["reports"],
             "dev_examples": len(dev),
             "skipped_too_long": dropped,
+            "new_mlm_head": bool(getattr(objective.kept, "new_mlm_head", False)),  # the model card says so
         }
         return Built(objective, train, collate, {"tokenizer": tokenizer, "dev": dev}, details)
 
