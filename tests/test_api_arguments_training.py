@@ -183,3 +183,11 @@ def test_seeds_and_rates_as_a_range_or_an_array() -> None:
     config = RunConfig.create("defsent-plus", seeds=range(2), lrs=np.array([1e-4, 2e-5]), output="out")
     assert config.seeds == [0, 1] and config.lrs == [1e-4, 2e-5]
     assert type(config.lrs[0]) is float
+
+
+@pytest.mark.parametrize(("setting", "values"), [("lrs", [1e-3, 0.001]), ("seeds", [0, 0]), ("seeds", [2, 1, 2])])
+def test_a_value_listed_twice_is_refused_as_the_command_line_refuses_it(setting, values) -> None:
+    """The Python API trained a repeated rate or seed once and counted it twice in the selection."""
+    with pytest.raises(DictEmbedError, match=f"^defsent-plus: {setting} lists .* more than once; give each value"):
+        RunConfig.create("defsent-plus", **{setting: values})
+    assert getattr(RunConfig.create("defsent-plus", **{setting: sorted(set(values))}), setting) == sorted(set(values))

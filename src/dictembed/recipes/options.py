@@ -94,6 +94,9 @@ def check_option(f: Field, value: Any, owner: str) -> Any:
         if not checked or None in checked:
             each = _number_kind(kind[5:-1], *bounds)
             raise DictEmbedError(f"{name} must be a non-empty list, each {each}, got {value!r}")
+        if (repeated := next((item for i, item in enumerate(checked) if item in checked[:i]), None)) is not None:
+            # one run a value: a repeat (1e-3 and 0.001) trained once and counted twice in the selection
+            raise DictEmbedError(f"{name} lists {repeated!r} more than once; give each value once")
         return checked
     if kind == "str":
         return _text(f, os.fspath(value) if isinstance(value, os.PathLike) else value, name)
