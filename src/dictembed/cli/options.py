@@ -345,15 +345,21 @@ def add_words(group: Group) -> None:
     group.add_argument("--words", choices=WORD_COUNTS, default=WORD_COUNTS[0], help="single words, phrases or any")
 
 
-def weight(text: str) -> float:
-    """A non-negative number (a ranking weight)."""
+def number_up_to(text: str, high: float, refusal: str) -> float:
+    """`text` as a number from 0 to `high`, else an argparse error: not a number, or `text` followed by `refusal`
+    (nan too)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= MAX_WEIGHT:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number from 0 to {MAX_WEIGHT:g}")
+    if not 0 <= value <= high:
+        raise argparse.ArgumentTypeError(f"{text!r}{refusal}")
     return value
+
+
+def weight(text: str) -> float:
+    """A non-negative number (a ranking weight)."""
+    return number_up_to(text, MAX_WEIGHT, f" must be a number from 0 to {MAX_WEIGHT:g}")
 
 
 RANKING_OPTIONS = (  # (setting, what it does): --frequency-weight ... as `add_ranking` registers them
@@ -410,13 +416,7 @@ def add_ranking(group: Group) -> None:
 
 def zipf(text: str) -> float:
     """A Zipf frequency, 0 to 8."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= 8:  # nan too
-        raise argparse.ArgumentTypeError(f"{text!r}: a Zipf frequency from 0 to 8")
-    return value
+    return number_up_to(text, 8, ": a Zipf frequency from 0 to 8")
 
 
 def ranking_of(args: argparse.Namespace) -> dict[str, float]:
