@@ -14,6 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from dictembed.base_model import base_hub_name as base_hub_name  # where callers find it
+from dictembed.base_model import hub_base_model as hub_base_model
+from dictembed.base_model import local_base, record_base_model
 from dictembed.card_metadata import (
     BASE_MODELS_WITHOUT_MLM_HEAD,
     base_licence,
@@ -21,66 +24,16 @@ from dictembed.card_metadata import (
     dictionary_metadata,
     dictionary_parts,
     dictionary_source,
-    hub_name_of,
     model_index,
     sts_test_figures,
     yaml_lines,
 )
+from dictembed.card_usage import usage_lines
 from dictembed.model_folder import CARD_FILE, space_summary, weightless_export_graph
 from dictembed.offline_models import MODELS as OFFLINE_MODELS
-from dictembed.paths import EMBEDDED_MODEL, default_model, public_name
+from dictembed.paths import public_name
 from dictembed.recipes.papers import card_keys, citation, paper
 from dictembed.record import RunRecord
-
-ST_POOLINGS = ("cls", "mean", "max")  # the poolings SentenceTransformer(path) reproduces
-EMBEDDED_BASE = EMBEDDED_MODEL  # the hub name of the embedded default model
-_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
-
-
-# ----------------------------------------------------------------- base model
-def _embedded_model() -> Path | None:
-    """The folder of the embedded all-MiniLM-L6-v2, when its package is installed."""
-    try:
-        return Path(default_model()).resolve()
-    except Exception:  # the package is optional for a card; any failure means "not the embedded model"
-        return None
-
-
-def hub_base_model(name: str | None) -> str | None:
-    """The Hub name of a base model: the name itself if it is one, the embedded model's hub name, the upstream
-    repository of an offline model's name (`dictembed models prepare`), else None."""
-    if not name:
-        return None
-    path = Path(name).expanduser()
-    if path.exists():
-        embedded = _embedded_model()
-        return EMBEDDED_BASE if embedded is not None and path.resolve() == embedded else None
-    hub = hub_name_of(name)
-    return hub if _HUB_NAME.match(hub) else None
-
-
-def _base_model(record: dict[str, Any]) -> str | None:
-    base = record.get("base_model") or _settings(record).get("model")
-    return str(base) if base else None
-
-
-def _local_base(record: dict[str, Any], base: str | None) -> str | None:
-    """What the base model was where it was trained, as the record's `sources` say ("embedded", "folder"), or
-    None: a published record names a local folder by its public name, which is no Hub name."""
-    entries = _dict(record.get("sources")).get("model")
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and base is not None and entry.get("name") == base:
-            return str(entry.get("local") or "") or None
-    return None
-
-
-def base_hub_name(record: dict[str, Any]) -> str | None:
-    """The Hub name of a record's base model (the record in its JSON form), or None: a local folder, or none."""
-    base = _base_model(record)
-    local = _local_base(record, base)
-    if local == "embedded":
-        return EMBEDDED_BASE
-    return None if local else hub_base_model(base)
 
 
 # ----------------------------------------------------------------- helpers
@@ -221,7 +174,7 @@ def _title(record: dict[str, Any], name: str) -> list[str]:
 
 
 def _base_section(record: dict[str, Any]) -> list[str]:
-    base = _base_model(record)
+    base = record_base_model(record)
     if not base:
         return []
     hub_name = base_hub_name(record)
@@ -229,7 +182,7 @@ def _base_section(record: dict[str, Any]) -> list[str]:
         text = f"`{Path(base).name}`, a local folder (not a Hugging Face Hub model)"
     elif hub_name != base and base in OFFLINE_MODELS:
         text = f"{_hub_link(hub_name)} (as `dictembed models prepare {base}` builds it offline)"
-    elif hub_name != base or _local_base(record, base) == "embedded":
+    elif hub_name != base or local_base(record, base) == "embedded":
         text = f"{_hub_link(hub_name)} (the copy embedded in dictembed)"
     else:
         text = _hub_link(hub_name)
@@ -454,97 +407,21 @@ def _dev_text(dev: dict[str, Any]) -> str:
     return f"Dev figures measured by the run, not test figures: {listed}:"
 
 
-def _export_usage(model: str, graph: str, pooling: str) -> list[str]:
-    """How to load a weightless export: sentence-transformers' ONNX backend on its graph, dictembed's query
-    encoder; no torch weights (`Encoder.load` needs an export made with --keep-weights)."""
-    lines = []
-    if pooling in ST_POOLINGS:
-        lines += [
-            "With sentence-transformers' ONNX backend (its `onnx` extra, `optimum-onnx[onnxruntime]`), on the graph "
-            f"`onnx/{graph}`; this folder holds no torch weights:",
-            "",
-            "```python",
-            "from sentence_transformers import SentenceTransformer",
-            "",
-            f'model = SentenceTransformer({json.dumps(model)}, backend="onnx", model_kwargs='
-            + json.dumps({"file_name": graph})
-            + ")",
-            'embeddings = model.encode(["a dog barks", "a cat purrs"])',
-            "```",
-            "",
-        ]
-    return lines + [
-        "With dictembed (ONNX Runtime, no torch):",
-        "",
-        "```python",
-        "from dictembed.backends.onnx.query import OnnxQueryEncoder",
-        "",
-        f"encoder = OnnxQueryEncoder.open({json.dumps(model)})",
-        'embeddings = encoder.encode(["a dog barks", "a cat purrs"])',
-        "```",
-        "",
-    ]
-
-
 def _usage_section(record: dict[str, Any], folder: Path | None, model_id: str | None, name: str | None) -> list[str]:
-    model = model_id or (f"path/to/{name}" if name else "PATH")
+    """The card's usage snippets (`card_usage.usage_lines`) for the folder as its record and files show it."""
     pooling = _dict(record.get("encoder")).get("pooling") or _settings(record).get("pooling") or "mean"
-    lines = ["## Usage", ""]
     graph = weightless_export_graph(folder) if folder is not None else None
-    if graph is not None:
-        lines += _export_usage(model, graph, pooling)
-    elif pooling in ST_POOLINGS:
-        lines += [
-            "With sentence-transformers:",
-            "",
-            "```python",
-            "from sentence_transformers import SentenceTransformer",
-            "",
-            f'model = SentenceTransformer("{model}")',
-            'embeddings = model.encode(["a dog barks", "a cat purrs"])',
-            "```",
-            "",
-            "With dictembed:",
-            "",
-        ]
-    else:
-        lines += [
-            f"This model pools by `{pooling}`, which sentence-transformers cannot reproduce: "
-            "`SentenceTransformer(path)` would silently use mean pooling. Load it with dictembed:",
-            "",
-        ]
-    if graph is None:
-        lines += [
-            "```python",
-            "from dictembed.encoder import Encoder",
-            "",
-            f'encoder = Encoder.load("{model}")',
-            'embeddings = encoder.encode(["a dog barks", "a cat purrs"])',
-            "```",
-            "",
-        ]
     has_space = record.get("entry_space") is not None or bool(_saved_space(folder))
-    if has_space:
-        lines += [
-            "Reverse dictionary (definition -> ranked entries, with the saved entry space):",
-            "",
-            "```bash",
-            f'dictembed predict --model {model} "a long-necked African animal"',
-            "```",
-            "",
-        ]
-        saved = record.get("ranking")
-        if isinstance(saved, dict) and saved:
-            settings = ", ".join(f"`{name}` {value}" for name, value in saved.items())
-            lines += [f"It is searched with {settings} unless `predict` or `serve` is told otherwise.", ""]
-    return lines
+    ranking = record.get("ranking")
+    model = model_id or (f"path/to/{name}" if name else "PATH")
+    return usage_lines(model, str(pooling), graph, has_space, ranking if isinstance(ranking, dict) else None)
 
 
 def _licence_section(record: dict[str, Any]) -> list[str]:
     """The licences of the weights (the base model's) and of each dictionary source; "not known" where the
     tables of `card_metadata` hold none."""
     rows: list[tuple[str, Any]] = []
-    base = base_hub_name(record) or _base_model(record)
+    base = base_hub_name(record) or record_base_model(record)
     if base:
         licence = base_licence(base_hub_name(record))
         text = f"[{licence.name}]({licence.link})" if licence else "not known: see the base model's own terms"

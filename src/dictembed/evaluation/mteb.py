@@ -20,10 +20,10 @@ import torch
 from sentence_transformers.util import pairwise_cos_sim
 from torch.utils.data import DataLoader
 
+from dictembed.base_model import base_hub_name, hub_base_model
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
-from dictembed.model_card import base_hub_name, hub_base_model
 from dictembed.model_folder import HUB_ID
 from dictembed.recipes.papers import citation
 from dictembed.texts import check_batch_size
