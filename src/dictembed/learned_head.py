@@ -178,7 +178,7 @@ def learn_head(
     identity = {"model": str(model), "texts": len(train_texts), **vars(settings)}
     trainer = Trainer(objective, train_texts, collate, settings, run_dir, identity=identity, device="cpu")
     trainer.fit(resume=resume, keep_final=True)  # the caller discards it once the head is written
-    last = trainer.recent_losses[-1] if trainer.recent_losses else None  # the last step's, whichever session took it
+    last = trainer.recent_losses[-1] if trainer.recent_losses else None  # the last step's, whichever process took it
     summary.update(steps=trainer.total_steps, final_loss=last)
     if held:
         summary["after"] = heldout_metrics(objective, held, collate)

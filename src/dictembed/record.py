@@ -93,7 +93,7 @@ class RunRecord:
     entry_encoder: str | None = None  # the model that built the entry space (base model, or a PST step's)
     data: str | None = None
     dev: dict[str, float] = field(default_factory=dict)
-    throughput: float | None = None  # examples/s over the steps all sessions of the run trained (`Trainer.throughput`)
+    throughput: float | None = None  # examples/s over the steps all processes of the run trained (`Trainer.throughput`)
     train_examples: int | None = None
     final_loss: float | None = None
     details: dict[str, Any] = field(default_factory=dict)  # method-specific counts (triplets, skips)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -38,6 +38,8 @@ from dictembed.devices import MIXED_PRECISION, device_type, resolve_device, reso
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write, settle_swap, staged_dir, swap_paths
 from dictembed.progress import Progress as ProgressReport
+from dictembed.run_changes import changed_settings
+from dictembed.texts import is_real_number, is_whole_number
 
 log = logging.getLogger(__name__)
 
@@ -161,75 +163,6 @@ def discard_checkpoints(run_dir: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def differing_paths(
-    saved: dict[str, Any], wanted: dict[str, Any], prefix: tuple[str, ...] = ()
-) -> list[tuple[str, ...]]:
-    """The keys of two run configurations whose values differ, sorted, a nested key as its path of keys (a key
-    may hold a dot: a file name under `sources`). An object one side lacks is compared key by key with nothing."""
-    out: list[tuple[str, ...]] = []
-    for key in sorted(set(saved) | set(wanted)):
-        a, b = saved.get(key), wanted.get(key)
-        lacking = (key not in saved and isinstance(b, dict) and b) or (key not in wanted and isinstance(a, dict) and a)
-        if (isinstance(a, dict) and isinstance(b, dict)) or lacking:
-            out += differing_paths(a if isinstance(a, dict) else {}, b if isinstance(b, dict) else {}, (*prefix, key))
-        elif a != b:
-            out.append((*prefix, key))
-    return out
-
-
-def differing_settings(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    """The keys of two run configurations whose values differ, sorted, nested keys as `options.pooling`."""
-    return [".".join(path) for path in differing_paths(saved, wanted)]
-
-
-_ABSENT = object()
-SOURCE_KINDS = {"dictionary": "dictionary file", "descriptions": "descriptions file", "model": "model weights file"}
-
-
-def _lookup(config: dict[str, Any], path: tuple[str, ...]) -> object:
-    """The value at `path` in a run configuration; `_ABSENT` where a key is missing."""
-    found: object = config
-    for key in path:
-        found = found.get(key, _ABSENT) if isinstance(found, dict) else _ABSENT
-    return found
-
-
-def source_change(path: tuple[str, ...], saved: dict[str, Any], now: dict[str, Any]) -> str | None:
-    """What changed of a local file a run's identity holds the SHA-256 of (`sources`, keyed "SETTING NAME": see
-    `recipes.run.source_prints`), in words; None for any other setting."""
-    if len(path) != 2 or path[0] != "sources":
-        return None
-    setting, _, name = path[1].partition(" ")
-    file = f"{SOURCE_KINDS.get(setting, f'{setting} file')} {name or setting}"
-    before, after = _lookup(saved, path), _lookup(now, path)
-    if before is _ABSENT:
-        return f"{file} is new to the run"
-    if after is _ABSENT:
-        return f"{file} is no longer part of the run"
-    return f"the content of {file} changed: its SHA-256 differs"
-
-
-def changed_settings(saved: object, now: dict[str, Any], most: int = 4) -> str:
-    """The first `most` settings of a run's identity that differ from a saved checkpoint's (`differing_paths`),
-    as ` (SETTING was A, now B; ...)`, a local file whose content changed as such (`source_change`); "" when the
-    saved identity cannot be read so."""
-    if not isinstance(saved, dict):
-        return ""
-    before: dict[str, Any] = saved
-
-    def value(config: dict[str, Any], path: tuple[str, ...]) -> object:
-        found = _lookup(config, path)
-        return None if found is _ABSENT else found
-
-    def shown(path: tuple[str, ...]) -> str:
-        change = source_change(path, before, now)
-        return change or f"{'.'.join(path)} was {value(before, path)!r}, now {value(now, path)!r}"
-
-    paths = differing_paths(before, now)
-    parts = [shown(path) for path in paths[:most]]
-    return f" ({'; '.join(parts)}{'; ...' if len(paths) > most else ''})" if parts else ""
-
-
 class Trainer:
     """Trains the requires_grad parameters of an objective module: `model(batch)` returns a dict with "loss".
 
@@ -260,7 +193,7 @@ class Trainer:
         self.identity = identity or {}
         # The run's bookkeeping, kept in its checkpoints so that a resumed run records what an uninterrupted one
         # does: the losses of its last `FINAL_LOSS_STEPS` steps (`final_loss`), and the examples its steps took and
-        # the seconds they took, over all the sessions (`fit` calls, resumes) that trained it (`throughput`).
+        # the seconds they took, over every process (`fit` call, resume) that trained it (`throughput`).
         self.recent_losses: deque[float] = deque(maxlen=FINAL_LOSS_STEPS)
         self.trained_examples = 0
         self.trained_seconds = 0.0
@@ -295,14 +228,14 @@ class Trainer:
 
     @property
     def final_loss(self) -> float | None:
-        """The mean loss of the run's last `FINAL_LOSS_STEPS` steps, whichever sessions trained them (a resumed run's
+        """The mean loss of the run's last `FINAL_LOSS_STEPS` steps, whichever processes trained them (a resumed run's
         figure is an uninterrupted one's); None before any step."""
         return float(np.mean(self.recent_losses)) if self.recent_losses else None
 
     @property
     def throughput(self) -> float | None:
         """Examples per second of the run's training: the examples its steps took (a short last batch counts what it
-        holds) over the seconds from each session's start of training to its last step, all the sessions that
+        holds) over the seconds from each process's start of training to its last step, all the processes that
         trained the run added up (the steps a kill lost after the last checkpoint are not counted); None before any
         step, or for a run resumed at its end from a checkpoint that kept no such count (an older version's)."""
         if not self.trained_examples or self.trained_seconds <= 0:
@@ -405,21 +338,16 @@ class Trainer:
 
     def _restore_bookkeeping(self, saved: dict[str, Any], folder: Path) -> None:
         """The recent losses and the examples and seconds trained that a checkpoint's run.json holds; one without
-        them (an older version's, or damaged) leaves them to what this session trains, said so."""
+        them (an older version's, or damaged) leaves them to what this process trains, said so."""
         losses, examples, seconds = saved.get("losses"), saved.get("trained_examples"), saved.get("trained_seconds")
-        number = (int, float)
         if (
             isinstance(losses, list)
-            and all(isinstance(x, number) and not isinstance(x, bool) for x in losses)
-            and isinstance(examples, int)
-            and not isinstance(examples, bool)
-            and examples >= 0
-            and isinstance(seconds, number)
-            and not isinstance(seconds, bool)
-            and seconds >= 0
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in losses)  # inf: a skipped fp16 step
+            and is_whole_number(examples, 0)
+            and is_real_number(seconds, 0)
         ):
             self.recent_losses.extend(float(x) for x in losses)
-            self.trained_examples, self.trained_seconds = examples, float(seconds)
+            self.trained_examples, self.trained_seconds = int(cast(int, examples)), float(cast(float, seconds))
         else:
             log.warning(
                 "%s keeps no losses or example counts: the final loss and throughput recorded are of the steps "

@@ -39,10 +39,11 @@ from dictembed.output_folder import runs_root as runs_root  # where callers find
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
 from dictembed.record import RunRecord, file_sha256
+from dictembed.run_changes import setting_changes
 from dictembed.search_index import write_search_index
 from dictembed.search_options import saved_ranking
 from dictembed.second_dictionary import SecondDefinitions
-from dictembed.training import Trainer, TrainSettings, checkpoint_dir, differing_paths, source_change
+from dictembed.training import Trainer, TrainSettings, checkpoint_dir
 
 if TYPE_CHECKING:
     from dictembed.recipes.config import RunConfig
@@ -253,12 +254,7 @@ def finished_run(run_dir: Path, identity: dict[str, Any]) -> RunResult | None:
         log.warning("%s was not saved whole (its checkpoint is still there): it is not reused", run_dir / "model")
         return None
     if record.run != identity:
-        changed = ["(no saved run configuration)"]
-        if record.run:  # a local file with what changed of it (`source_change`)
-            changed = []
-            for path in differing_paths(record.run, identity):
-                change = source_change(path, record.run, identity)
-                changed.append(".".join(path) + (f" ({change})" if change else ""))
+        changed = setting_changes(record.run, identity) if record.run else ["(no saved run configuration)"]
         log.warning("retraining %s: its saved configuration differs in %s", run_dir, ", ".join(changed))
         return None
     log.info("reusing finished run %s", run_dir / "model")
@@ -302,8 +298,8 @@ def train_run(recipe: Recipe, config: RunConfig, stage: Stage, lr: float, seed: 
         seed=seed,
         data=config.dictionary,
         dev=dev,
-        # the whole run's, however many sessions trained it (`Trainer.throughput`, `Trainer.final_loss`): a resumed
-        # run records the final loss an uninterrupted one does, and examples/s over all the steps its sessions trained
+        # the whole run's, however many processes trained it (`Trainer.throughput`, `Trainer.final_loss`): a resumed
+        # run records the final loss an uninterrupted one does, and examples/s over all the steps its processes trained
         throughput=trainer.throughput,
         train_examples=len(built.examples),
         final_loss=trainer.final_loss,
