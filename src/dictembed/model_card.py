@@ -34,6 +34,7 @@ from dictembed.offline_models import MODELS as OFFLINE_MODELS
 from dictembed.paths import public_name
 from dictembed.recipes.papers import card_keys, citation, paper
 from dictembed.record import RunRecord
+from dictembed.texts import is_whole_number
 
 
 # ----------------------------------------------------------------- helpers
@@ -90,8 +91,8 @@ def _saved_space(folder: Path | None) -> dict[str, Any]:
 
 
 def _count(value: Any) -> int | None:
-    """A count the record holds (a JSON integer, never true/false), or None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A count the record holds (a whole number from 0, never true/false: `texts.is_whole_number`), or None."""
+    return int(value) if is_whole_number(value, 0) else None
 
 
 def _descriptions(record: dict[str, Any]) -> tuple[int, str | None]:
