@@ -13,12 +13,15 @@ its sentences (those that are entries), its trial targets the dev split and its 
 Per query, of the ten results a user sees (a result is a group of entries with identical vectors, the query word
 left out): recall@10, the share of its answers listed; hit@10, whether any is; precision@10, the share of the
 results that hold an answer; antonyms@10, the share of the results that hold a WordNet antonym of the query word
-(the words of the synsets that any sense of it points to as antonyms, and for an adjective those synsets'
-satellites: WordNet's indirect antonyms). The variants are `SynonymScoring`s, chosen on dev by one rule: the
-largest sum of WordNet's recall@10 and LS07's precision@10; among the variants within 0.005 of it, the smallest
-sense weight, then the smallest penalty. The test rows are the result. The mixed variants rank the `--depth`
-candidates of the default's rough stage. Last, one `neighbours` call is timed for `--latency` seeded entries (the
-first call, which projects the definition vectors, left out). About 2 minutes of CPU with the defaults.
+(those the library's WordNet dictionary records, `wordnet.antonym_words`: the words of the synsets that a sense of
+it points to as antonyms, for an adjective with those synsets' satellites, and for a satellite its head's: WordNet's
+indirect antonyms). The variants are `SynonymScoring`s, chosen on dev by one rule: the largest sum of WordNet's
+recall@10 and LS07's precision@10; among the variants within 0.005 of it, the smallest sense weight, then the
+smallest penalty. The test rows are the result. The mixed variants rank the `--depth` candidates of the default's
+rough stage; `PRODUCT` ranks as `neighbours` does, the default with the antonyms that the model folder's
+dictionary records left out (none for a folder saved without them). Last, one `neighbours` call is timed for
+`--latency` seeded entries (the first call, which projects the definition vectors, left out). About 2 minutes of
+CPU with the defaults.
 """
 
 from __future__ import annotations
@@ -28,23 +31,22 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from dictembed.dictionary.sources.wordnet import lemma_name
+from dictembed.dictionary.sources.wordnet import DATA_FILES, load_wordnet, read_synsets
 from dictembed.evaluation.lexsub_metrics import load_lexsub, read_gold
 from dictembed.near_synonyms import SynonymScoring
 from dictembed.paths import data_dir, wordnet_dir
 from dictembed.query_encoder import search_threads
 from dictembed.reverse_dictionary import ReverseDictionary
-from dictembed.text_files import read_lines
 
-DATA_FILES = {"n": "noun", "v": "verb", "a": "adj", "s": "adj", "r": "adv"}  # a pointer's pos -> its data file
 LS07_TRIAL = Path("lexsub/LS07/trial/lst_trial.gold")
 K = 10
 BEFORE = "entry vectors' cosine alone"
+PRODUCT = "the default, the dictionary's antonyms left out (neighbours)"
 DEFAULT = SynonymScoring()
 GRID = [(1000, 0.0), (0.5, 0.0), (1.0, 0.0), (2.0, 0.0), (4.0, 0.0), (1.0, 0.1), (1.0, 0.2), (1.0, 0.4), (2.0, 0.2)]
 VARIANTS: dict[str, SynonymScoring] = {BEFORE: SynonymScoring(sense_weight=0)} | {
@@ -53,59 +55,18 @@ VARIANTS: dict[str, SynonymScoring] = {BEFORE: SynonymScoring(sense_weight=0)} |
 }
 
 
-@dataclass
-class Synset:
-    """One WordNet synset: its lemmas (as headwords), its antonym pointers (source lemma number, 0 for the whole
-    synset; target synset) and its similar-to pointers (target synsets)."""
-
-    key: tuple[str, str]
-    lemmas: list[str]
-    antonyms: list[tuple[int, tuple[str, str]]] = field(default_factory=list)
-    similar: list[tuple[str, str]] = field(default_factory=list)
-
-
-def parse_synset(line: str, name: str) -> Synset:
-    """One `data.*` line: `offset lex_filenum ss_type w_cnt (word lex_id)... p_cnt (ptr offset pos st)... | gloss`."""
-    fields = line.partition(" | ")[0].split()
-    count = int(fields[3], 16)
-    synset = Synset((name, fields[0]), [lemma_name(w) for w in fields[4 : 4 + 2 * count : 2]])
-    at = 4 + 2 * count
-    for i in range(int(fields[at])):
-        symbol, offset, pos, source_target = fields[at + 1 + 4 * i : at + 5 + 4 * i]
-        target = (DATA_FILES[pos], offset)
-        if symbol == "!":
-            synset.antonyms.append((int(source_target[:2], 16), target))
-        elif symbol == "&":
-            synset.similar.append(target)
-    return synset
-
-
 class WordNet:
-    """The synsets of the WordNet database in `folder`, and the synsets holding each lemma."""
+    """The synsets of the WordNet database (`wordnet.read_synsets`), the synsets holding each lemma, and each
+    headword's antonyms as the library's WordNet dictionary records them (`wordnet.antonym_words`)."""
 
     def __init__(self, folder: Path) -> None:
-        self.synsets: dict[tuple[str, str], Synset] = {}
-        for name in ("noun", "verb", "adj", "adv"):
-            for line in read_lines(folder / f"data.{name}"):
-                if line.strip() and not line.startswith("  "):
-                    synset = parse_synset(line, name)
-                    self.synsets[synset.key] = synset
-        self.holding: dict[str, list[Synset]] = {}
-        for synset in self.synsets.values():
-            for lemma in dict.fromkeys(synset.lemmas):
-                self.holding.setdefault(lemma, []).append(synset)
+        self.synsets = [synset for name in DATA_FILES for synset in read_synsets(folder / f"data.{name}")]
+        dictionary = load_wordnet(folder)
+        self.opposites = {e.headword: {a for s in e.senses for a in s.antonyms} for e in dictionary}
 
     def antonyms(self, word: str) -> set[str]:
         """The WordNet antonyms of `word` (the module docstring)."""
-        found: set[str] = set()
-        for synset in self.holding.get(word, []):
-            number = synset.lemmas.index(word) + 1
-            for source, key in synset.antonyms:
-                if source in (0, number):
-                    target = self.synsets[key]
-                    found.update(target.lemmas)
-                    found.update(lemma for similar in target.similar for lemma in self.synsets[similar].lemmas)
-        return found - {word}
+        return self.opposites.get(word, set())
 
 
 @dataclass
@@ -119,7 +80,7 @@ def synonym_sets(wordnet: WordNet, entries: dict[str, int], count: int, seed: in
     """The WordNet dev and test queries of `count` synsets each (the module docstring)."""
     usable = [
         words
-        for synset in wordnet.synsets.values()
+        for synset in wordnet.synsets
         if len(words := [w for w in dict.fromkeys(synset.lemmas) if " " not in w and w in entries]) >= 2
     ]
     picked = np.random.default_rng(seed).choice(len(usable), min(2 * count, len(usable)), replace=False)
@@ -167,15 +128,23 @@ def measure(rd: ReverseDictionary, tops: list[tuple[Query, np.ndarray]]) -> dict
 
 def variants(rd: ReverseDictionary, query: Query, depth: int) -> dict[str, np.ndarray]:
     """Each variant's top groups for one query: `BEFORE` as `neighbours` scores it (every group exactly), the others
-    as it ranks the `depth` candidates of the default's rough stage."""
+    as it ranks the `depth` candidates of the default's rough stage, and `PRODUCT` as `neighbours` ranks them."""
     search = rd.synonym_search
     entry = rd.space.index[query.word]
     group = int(rd.word_index.group_of[entry])
     alone = len(rd.groups.members(group)) == 1
+    mask = np.ones(len(rd.space), dtype=bool)
+    mask[[entry, *rd.antonyms_of(entry)]] = False
     with search_threads(rd.encoder):
         tops = {BEFORE: search.nearest(entry, group, None, K, VARIANTS[BEFORE], alone)[0]}
         found = search.candidates(entry, group, None, depth, group if alone else None, DEFAULT.sense_weight)
-    return tops | {name: found.best(scoring, K)[0] for name, scoring in VARIANTS.items() if name != BEFORE}
+        allowed = rd.groups.any(mask)
+        product = search.candidates(entry, group, allowed, depth, None, DEFAULT.sense_weight).best(DEFAULT, K)[0]
+    return (
+        tops
+        | {name: found.best(scoring, K)[0] for name, scoring in VARIANTS.items() if name != BEFORE}
+        | {PRODUCT: product}
+    )
 
 
 def latency(rd: ReverseDictionary, count: int, seed: int, depth: int) -> dict[str, dict[str, float]]:
@@ -198,7 +167,7 @@ def chosen(rows: list[dict]) -> str:
     """The variant the dev rows choose (the module docstring)."""
     sums: dict[str, float] = {}
     for r in rows:
-        if r["split"] == "dev" and r["variant"] != BEFORE:
+        if r["split"] == "dev" and r["variant"] not in (BEFORE, PRODUCT):
             score = r["recall@10"] if r["set"] == "WordNet" else r["precision@10"]
             sums[r["variant"]] = sums.get(r["variant"], 0.0) + score
     best = max(sums.values())
@@ -237,7 +206,7 @@ def main() -> None:
     for name, splits in sets.items():
         for split, asked in splits.items():
             tops = [(query, variants(rd, query, depth)) for query in asked]
-            for variant in VARIANTS:
+            for variant in [*VARIANTS, PRODUCT]:
                 scores = measure(rd, [(query, top[variant]) for query, top in tops])
                 rows.append({"set": name, "split": split, "variant": variant, "queries": len(asked)} | scores)
     timings = latency(rd, args.latency, args.seed, depth)

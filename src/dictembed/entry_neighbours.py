@@ -116,9 +116,10 @@ class EntryNeighbours:
     ) -> list[Result]:
         """The k results nearest to the entry `word` (see `entry_of`) by `scoring` (`near_synonyms`: the cosine of the
         entry vectors mixed with that of the best pair of senses; `SynonymScoring(sense_weight=0)`: the first alone),
-        best first: its near-synonyms, the word itself left out (the other words of its own group come first). The
-        filters are those of `search` (`filters=` or keywords); each result's senses begin with the one nearest a sense
-        of `word` (`_entry_sense_cosines`), then come in dictionary order."""
+        best first: its near-synonyms, the word itself and the antonyms the dictionary records (`antonyms_of`) left
+        out (the other words of its own group come first). The filters are those of `search` (`filters=` or
+        keywords); each result's senses begin with the one nearest a sense of `word` (`_entry_sense_cosines`), then
+        come in dictionary order."""
         if scoring is not None and not isinstance(scoring, SynonymScoring):
             raise DictEmbedError(f"scoring: a near_synonyms.SynonymScoring, not {type(scoring).__name__}")
         filters = Filters.resolve(filters, options)
@@ -128,14 +129,25 @@ class EntryNeighbours:
         search, entry_mask, index = self.synonym_search, self._entry_mask(filters), self.space.index[entry]
         mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
         mask[index] = False
+        opposites = self.antonyms_of(index)
+        mask[opposites] = False
         group = int(self.word_index.group_of[index])
-        allowed = self.groups.any(mask) if entry_mask is not None else None  # else no pass over the groups
+        filtered = entry_mask is not None or len(opposites) > 0
+        allowed = self.groups.any(mask) if filtered else None  # else no pass over the groups
         alone = len(self.groups.members(group)) == 1  # unfiltered, its group drops out
         with search_threads(self.encoder):
             top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone)
             cosines = self._entry_sense_cosines(top, index) if max_definitions != 0 else None
         results = zip(top, scores, strict=True)
         return [self._result(int(g), s, mask, max_definitions, filters.pos, cosines) for g, s in results]
+
+    def antonyms_of(self, entry: int) -> np.ndarray:
+        """The antonyms of entry `entry` that the dictionary records (`entry_antonyms`), which `neighbours` leaves
+        out; empty when it records none."""
+        senses = self.senses
+        if senses is None or senses.antonyms is None:
+            return np.zeros(0, dtype=np.int32)
+        return senses.antonyms[entry]
 
     def _entry_sense_cosines(self, groups: np.ndarray, entry: int) -> dict[int, np.ndarray]:
         """Per entry of `groups`, the best cosine of each of its definition vectors to one of entry `entry`'s: the

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from dictembed.dictionary.core import Dictionary, Sense
+from dictembed.dictionary.core import Dictionary, Sense, united
 from dictembed.errors import DataFormatError
 
 logger = logging.getLogger(__name__)
@@ -206,8 +206,10 @@ class DictionaryBuilder:
         examples: Iterable[str] = (),
         pos: str | None = None,
         line: int | None = None,
+        antonyms: Iterable[str] = (),
     ) -> bool:
-        """Add one row; returns False (and counts it) when the headword or definition is empty."""
+        """Add one row; returns False (and counts it) when the headword or definition is empty. `antonyms` are the
+        headwords of the opposite meaning (cleaned as headwords; empty ones dropped)."""
         self.report.rows += 1
         raw_headword, raw_definition = headword, definition
         examples = list(examples)
@@ -223,15 +225,17 @@ class DictionaryBuilder:
         if altered:  # a row kept, with characters removed
             self.change(altered, line)
         cleaned = [c for c in map(clean_text, examples) if c]
+        opposites = [a for a in map(clean_text, antonyms) if a and a != headword]
         sense = self._senses.get((headword, definition)) if self.unite_repeats else None
         if sense is None:
-            sense = self.dictionary.add(headword, definition, dict.fromkeys(cleaned), pos)
+            sense = self.dictionary.add(headword, definition, dict.fromkeys(cleaned), pos, dict.fromkeys(opposites))
             if self.unite_repeats:
                 self._senses[headword, definition] = sense
             return True
         self.report.repeated_definitions += 1
         sense.pos = sense.pos or pos
         sense.examples.extend(e for e in cleaned if e not in sense.examples)
+        sense.antonyms = united(sense.antonyms, opposites)
         return True
 
     def build(self, empty: str = "no rows") -> Dictionary:

@@ -1,4 +1,4 @@
-"""The one dictionary type: headword -> senses (definition, examples, part of speech)."""
+"""The one dictionary type: headword -> senses (definition, examples, part of speech, antonyms)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,18 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Sense:
-    """One definition of a headword, with its example sentences and part of speech."""
+    """One definition of a headword, with its example sentences, part of speech and antonyms (the headwords whose
+    meaning is the opposite of this sense's, as the source records them)."""
 
     definition: str
     examples: list[str] = field(default_factory=list)
     pos: str | None = None
+    antonyms: tuple[str, ...] = ()
+
+
+def united(kept: tuple[str, ...], more: Iterable[str]) -> tuple[str, ...]:
+    """`kept` followed by the words of `more` it lacks, in order (a sense's antonyms with a repeat's)."""
+    return tuple(dict.fromkeys((*kept, *more)))
 
 
 @dataclass
@@ -36,19 +43,26 @@ class Dictionary:
         for entry in entries:
             self.add_entry(entry)
 
-    def add(self, headword: str, definition: str, examples: Iterable[str] = (), pos: str | None = None) -> Sense:
+    def add(
+        self,
+        headword: str,
+        definition: str,
+        examples: Iterable[str] = (),
+        pos: str | None = None,
+        antonyms: Iterable[str] = (),
+    ) -> Sense:
         """Add one sense to `headword`, creating the entry if needed; returns the new sense."""
         entry = self._entries.get(headword)
         if entry is None:
             entry = self._entries[headword] = Entry(headword)
-        sense = Sense(definition, list(examples), pos)
+        sense = Sense(definition, list(examples), pos, tuple(antonyms))
         entry.senses.append(sense)
         return sense
 
     def add_entry(self, entry: Entry) -> None:
         """Add all senses of `entry` (appending to an existing headword)."""
         for sense in entry.senses:
-            self.add(entry.headword, sense.definition, sense.examples, sense.pos)
+            self.add(entry.headword, sense.definition, sense.examples, sense.pos, sense.antonyms)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -68,6 +82,10 @@ class Dictionary:
 
     def num_definitions(self) -> int:
         return sum(len(e.senses) for e in self)
+
+    def has_antonyms(self) -> bool:
+        """Whether any sense records an antonym."""
+        return any(s.antonyms for e in self for s in e.senses)
 
     def pairs(self) -> list[tuple[str, str]]:
         """Every (headword, definition) pair, the unit DefSent trains on."""

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dictembed.dictionary.builder import clean_text, without_gc
-from dictembed.dictionary.core import Dictionary, Sense
+from dictembed.dictionary.core import Dictionary, Sense, united
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +41,10 @@ class MergeReport:
 
 
 def _unite(kept: Sense, duplicate: Sense) -> None:
-    """Add the duplicate's new examples (and its pos, when the kept sense has none) to `kept`."""
+    """Add the duplicate's new examples and antonyms (and its pos, when the kept sense has none) to `kept`."""
     kept.examples.extend(e for e in duplicate.examples if e not in kept.examples)
     kept.pos = kept.pos or duplicate.pos
+    kept.antonyms = united(kept.antonyms, duplicate.antonyms)
 
 
 @without_gc
@@ -79,7 +80,9 @@ def merge_dictionaries(dictionaries: Iterable[Dictionary], name: str | None = No
                     report.duplicate_definitions += 1
                     _unite(senses[key], sense)
                 else:
-                    senses[key] = result.add(headword, clean_text(sense.definition), sense.examples, sense.pos)
+                    senses[key] = result.add(
+                        headword, clean_text(sense.definition), sense.examples, sense.pos, sense.antonyms
+                    )
     report.entries_out = len(result)
     logger.info(report.summary())
     return result, report

@@ -19,12 +19,13 @@ saying so, rather than reading it as one line.
 
 Content gaps skip the row: an empty or missing headword or definition (also one of invisible format
 characters only, see `clean_text`), and a JSONL value of the wrong type (a headword, definition or pos that
-is a number, list, object or boolean; an example that is not a string or a list of strings). Such values are
+is a number, list, object or boolean; an example or antonym that is not a string or a list of strings). Such values are
 never turned into text. A TSV/CSV line equal to the header (files joined end to end) is skipped too, and a
 byte order mark at the start of any line dropped; so is the first line of a file read with `--columns` (no header
 line) that looks like a header anyway (its cells the names given, or each a known column name). Skipped rows are
 counted and logged as a warning with their line numbers. Blank lines (only whitespace, or only empty fields)
-carry nothing and are ignored. Rows repeating a headword's definition become one sense with all their examples.
+carry nothing and are ignored. Rows repeating a headword's definition become one sense with all their examples and
+antonyms (an `antonym` column: the headwords of the opposite meaning, which near-synonym search leaves out).
 The optional columns of a JSONL file are the keys of all its records, so a record may hold a key that the first
 one lacks.
 """
@@ -41,14 +42,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from dictembed.dictionary.builder import MAX_LINES_REPORTED, DictionaryBuilder, lines_note, without_gc
-from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.core import Dictionary, Sense
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.text_files import read_lines
 
 log = logging.getLogger(__name__)
 
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
-COLUMN_NAMES = ("word", "definition", "example", "pos")
+COLUMN_NAMES = ("word", "definition", "example", "pos", "antonym")
 SKIP = "-"
 # Names a header line commonly gives its columns besides COLUMN_NAMES ("headword<TAB>gloss"): a first line made of
 # them only is taken for a header when --columns reads every line as data (see `_looks_like_header`).
@@ -133,13 +134,15 @@ def table_format(path: Path, fmt: str | None = None) -> str:
 
 
 def jsonl_text(dictionary: Dictionary) -> str:
-    """`dictionary` as a JSONL table (`word`, `definition`, `pos`: one line a definition) that `load_table` reads
-    back as the same headwords, definitions and parts of speech."""
-    rows = (
-        json.dumps({"word": e.headword, "definition": s.definition, "pos": s.pos or ""}, ensure_ascii=False)
-        for e in dictionary
-        for s in e.senses
-    )
+    """`dictionary` as a JSONL table (`word`, `definition`, `pos`, and `antonym`, a list, where a sense has any: one
+    line a definition) that `load_table` reads back as the same headwords, definitions, parts of speech and
+    antonyms."""
+
+    def row(word: str, sense: Sense) -> dict[str, object]:
+        found: dict[str, object] = {"word": word, "definition": sense.definition, "pos": sense.pos or ""}
+        return found | {"antonym": list(sense.antonyms)} if sense.antonyms else found
+
+    rows = (json.dumps(row(e.headword, s), ensure_ascii=False) for e in dictionary for s in e.senses)
     return "".join(row + "\n" for row in rows)
 
 
@@ -223,8 +226,8 @@ def parse_columns(spec: str) -> list[str]:
 
 
 COLUMNS_HELP = (
-    "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos or - (skip), "
-    "e.g. word,-,definition (default: the file's header line)"
+    "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos, antonym or - "
+    "(skip), e.g. word,-,definition (default: the file's header line)"
 )
 
 
@@ -386,18 +389,20 @@ def _is_examples(value: object) -> bool:
     return _is_text(value) or isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _wrong_type(row: Row, texts: Iterable[str | None], example: str | None) -> str | None:
-    """The reason to skip a row with a value of the wrong type (only JSONL has typed values), or None."""
+def _wrong_type(row: Row, texts: Iterable[str | None], lists: Iterable[str | None]) -> str | None:
+    """The reason to skip a row with a value of the wrong type (only JSONL has typed values), or None: a value of
+    `texts` that is no string, or of `lists` (example, antonym) that is no string or list of strings."""
     for column in texts:
         if column is not None and not _is_text(row.get(column)):
             return f"rows whose {column!r} is not a string"
-    if example is not None and not _is_examples(row.get(example)):
-        return f"rows whose {example!r} is not a string or a list of strings"
+    for column in lists:
+        if column is not None and not _is_examples(row.get(column)):
+            return f"rows whose {column!r} is not a string or a list of strings"
     return None
 
 
 def _as_examples(value: object) -> list[str]:
-    """A checked example value (None, a string or a list of strings) as a list."""
+    """A checked example or antonym value (None, a string or a list of strings) as a list."""
     if value is None:
         return []
     return list(value) if isinstance(value, list) else [str(value)]
@@ -423,16 +428,18 @@ def load_table(
     name: str | None = None,
     encoding: str = "utf-8",
     header: list[str] | None = None,
+    antonym: str | None = None,
 ) -> Dictionary:
-    """Read a dictionary table; `headword`, `definition`, `example`, `pos` name its columns (keys), matched in any
-    case and ignoring surrounding spaces (`column_key`).
+    """Read a dictionary table; `headword`, `definition`, `example`, `pos`, `antonym` name its columns (keys),
+    matched in any case and ignoring surrounding spaces (`column_key`).
 
     TSV/CSV files need a header line, unless `header` gives the column names (every line is then a row);
-    a named JSONL key must appear in some record (others may lack it). A JSONL example value may be a
-    string or a list of strings.
+    a named JSONL key must appear in some record (others may lack it). A JSONL example or antonym value may be a
+    string or a list of strings; rows repeating a headword's definition unite their examples and antonyms.
     """
     path = Path(path)
-    return table_dictionary(path, read_table(path, fmt, encoding, header), headword, definition, example, pos, name)
+    table = read_table(path, fmt, encoding, header)
+    return table_dictionary(path, table, headword, definition, example, pos, name, antonym)
 
 
 @without_gc
@@ -444,20 +451,21 @@ def table_dictionary(
     example: str | None = None,
     pos: str | None = None,
     name: str | None = None,
+    antonym: str | None = None,
 ) -> Dictionary:
     """The dictionary in `table`, as `read_table` gave it for `path` (see `load_table`): a caller that needs
     the columns before naming them reads the file once, since a pipe or FIFO cannot be read again."""
     columns, line, rows = table
-    wanted = [c for c in (headword, definition, example, pos) if c is not None]
+    wanted = [c for c in (headword, definition, example, pos, antonym) if c is not None]
     own = dict(zip(wanted, _resolve_columns(path, columns, wanted, line), strict=True))
     headword, definition = own[headword], own[definition]
-    example, pos = own.get(example or ""), own.get(pos or "")
+    example, pos, antonym = own.get(example or ""), own.get(pos or ""), own.get(antonym or "")
     builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, row in rows:
         if isinstance(row, str):
             builder.skip_row(row, number)
             continue
-        wrong = _wrong_type(row, (headword, definition, pos), example)
+        wrong = _wrong_type(row, (headword, definition, pos), (example, antonym))
         if wrong:
             builder.skip_row(wrong, number)
             continue
@@ -467,5 +475,6 @@ def table_dictionary(
             _as_examples(row.get(example)) if example else (),
             _as_label(row.get(pos)) if pos else None,
             line=number,
+            antonyms=_as_examples(row.get(antonym)) if antonym else (),
         )
     return builder.build(empty="only a header")

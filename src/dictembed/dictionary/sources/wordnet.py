@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dictembed import paths
@@ -30,6 +30,8 @@ INDEX_POS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}  # the pos field 
 COUNT_FILE = "cntlist.rev"
 SENSE_KEY_FILES = {"1": "noun", "2": "verb", "3": "adj", "4": "adv", "5": "adj"}  # a sense key's ss_type
 SYNSET_TYPES = {"n": "n", "v": "v", "a": "a", "s": "a", "r": "r"}
+POINTER_FILES = {"n": "noun", "v": "verb", "a": "adj", "s": "adj", "r": "adv"}  # a pointer's pos -> its data file
+ANTONYM, SIMILAR = "!", "&"  # the pointer symbols read
 ADJECTIVE_MARKER = re.compile(r"\((?:a|p|ip)\)$")
 # Examples start at the first double quote that follows ';', ':', ',' or 'e.g.' (or opens the gloss).
 EXAMPLES_START = re.compile(r'(?:^|[;:,]|\be\.g\.)\s*(?=")')
@@ -42,15 +44,23 @@ EXAMPLES_CSV = Path("dictionaries") / "wordnet_examples" / "WordNet_lemmas.csv"
 logger = logging.getLogger(__name__)
 
 
+SynsetKey = tuple[str, str]  # (data file name, offset): a synset of any part of speech
+
+
 @dataclass
 class Synset:
-    """One parsed data line: offset, part of speech, lemma names and gloss parts."""
+    """One parsed data line: offset, part of speech, lemma names and gloss parts; its antonym pointers (the lemma
+    number they start from, 0 for every lemma, and the target synset), its similar-to pointers (a head adjective's
+    satellites, a satellite's head) and whether it is a satellite adjective."""
 
     offset: str
     pos: str
     lemmas: list[str]
     definition: str
     examples: list[str]
+    antonyms: list[tuple[int, SynsetKey]] = field(default_factory=list)
+    similar: list[SynsetKey] = field(default_factory=list)
+    satellite: bool = False
 
 
 def lemma_name(word: str) -> str:
@@ -100,7 +110,39 @@ def parse_data_line(line: str, path: Path, number: int) -> Synset:
     if count < 1 or len(fields) < 5 + 2 * count or not fields[4 + 2 * count].isdigit():
         raise DataFormatError(path, f"expected {count} (word, lex_id) pairs then a pointer count", line=number)
     definition, examples = split_gloss(gloss)
-    return Synset(offset, SYNSET_TYPES[ss_type], [lemma_name(w) for w in words], definition, examples)
+    synset = Synset(offset, SYNSET_TYPES[ss_type], [lemma_name(w) for w in words], definition, examples)
+    synset.satellite = ss_type == "s"
+    at, pointers = 5 + 2 * count, int(fields[4 + 2 * count])
+    for symbol, target, pos, source_target in zip(*[iter(fields[at : at + 4 * pointers])] * 4, strict=False):
+        if pos not in POINTER_FILES or not target.isdigit() or len(source_target) != 4:
+            raise DataFormatError(path, f"bad pointer {symbol} {target} {pos} {source_target}", line=number)
+        if symbol == ANTONYM:
+            synset.antonyms.append((int(source_target[:2], 16), (POINTER_FILES[pos], target)))
+        elif symbol == SIMILAR:
+            synset.similar.append((POINTER_FILES[pos], target))
+    return synset
+
+
+def antonym_words(synset: Synset, number: int, synsets: dict[SynsetKey, Synset]) -> list[str]:
+    """The antonyms of lemma `number` (1-based) of `synset`: the words of the synsets its antonym pointers name
+    (those of the lemma and of the whole synset) and, for a head adjective there, its satellites (WordNet's
+    indirect antonyms: *frigid* for *hot*); a satellite adjective takes its head's (*doomed* for the *happy* of
+    "marked by good fortune", a satellite of *fortunate*). Its own lemma left out."""
+    pointers = [target for source, target in synset.antonyms if source in (0, number)]
+    if synset.satellite:
+        heads = (synsets[key] for key in synset.similar if key in synsets)
+        pointers += [target for head in heads for _, target in head.antonyms]
+    words: dict[str, None] = {}
+    for key in pointers:
+        if (target := synsets.get(key)) is None:
+            continue
+        words.update(dict.fromkeys(target.lemmas))
+        if not target.satellite:
+            for similar in target.similar:
+                if similar in synsets:
+                    words.update(dict.fromkeys(synsets[similar].lemmas))
+    words.pop(synset.lemmas[number - 1], None)
+    return list(words)
 
 
 def read_synsets(path: Path, encoding: str = "utf-8") -> list[Synset]:
@@ -218,7 +260,9 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False,
 
     Headwords keep the data files' spelling (`Mercury` and `mercury` are two entries) unless
     `lowercase`, which merges them (a synset listed twice under one lowercased lemma counts once).
-    Satellite adjectives get pos 'a'. The folder is `wordnet_dir`, else $WNSEARCHDIR, else Debian's.
+    Satellite adjectives get pos 'a'. Each sense records its antonyms (`antonym_words`) but for words that share
+    another of the headword's synsets (112 headwords have an antonym that is their synonym in another sense). The
+    folder is `wordnet_dir`, else $WNSEARCHDIR, else Debian's.
     Entries come in the order their headwords first appear in the data files. Missing `index.*` files or
     `cntlist.rev` are logged, and the senses they would order keep data-file order (`read_sense_order`).
     """
@@ -226,23 +270,31 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False,
     builder = DictionaryBuilder("wordnet", unite_repeats=False)
     seen: set[tuple[str, str, str]] = set()
     senses: dict[str, list[tuple[str, Synset]]] = {}
+    numbers: dict[tuple[str, str, str], int] = {}  # (headword, offset, file) -> its lemma number in the synset
+    synsets: dict[SynsetKey, Synset] = {}
     for name in DATA_FILES:
         path = folder / f"data.{name}"
         if not path.exists():
             raise DataFormatError(path, "WordNet data file missing")
         for synset in read_synsets(path, encoding):
-            for lemma in synset.lemmas:
+            synsets[name, synset.offset] = synset
+            for number, lemma in enumerate(synset.lemmas, start=1):
                 headword = lemma.lower() if lowercase else lemma
                 key = (headword, synset.offset, name)
                 if key in seen:
                     builder.report.repeated_definitions += 1
                     continue
                 seen.add(key)
+                numbers[key] = number
                 senses.setdefault(headword, []).append((name, synset))
     order = read_sense_order(folder, encoding)
+    file_of = {id(synset): name for (name, _), synset in synsets.items()}
     for headword, found in senses.items():
+        synonyms = {lemma for _, synset in found for lemma in synset.lemmas}  # an antonym in one sense only
         for synset in order.order(headword, found):
-            builder.add(headword, synset.definition, synset.examples, synset.pos)
+            antonyms = antonym_words(synset, numbers[headword, synset.offset, file_of[id(synset)]], synsets)
+            antonyms = [word.lower() if lowercase else word for word in antonyms if word not in synonyms]
+            builder.add(headword, synset.definition, synset.examples, synset.pos, antonyms=antonyms)
     if order.unlisted:
         logger.warning("%s: %d senses are not in the index under their lemma; they come last", folder, order.unlisted)
     return builder.build()

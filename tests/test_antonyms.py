@@ -1,0 +1,208 @@
+"""Antonyms: WordNet's (direct and indirect) on each sense, a table's `antonym` column, their round trip through a
+model folder's definitions and search index, and near-synonym search leaving them out."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import cli_succeeds
+from test_dictionary_wordnet import write_wordnet
+
+from dictembed.dictionary import load_dictionary, load_wordnet
+from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.merge import merge_dictionaries
+from dictembed.dictionary.sources.table import jsonl_text, load_table
+from dictembed.entry_antonyms import EntryAntonyms
+from dictembed.entry_senses import EntrySenses
+from dictembed.errors import DataFormatError
+from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR
+from dictembed.reverse_dictionary import ReverseDictionary
+from dictembed.search_index import INDEX_ARRAYS
+
+# hot (a head adjective) ! cold (a head), each with satellites; `warm` is in a satellite of each, so each of its
+# senses has the other cluster's words for antonyms, but never `wintry`, its synonym; rise (verb) ! fall.
+ADJECTIVES = [
+    "00000010 00 a 01 hot 0 003 ! 00000020 a 0101 & 00000011 a 0000 & 00000013 a 0000 | of high temperature  ",
+    "00000011 00 s 01 torrid 0 001 & 00000010 a 0000 | very hot and dry  ",
+    "00000013 00 s 01 warm 0 001 & 00000010 a 0000 | pleasantly hot  ",
+    "00000020 00 a 01 cold 0 003 ! 00000010 a 0101 & 00000021 a 0000 & 00000022 a 0000 | of low temperature  ",
+    "00000021 00 s 01 frigid 0 001 & 00000020 a 0000 | extremely cold  ",
+    "00000022 00 s 02 wintry 0 warm 0 001 & 00000020 a 0000 | as of winter  ",
+]
+VERBS = [
+    "00000030 30 v 01 rise 0 001 ! 00000031 v 0101 | move upward  ",
+    "00000031 30 v 02 fall 0 descend 0 001 ! 00000030 v 0101 | move downward  ",
+]
+FAKE = {"noun": ["00000001 05 n 01 bank 0 000 | sloping land  "], "verb": VERBS, "adj": ADJECTIVES, "adv": []}
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory: pytest.TempPathFactory) -> Dictionary:
+    return load_wordnet(write_wordnet(tmp_path_factory.mktemp("wordnet"), FAKE))
+
+
+def antonyms(dictionary: Dictionary, word: str) -> list[tuple[str, ...]]:
+    return [sense.antonyms for sense in dictionary[word].senses]
+
+
+def test_wordnet_senses_record_direct_and_indirect_antonyms(fake: Dictionary) -> None:
+    assert antonyms(fake, "hot") == [("cold", "frigid", "wintry", "warm")]  # cold's cluster: wintry's synset
+    assert antonyms(fake, "torrid") == [("cold", "frigid", "wintry", "warm")]  # a satellite takes its head's
+    assert antonyms(fake, "frigid") == [("hot", "torrid", "warm")]
+    assert antonyms(fake, "rise") == [("fall", "descend")]  # no satellites outside adjectives
+    assert antonyms(fake, "descend") == [()]  # the pointer starts from lemma 1, fall
+    assert antonyms(fake, "bank") == [()]
+    # warm: a synonym of hot's satellite (pleasantly hot) and of cold's (wintry), never its own antonym
+    assert sorted(antonyms(fake, "warm")) == [("cold", "frigid"), ("hot", "torrid")]
+    assert not any("warm" in a for a in antonyms(fake, "warm"))
+
+
+def test_the_real_wordnet_records_the_opposites_a_thesaurus_lists() -> None:
+    wordnet = load_wordnet()
+    every = {w: {a for s in wordnet[w].senses for a in s.antonyms} for w in ("hot", "happy", "big", "rise")}
+    assert {"cold", "frigid"} <= every["hot"] and "warm" not in every["hot"]
+    assert {"unhappy", "doomed", "unlucky"} <= every["happy"]  # the last two through fortunate's satellites
+    assert {"small", "little"} <= every["big"] and "large" not in every["big"]
+    assert "fall" in every["rise"]
+    assert not any(e.headword in s.antonyms for e in wordnet for s in e.senses)
+
+
+def test_a_malformed_pointer_names_the_file_and_line(tmp_path: Path) -> None:
+    bad = dict(FAKE, verb=["00000030 30 v 01 rise 0 001 ! 00000031 q 0101 | move upward  "])
+    with pytest.raises(DataFormatError, match=r"data\.verb:4: bad pointer ! 00000031 q 0101"):
+        load_wordnet(write_wordnet(tmp_path, bad))
+
+
+def test_a_jsonl_table_keeps_its_antonyms_through_a_round_trip(fake: Dictionary, tmp_path: Path) -> None:
+    path = tmp_path / "fake.jsonl"
+    path.write_text(jsonl_text(fake), encoding="utf-8")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {"word": "rise", "definition": "move upward", "pos": "v", "antonym": ["fall", "descend"]} in rows
+    assert "antonym" not in next(r for r in rows if r["word"] == "bank")  # none: no key
+    again = load_dictionary(str(path))
+    for entry in fake:
+        assert antonyms(again, entry.headword) == antonyms(fake, entry.headword)
+
+
+def test_a_tsv_unites_the_antonyms_of_repeated_rows_and_a_wrong_type_is_counted(tmp_path: Path, caplog) -> None:
+    tsv = tmp_path / "words.tsv"
+    tsv.write_text("word\tdefinition\tantonym\nhot\tvery warm\tcold\nhot\tvery warm\tchilly\nhot\tvery warm\thot\n")
+    assert antonyms(load_dictionary(str(tsv)), "hot") == [("cold", "chilly")]  # a word is not its own antonym
+    jsonl = tmp_path / "words.jsonl"
+    rows = [{"word": "hot", "definition": "very warm", "antonym": 3}, {"word": "up", "definition": "above"}]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level(logging.WARNING):
+        loaded = load_table(jsonl, antonym="antonym")
+    assert "hot" not in loaded and "skipped 1 rows whose 'antonym' is not a string or a list of strings" in caplog.text
+
+
+def test_merging_unites_the_antonyms_of_one_definition() -> None:
+    first, second = Dictionary(name="a"), Dictionary(name="b")
+    first.add("hot", "very warm", antonyms=["cold"])
+    second.add("hot", "very warm", antonyms=["chilly", "cold"])
+    merged, _ = merge_dictionaries([first, second])
+    assert antonyms(merged, "hot") == [("cold", "chilly")]
+
+
+def test_entry_antonyms_hold_the_words_of_the_space_and_check_their_arrays() -> None:
+    dictionary = Dictionary(name="d")
+    dictionary.add("hot", "very warm", antonyms=["cold", "icy", "chilly"])
+    dictionary.add("hot", "spicy", antonyms=["mild", "cold"])
+    dictionary.add("cold", "very chilly", antonyms=["hot"])
+    found = EntryAntonyms.of(["cold", "hot", "mild"], dictionary)
+    assert found is not None and [list(found[i]) for i in range(3)] == [[1], [0, 2], []]  # icy, chilly: no entries
+    assert found.check(3) is None and "fit" in str(found.check(4))
+    assert "does not hold" in str(EntryAntonyms(found.starts, found.entries + 1).check(3))
+    plain = Dictionary(name="plain")
+    plain.add("hot", "very warm")
+    assert EntryAntonyms.of(["hot"], plain) is None and EntrySenses.of(["hot"], plain).antonyms is None
+
+
+WORDS = {  # each antonym pair defined alike, so that an untrained encoder finds them near
+    "hot": ("having a high temperature", ["cold"]),
+    "cold": ("having a low temperature", ["hot"]),
+    "warm": ("having a fairly high temperature", ["cool"]),
+    "cool": ("having a fairly low temperature", ["warm"]),
+    "tepid": ("having a middling temperature", []),
+}
+
+
+def write_table(path: Path, with_antonyms: bool) -> Path:
+    rows = [
+        {"word": w, "definition": d} | ({"antonym": a} if with_antonyms and a else {}) for w, (d, a) in WORDS.items()
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def folders(bert_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
+    """`dictembed index` folders of the tiny BERT over WORDS, with and without their antonyms."""
+    from dictembed.cli import main
+
+    root, found = tmp_path_factory.mktemp("antonyms"), {}
+    for with_antonyms in (True, False):
+        table = write_table(root / f"words-{with_antonyms}.jsonl", with_antonyms)
+        found[with_antonyms] = root / f"folder-{with_antonyms}"
+        assert (
+            main(
+                [
+                    "index",
+                    "-q",
+                    "--model",
+                    str(bert_path),
+                    "--dictionary",
+                    str(table),
+                    "--output",
+                    str(found[with_antonyms]),
+                ]
+            )
+            == 0
+        )
+    return found
+
+
+def listed(rd: ReverseDictionary, word: str, **filters) -> list[str]:
+    return [w for r in rd.neighbours(word, k=len(WORDS), **filters) for w in r.words]
+
+
+def test_near_synonyms_of_a_saved_folder_leave_its_antonyms_out(folders: dict[bool, Path]) -> None:
+    plain = ReverseDictionary.load(folders[False], device="cpu")
+    assert sorted(listed(plain, "hot")) == ["cold", "cool", "tepid", "warm"]  # without antonyms, every other word
+    rd = ReverseDictionary.load(folders[True], device="cpu")
+    assert sorted(listed(rd, "hot")) == ["cool", "tepid", "warm"]
+    assert sorted(listed(rd, "warm")) == ["cold", "hot", "tepid"]
+    assert listed(rd, "hot", pattern="c*") == ["cool"] and sorted(listed(rd, "tepid", pattern="c*")) == ["cold", "cool"]
+    assert "cold" in [w for r in rd.search("having a high temperature", k=5) for w in r.words]  # describe
+
+
+def test_the_folder_keeps_its_antonyms_in_its_definitions_and_index(folders: dict[bool, Path], capsys) -> None:
+    rows = [json.loads(line) for line in (folders[True] / DEFINITIONS_FILE).read_text().splitlines()]
+    assert {r["word"]: r.get("antonym") for r in rows}["hot"] == ["cold"]
+    from safetensors import safe_open
+
+    with safe_open(folders[True] / SEARCH_DIR / INDEX_ARRAYS, "numpy") as tensors:
+        assert {"antonym_starts", "antonym_entries"} <= set(tensors.keys())
+    with safe_open(folders[False] / SEARCH_DIR / INDEX_ARRAYS, "numpy") as tensors:
+        assert "antonym_starts" not in set(tensors.keys())
+    out, _ = cli_succeeds(capsys, ["predict", "--model", str(folders[True]), "--mode", "similar", "--json", "hot"])
+    assert "cold" not in [w for r in json.loads(out) for w in r["words"]]
+
+
+def test_damaged_antonym_arrays_make_the_index_rebuilt(folders: dict[bool, Path], tmp_path: Path, caplog) -> None:
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    copy = Path(shutil.copytree(folders[True], tmp_path / "copy"))
+    arrays = load_file(copy / SEARCH_DIR / INDEX_ARRAYS)
+    arrays["antonym_entries"] = np.full_like(arrays["antonym_entries"], 99)
+    save_file(arrays, copy / SEARCH_DIR / INDEX_ARRAYS)
+    with caplog.at_level(logging.WARNING):
+        rd = ReverseDictionary.load(copy, device="cpu")
+        assert sorted(listed(rd, "hot")) == ["cool", "tepid", "warm"]
+    assert "damaged search index (its antonyms name entries the space does not hold)" in caplog.text
