@@ -178,6 +178,7 @@ def test_near_synonyms_of_a_saved_folder_leave_its_antonyms_out(folders: dict[bo
     assert sorted(listed(rd, "warm")) == ["cold", "hot", "tepid"]
     assert listed(rd, "hot", pattern="c*") == ["cool"] and sorted(listed(rd, "tepid", pattern="c*")) == ["cold", "cool"]
     assert "cold" in [w for r in rd.search("having a high temperature", k=5) for w in r.words]  # describe
+    assert rd.antonyms("Hot") == ["cold"] and rd.antonyms("tepid") == [] and plain.antonyms("hot") == []
 
 
 def test_the_folder_keeps_its_antonyms_in_its_definitions_and_index(folders: dict[bool, Path], capsys) -> None:

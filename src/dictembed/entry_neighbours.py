@@ -141,6 +141,14 @@ class EntryNeighbours:
         results = zip(top, scores, strict=True)
         return [self._result(int(g), s, mask, max_definitions, filters.pos, cosines) for g, s in results]
 
+    def antonyms(self, word: str) -> list[str]:
+        """The antonyms the dictionary records for the entry `word` (see `entry_of`), which `neighbours` leaves out, in
+        the dictionary's order (WordNet: its senses most frequent first, each sense's direct antonym before its
+        satellites); empty for a dictionary that records none."""
+        if (entry := self.entry_of(word)) is None:
+            raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
+        return [self.space.words[int(i)] for i in self.antonyms_of(self.space.index[entry])]
+
     def antonyms_of(self, entry: int) -> np.ndarray:
         """The antonyms of entry `entry` that the dictionary records (`entry_antonyms`), which `neighbours` leaves
         out; empty when it records none."""
