@@ -17,11 +17,12 @@ results that hold an answer; antonyms@10, the share of the results that hold a W
 it points to as antonyms, for an adjective with those synsets' satellites, and for a satellite its head's: WordNet's
 indirect antonyms). The variants are `SynonymScoring`s, chosen on dev by one rule: the largest sum of WordNet's
 recall@10 and LS07's precision@10; among the variants within 0.005 of it, the smallest sense weight, then the
-smallest penalty. The test rows are the result. The mixed variants rank the `--depth` candidates of the default's
-rough stage; `PRODUCT` ranks as `neighbours` does, the default with the antonyms that the model folder's
-dictionary records left out (none for a folder saved without them). Last, one `neighbours` call is timed for
-`--latency` seeded entries (the first call, which projects the definition vectors, left out). About 2 minutes of
-CPU with the defaults.
+smallest penalty, then the largest similar pair (1, a shared sense's pair, is the value that needs no tuning).
+The test rows are the result. The mixed variants rank the `--depth` candidates of the default's rough stage (with
+a similar pair, and the words the model folder's dictionary lists as similar to the query); `PRODUCT` ranks as
+`neighbours` does, the default with the antonyms that the folder's dictionary records left out (none for a folder
+saved without them). Last, one `neighbours` call is timed for `--latency` seeded entries (the first call, which
+projects the definition vectors, left out). About 2 minutes of CPU with the defaults.
 """
 
 from __future__ import annotations
@@ -48,10 +49,13 @@ K = 10
 BEFORE = "entry vectors' cosine alone"
 PRODUCT = "the default, the dictionary's antonyms left out (neighbours)"
 DEFAULT = SynonymScoring()
-GRID = [(1000, 0.0), (0.5, 0.0), (1.0, 0.0), (2.0, 0.0), (4.0, 0.0), (1.0, 0.1), (1.0, 0.2), (1.0, 0.4), (2.0, 0.2)]
+WEIGHTS = [(1000, 0.0), (0.5, 0.0), (1.0, 0.0), (2.0, 0.0), (4.0, 0.0), (1.0, 0.1), (1.0, 0.2), (1.0, 0.4), (2.0, 0.2)]
+GRID = [(w, p, 0.0) for w, p in WEIGHTS] + [(1.0, 0.2, s) for s in (0.8, 0.9, 1.0)]  # (w, pos penalty, similar pair)
 VARIANTS: dict[str, SynonymScoring] = {BEFORE: SynonymScoring(sense_weight=0)} | {
-    f"w={w:g}, pos penalty {p:g}" + " (default)" * (SynonymScoring(w, p) == DEFAULT): SynonymScoring(w, p)
-    for w, p in GRID
+    f"w={w:g}, pos penalty {p:g}"
+    + f", similar pair {s:g}" * (s != 0)
+    + " (default)" * (SynonymScoring(w, p, similar_pair=s) == DEFAULT): SynonymScoring(w, p, similar_pair=s)
+    for w, p, s in GRID
 }
 
 
@@ -134,15 +138,22 @@ def variants(rd: ReverseDictionary, query: Query, depth: int) -> dict[str, np.nd
     group = int(rd.word_index.group_of[entry])
     alone = len(rd.groups.members(group)) == 1
     mask = np.ones(len(rd.space), dtype=bool)
-    mask[[entry, *rd.antonyms_of(entry)]] = False
+    mask[[entry, *rd.related(entry, "antonyms")]] = False
+    similar = np.unique(rd.word_index.group_of[rd.related(entry, "similar")])
+    exclude, weight = group if alone else None, DEFAULT.sense_weight
     with search_threads(rd.encoder):
         tops = {BEFORE: search.nearest(entry, group, None, K, VARIANTS[BEFORE], alone)[0]}
-        found = search.candidates(entry, group, None, depth, group if alone else None, DEFAULT.sense_weight)
+        found = search.candidates(entry, group, None, depth, exclude, weight)
+        listed = search.candidates(entry, group, None, depth, exclude, weight, similar)
         allowed = rd.groups.any(mask)
-        product = search.candidates(entry, group, allowed, depth, None, DEFAULT.sense_weight).best(DEFAULT, K)[0]
+        product = search.candidates(entry, group, allowed, depth, None, weight, similar).best(DEFAULT, K)[0]
     return (
         tops
-        | {name: found.best(scoring, K)[0] for name, scoring in VARIANTS.items() if name != BEFORE}
+        | {
+            name: (listed if scoring.similar_pair else found).best(scoring, K)[0]
+            for name, scoring in VARIANTS.items()
+            if name != BEFORE
+        }
         | {PRODUCT: product}
     )
 
@@ -172,7 +183,7 @@ def chosen(rows: list[dict]) -> str:
             sums[r["variant"]] = sums.get(r["variant"], 0.0) + score
     best = max(sums.values())
     near = [name for name, total in sums.items() if total >= best - 0.005]
-    return min(near, key=lambda name: (VARIANTS[name].sense_weight, VARIANTS[name].pos_penalty))
+    return min(near, key=lambda n: (VARIANTS[n].sense_weight, VARIANTS[n].pos_penalty, -VARIANTS[n].similar_pair))
 
 
 def table(rows: list[dict]) -> str:

@@ -69,7 +69,7 @@ def test_a_header_naming_no_known_column_lists_the_names_and_offers_columns_for_
         load_dictionary(str(path))
     line = str(error.value)
     assert line.startswith(f"{path}:1: column 'word' not found (columns: headword, gloss)"), line
-    assert "may name word, definition, example, pos, antonym (in any case)" in line
+    assert "may name word, definition, example, pos, antonym, similar (in any case)" in line
     assert "only for a file without a header line" in line and "--columns word,definition" in line
     assert "reads the first line as data); elsewhere add a header line" in line and "\n" not in line
     prose = _write(tmp_path / "prose.tsv", "\t".join(f"a long paragraph of text number {i} " * 5 for i in range(50)))

@@ -87,6 +87,23 @@ def test_a_pair_of_other_parts_of_speech_counts_less(rd) -> None:
     assert _words(heavy)[1] == "fall"  # the best noun pair now outweighs the adjective's
 
 
+def test_a_word_the_dictionary_lists_as_similar_ranks_as_sharing_a_sense(rd) -> None:
+    """`summer` (cosine .55 to autumn's one sense) ranks below harvest; listed as similar to autumn (as WordNet lists
+    a head adjective's satellites), its best pair counts as a shared sense's, 1."""
+    assert _words(rd.neighbours("autumn", k=4))[3] == "harvest"
+    dictionary = Dictionary(name="seasons")
+    for word, senses in SENSES.items():
+        for i, (_, pos) in enumerate(senses):
+            dictionary.add(word, f"{word} sense {i}", pos=pos, similar=["summer"] if word == "autumn" else ())
+    listing = ReverseDictionary(rd.encoder, rd.space, dictionary, name="seasons", ranking=rd.ranking)
+    found = listing.neighbours("autumn", k=4)
+    assert _words(found) == ["fall season", "autumnal", "summer", "fall"]  # its entry vector is nearer than fall's
+    summer = next(r for r in found if r.words == ["summer"])
+    assert summer.score == pytest.approx((_amp(rd, "autumn", "summer") + 1.0) / 2, abs=1e-3)
+    assert _words(listing.neighbours("autumn", k=4, scoring=SynonymScoring(similar_pair=0)))[3] == "harvest"
+    assert "summer" not in _words(listing.neighbours("autumn", k=10, pos="v"))  # filters still apply
+
+
 def test_filters_apply_and_the_word_is_left_out(rd) -> None:
     every = rd.neighbours("fall", k=10)
     assert "fall" not in _words(every) and sorted(_words(every)) == sorted(set(WORDS) - {"fall"})
@@ -130,6 +147,14 @@ def test_the_two_stages_score_exactly_what_they_keep() -> None:
     assert top[0] == twin
     shallow, _ = search.nearest(query, query, None, 1, SynonymScoring(depth=10), alone=True)
     assert shallow.tolist() == [twin]
+    far = np.array([np.argsort(expected)[1]])  # the farthest: a similar word the rough stage never keeps
+    found = search.candidates(query, query, None, 10, query, 1.0, far)
+    assert len(found.groups) == 11 and found.groups[found.listed].tolist() == far.tolist()  # still scored exactly
+    listed, listed_scores = search.nearest(query, query, None, 11, SynonymScoring(depth=10), True, far)
+    score = listed_scores[listed.tolist().index(far[0])]
+    assert score == pytest.approx((unit[far[0]] @ unit[query] + 1) / 2, abs=2e-3)  # its best pair counted 1
+    off, _ = search.nearest(query, query, None, 10, SynonymScoring(depth=10, similar_pair=0), True, far)
+    assert far[0] not in off.tolist()  # its own best pair: last
 
 
 def test_a_bad_scoring_is_one_error() -> None:

@@ -116,10 +116,10 @@ class EntryNeighbours:
     ) -> list[Result]:
         """The k results nearest to the entry `word` (see `entry_of`) by `scoring` (`near_synonyms`: the cosine of the
         entry vectors mixed with that of the best pair of senses; `SynonymScoring(sense_weight=0)`: the first alone),
-        best first: its near-synonyms, the word itself and the antonyms the dictionary records (`antonyms_of`) left
-        out (the other words of its own group come first). The filters are those of `search` (`filters=` or
-        keywords); each result's senses begin with the one nearest a sense of `word` (`_entry_sense_cosines`), then
-        come in dictionary order."""
+        best first: its near-synonyms, the word itself and the antonyms the dictionary records left out (the other
+        words of its own group come first), the words it lists as similar ranked as sharing a sense. The filters are
+        those of `search` (`filters=` or keywords); each result's senses begin with the one nearest a sense of `word`
+        (`_entry_sense_cosines`), then come in dictionary order."""
         if scoring is not None and not isinstance(scoring, SynonymScoring):
             raise DictEmbedError(f"scoring: a near_synonyms.SynonymScoring, not {type(scoring).__name__}")
         filters = Filters.resolve(filters, options)
@@ -129,14 +129,16 @@ class EntryNeighbours:
         search, entry_mask, index = self.synonym_search, self._entry_mask(filters), self.space.index[entry]
         mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
         mask[index] = False
-        opposites = self.antonyms_of(index)
+        opposites = self.related(index, "antonyms")
         mask[opposites] = False
-        group = int(self.word_index.group_of[index])
+        group_of = self.word_index.group_of
+        group = int(group_of[index])
         filtered = entry_mask is not None or len(opposites) > 0
         allowed = self.groups.any(mask) if filtered else None  # else no pass over the groups
         alone = len(self.groups.members(group)) == 1  # unfiltered, its group drops out
+        similar = np.unique(group_of[self.related(index, "similar")])
         with search_threads(self.encoder):
-            top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone)
+            top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone, similar)
             cosines = self._entry_sense_cosines(top, index) if max_definitions != 0 else None
         results = zip(top, scores, strict=True)
         return [self._result(int(g), s, mask, max_definitions, filters.pos, cosines) for g, s in results]
@@ -147,15 +149,14 @@ class EntryNeighbours:
         satellites); empty for a dictionary that records none."""
         if (entry := self.entry_of(word)) is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        return [self.space.words[int(i)] for i in self.antonyms_of(self.space.index[entry])]
+        return [self.space.words[int(i)] for i in self.related(self.space.index[entry], "antonyms")]
 
-    def antonyms_of(self, entry: int) -> np.ndarray:
-        """The antonyms of entry `entry` that the dictionary records (`entry_antonyms`), which `neighbours` leaves
-        out; empty when it records none."""
+    def related(self, entry: int, relation: str) -> np.ndarray:
+        """The entries the dictionary records in `relation` (`antonyms` or `similar`, `entry_relations`) to entry
+        `entry`; empty when it records none."""
         senses = self.senses
-        if senses is None or senses.antonyms is None:
-            return np.zeros(0, dtype=np.int32)
-        return senses.antonyms[entry]
+        found = None if senses is None else getattr(senses, relation)
+        return np.zeros(0, dtype=np.int32) if found is None else found[entry]
 
     def _entry_sense_cosines(self, groups: np.ndarray, entry: int) -> dict[int, np.ndarray]:
         """Per entry of `groups`, the best cosine of each of its definition vectors to one of entry `entry`'s: the

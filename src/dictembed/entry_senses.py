@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dictembed.entry_antonyms import EntryAntonyms
+from dictembed.entry_relations import EntryRelation
 from dictembed.search_options import normalize_pos
 from dictembed.search_space import ranges_fit
 
@@ -25,14 +25,16 @@ NO_POS = -1
 class EntrySenses:
     """Entry i's senses are rows `starts[i]:starts[i + 1]`; row r's definition is `text[offsets[r]:offsets[r + 1]]`
     (UTF-8) and its part of speech `pos_names[pos[r]]` (`NO_POS`: none). An entry of no sense is a word the
-    dictionary does not hold. `antonyms`: the entries' antonyms (None: the dictionary records none)."""
+    dictionary does not hold. `antonyms`, `similar`: the entries' antonyms and similar words (`entry_relations`;
+    None: the dictionary records none)."""
 
     starts: np.ndarray  # int64 [entries + 1]
     offsets: np.ndarray  # int64 [senses + 1]
     text: np.ndarray  # uint8 [bytes]
     pos: np.ndarray  # int16 [senses]
     pos_names: list[str]
-    antonyms: EntryAntonyms | None = None
+    antonyms: EntryRelation | None = None
+    similar: EntryRelation | None = None
 
     @classmethod
     def of(cls, words: Sequence[str], dictionary: Dictionary) -> EntrySenses:
@@ -55,7 +57,8 @@ class EntrySenses:
             np.frombuffer(b"".join(chunks), dtype=np.uint8),
             np.asarray(codes, dtype=np.int16),
             list(names),
-            EntryAntonyms.of(words, dictionary),
+            EntryRelation.of(words, dictionary, "antonyms"),
+            EntryRelation.of(words, dictionary, "similar"),
         )
 
     def __len__(self) -> int:
@@ -75,7 +78,10 @@ class EntrySenses:
             len(codes) and not NO_POS <= codes.min() <= codes.max() < len(self.pos_names)
         ):
             return "the parts of speech do not fit the senses"
-        return None if self.antonyms is None else self.antonyms.check(len(self))
+        for name, relation in (("antonyms", self.antonyms), ("similar words", self.similar)):
+            if relation is not None and (problem := relation.check(len(self))):
+                return f"its {name} {problem}"
+        return None
 
     def senses(self, entry: int) -> list[tuple[str, str | None]]:
         """Entry `entry`'s (definition, part of speech) pairs, in the dictionary's order."""

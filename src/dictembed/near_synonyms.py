@@ -7,7 +7,9 @@ a candidate entry c for the query entry e therefore mixes two cosines, as descri
 
     (cos(e's entry vector, c's entry vector) + w x max over e's senses i and c's senses j cos(d_i, d_j)) / (1 + w)
 
-where a pair of senses whose parts of speech are known and differ counts `pos_penalty` less (`SynonymScoring`).
+where a pair of senses whose parts of speech are known and differ counts `pos_penalty` less, and a candidate the
+dictionary lists as similar to e (`Sense.similar`: WordNet's similar adjectives, *lovely* for *beautiful*) has a best
+pair of at least `similar_pair`, as if it shared a sense (`SynonymScoring`); such candidates are always scored exactly.
 A space without definition vectors (an MLM head, ICA, an older save) scores by the entry vectors' cosine alone, as
 does `SynonymScoring(sense_weight=0)`, which scores every group exactly.
 
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 # The defaults, chosen on the dev splits of experiments/near_synonyms.py (docs/results.md, "Near-synonyms")
 SENSE_WEIGHT = 1.0  # w: x the cosine of the best pair of senses
 POS_PENALTY = 0.2  # taken off a pair of senses of different parts of speech
+SIMILAR_PAIR = 1.0  # the least best pair of a candidate the dictionary lists as similar (that of a shared sense)
 SYNONYM_DEPTH = 200  # the groups of the best rough scores that are scored exactly
 ROUGH_DIMS = 64  # principal directions of the rough stage
 ROUGH_SENSES = 4  # the query's first senses that the rough stage pairs
@@ -51,14 +54,16 @@ NO_TAG = -1
 class SynonymScoring:
     """How `neighbours` scores a candidate (the module docstring): `sense_weight` w of the best pair of senses
     (0: the entry vectors' cosine alone, every group scored exactly), `pos_penalty` taken off a pair of senses of
-    different parts of speech, and the `depth` best groups of the rough stage scored exactly."""
+    different parts of speech, the `depth` best groups of the rough stage scored exactly, and `similar_pair`, the
+    least best pair of a candidate the dictionary lists as similar (0: none raised)."""
 
     sense_weight: float = SENSE_WEIGHT
     pos_penalty: float = POS_PENALTY
     depth: int = SYNONYM_DEPTH
+    similar_pair: float = SIMILAR_PAIR
 
     def __post_init__(self) -> None:
-        for name in ("sense_weight", "pos_penalty"):
+        for name in ("sense_weight", "pos_penalty", "similar_pair"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
                 raise DictEmbedError(f"{name}: a finite number >= 0, not {value!r}")
@@ -100,24 +105,30 @@ def definition_tags(space: SearchSpace, senses: EntrySenses | None) -> np.ndarra
 class Candidates:
     """The groups of one query's exact stage with the terms of their scores: `amp`, the entry vectors' cosine, and
     `cosine` [the candidates' definition rows, the query's senses], each candidate's rows from `starts`, `differ`
-    marking the pairs whose parts of speech are known and differ (None: none known)."""
+    marking the pairs whose parts of speech are known and differ (None: none known), `listed` the candidates the
+    dictionary lists as similar to the query (None: none)."""
 
     groups: np.ndarray
     amp: np.ndarray
     cosine: np.ndarray
     starts: np.ndarray
     differ: np.ndarray | None = None
+    listed: np.ndarray | None = None
 
-    def pair(self, pos_penalty: float = 0.0) -> np.ndarray:
-        """Each candidate's best pair of senses, a pair of different parts of speech counting `pos_penalty` less."""
+    def pair(self, pos_penalty: float = 0.0, similar_pair: float = 0.0) -> np.ndarray:
+        """Each candidate's best pair of senses, a pair of different parts of speech counting `pos_penalty` less, at
+        least `similar_pair` for a candidate `listed`."""
         if not len(self.groups):
             return self.amp
         cosine = self.cosine if self.differ is None or pos_penalty == 0 else self.cosine - pos_penalty * self.differ
-        return np.maximum.reduceat(cosine.max(axis=1), self.starts)
+        best = np.maximum.reduceat(cosine.max(axis=1), self.starts)
+        if self.listed is not None and similar_pair:
+            best = np.where(self.listed, np.maximum(best, similar_pair), best)
+        return best
 
     def best(self, scoring: SynonymScoring, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The `k` best candidates by `scoring`, best first (ties by group), and their scores."""
-        scores = scoring.mix(self.amp, self.pair(scoring.pos_penalty))
+        scores = scoring.mix(self.amp, self.pair(scoring.pos_penalty, scoring.similar_pair))
         order = np.lexsort((self.groups, -scores))[:k]
         return self.groups[order], scores[order]
 
@@ -206,10 +217,18 @@ class SynonymSearch:
         return self
 
     def nearest(
-        self, entry: int, group: int, allowed: np.ndarray | None, k: int, scoring: SynonymScoring, alone: bool
+        self,
+        entry: int,
+        group: int,
+        allowed: np.ndarray | None,
+        k: int,
+        scoring: SynonymScoring,
+        alone: bool,
+        similar: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The `k` groups nearest to entry `entry` of group `group` by `scoring` among the `allowed` (None: every
-        group, but its own when the entry is `alone` in it), best first, and their scores."""
+        group, but its own when the entry is `alone` in it), best first, and their scores; `similar`: the groups the
+        dictionary lists as similar to the entry (the entry vectors' cosine alone leaves them as they are)."""
         exclude = group if alone and allowed is None else None
         if scoring.sense_weight == 0 or not self.has_senses:
             unit = self.units()
@@ -217,14 +236,23 @@ class SynonymSearch:
             top = top_indices(row, allowed, k + 1)
             top = top[top != exclude][:k]
             return top, row[top]
-        found = self.candidates(entry, group, allowed, max(k, scoring.depth), exclude, scoring.sense_weight)
+        depth = max(k, scoring.depth)
+        found = self.candidates(entry, group, allowed, depth, exclude, scoring.sense_weight, similar)
         return found.best(scoring, k)
 
     def candidates(
-        self, entry: int, group: int, allowed: np.ndarray | None, depth: int, exclude: int | None, weight: float
+        self,
+        entry: int,
+        group: int,
+        allowed: np.ndarray | None,
+        depth: int,
+        exclude: int | None,
+        weight: float,
+        similar: np.ndarray | None = None,
     ) -> Candidates:
         """The `depth` groups of the best rough scores with sense weight `weight` among the `allowed`, but `exclude`,
-        for entry `entry` of group `group`, with the terms of their exact scores."""
+        for entry `entry` of group `group`, and the `similar` groups among them, with the terms of their exact
+        scores."""
         space = cast(SearchSpace, self.space)
         definitions = cast(np.ndarray, space.definitions)
         start = int(space.first_definitions[entry])
@@ -235,14 +263,20 @@ class SynonymSearch:
         if exclude is not None:
             rough[exclude] = -np.inf
         picked = top_indices(rough, allowed, depth)
+        listed = None
+        if similar is not None and len(similar):
+            similar = similar if allowed is None else similar[allowed[similar]]
+            picked = np.union1d(picked, similar)
         picked = np.sort(picked[picked != exclude])
+        if similar is not None and len(similar):
+            listed = np.isin(picked, similar)
         rows, starts = space.definition_rows(self.groups.first[picked])
         cosine = l2_normalize(as_float32(definitions[rows])) @ senses.T
         differ = None
         if self.tags is not None:
             theirs, ours = self.tags[rows][:, None], self.tags[start:end][None, :]
             differ = (theirs != ours) & (theirs != NO_TAG) & (ours != NO_TAG)
-        return Candidates(picked, self.units(picked) @ query, cosine, starts, differ)
+        return Candidates(picked, self.units(picked) @ query, cosine, starts, differ, listed)
 
     def _rough_scores(self, query: np.ndarray, senses: np.ndarray, weight: float) -> np.ndarray:
         """Every group's rough score for the unit entry vector `query` and unit sense vectors `senses`."""

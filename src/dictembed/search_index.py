@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dictembed.entry_antonyms import EntryAntonyms
+from dictembed.entry_relations import EntryRelation
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DictEmbedError
 from dictembed.lexical_terms import StemSets
@@ -285,8 +285,9 @@ class SearchIndex:
             senses = self.senses
             arrays |= {"sense_starts": senses.starts, "offsets": senses.offsets, "text": senses.text, "pos": senses.pos}
             meta["pos_names"] = senses.pos_names
-            if senses.antonyms is not None:
-                arrays |= {"antonym_starts": senses.antonyms.starts, "antonym_entries": senses.antonyms.entries}
+            for prefix, relation in (("antonym", senses.antonyms), ("similar", senses.similar)):
+                if relation is not None:
+                    arrays |= {f"{prefix}_starts": relation.starts, f"{prefix}_entries": relation.entries}
         for name, stem_sets in (("word", self.word_stems), ("definition", self.definition_stems)):
             if stem_sets is not None:
                 arrays |= {f"{name}_stem_starts": stem_sets.starts, f"{name}_stem_keys": stem_sets.keys}
@@ -317,10 +318,11 @@ class SearchIndex:
             senses = None
             if meta.get("pos_names") is not None:
                 names = [str(n) for n in meta["pos_names"]]
-                antonyms = None
-                if "antonym_starts" in a:
-                    antonyms = EntryAntonyms(a["antonym_starts"], a["antonym_entries"])
-                senses = EntrySenses(a["sense_starts"], a["offsets"], a["text"], a["pos"], names, antonyms)
+                antonyms, similar = (
+                    EntryRelation(a[f"{prefix}_starts"], a[f"{prefix}_entries"]) if f"{prefix}_starts" in a else None
+                    for prefix in ("antonym", "similar")
+                )
+                senses = EntrySenses(a["sense_starts"], a["offsets"], a["text"], a["pos"], names, antonyms, similar)
                 if len(senses) != entries or (problem := senses.check() or text_problem(senses)):
                     raise ValueError(problem or "its senses do not fit the space")
             frequencies, frequency_of = a.get("frequencies"), meta.get("frequencies")

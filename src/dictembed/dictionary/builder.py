@@ -207,9 +207,11 @@ class DictionaryBuilder:
         pos: str | None = None,
         line: int | None = None,
         antonyms: Iterable[str] = (),
+        similar: Iterable[str] = (),
     ) -> bool:
-        """Add one row; returns False (and counts it) when the headword or definition is empty. `antonyms` are the
-        headwords of the opposite meaning (cleaned as headwords; empty ones dropped)."""
+        """Add one row; returns False (and counts it) when the headword or definition is empty. `antonyms` and
+        `similar` are the headwords of the opposite and of a close meaning (cleaned as headwords; empty ones and the
+        headword itself dropped)."""
         self.report.rows += 1
         raw_headword, raw_definition = headword, definition
         examples = list(examples)
@@ -225,10 +227,11 @@ class DictionaryBuilder:
         if altered:  # a row kept, with characters removed
             self.change(altered, line)
         cleaned = [c for c in map(clean_text, examples) if c]
-        opposites = [a for a in map(clean_text, antonyms) if a and a != headword]
+        opposites = dict.fromkeys(a for a in map(clean_text, antonyms) if a and a != headword)
+        close = dict.fromkeys(a for a in map(clean_text, similar) if a and a != headword)
         sense = self._senses.get((headword, definition)) if self.unite_repeats else None
         if sense is None:
-            sense = self.dictionary.add(headword, definition, dict.fromkeys(cleaned), pos, dict.fromkeys(opposites))
+            sense = self.dictionary.add(headword, definition, dict.fromkeys(cleaned), pos, opposites, close)
             if self.unite_repeats:
                 self._senses[headword, definition] = sense
             return True
@@ -236,6 +239,7 @@ class DictionaryBuilder:
         sense.pos = sense.pos or pos
         sense.examples.extend(e for e in cleaned if e not in sense.examples)
         sense.antonyms = united(sense.antonyms, opposites)
+        sense.similar = united(sense.similar, close)
         return True
 
     def build(self, empty: str = "no rows") -> Dictionary:

@@ -1,4 +1,4 @@
-"""The one dictionary type: headword -> senses (definition, examples, part of speech, antonyms)."""
+"""The one dictionary type: headword -> senses (definition, examples, part of speech, antonyms, similar words)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,23 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Sense:
-    """One definition of a headword, with its example sentences, part of speech and antonyms (the headwords whose
-    meaning is the opposite of this sense's, as the source records them)."""
+    """One definition of a headword, with its example sentences, part of speech, antonyms (the headwords whose
+    meaning is the opposite of this sense's) and similar words (the headwords of a meaning close to this sense's
+    that do not share it), as the source records them."""
 
     definition: str
     examples: list[str] = field(default_factory=list)
     pos: str | None = None
     antonyms: tuple[str, ...] = ()
+    similar: tuple[str, ...] = ()
+
+
+RELATIONS = ("antonyms", "similar")  # the fields of a sense that name other headwords
 
 
 def united(kept: tuple[str, ...], more: Iterable[str]) -> tuple[str, ...]:
-    """`kept` followed by the words of `more` it lacks, in order (a sense's antonyms with a repeat's)."""
+    """`kept` followed by the words of `more` it lacks, in order (a sense's antonyms or similar words with a
+    repeat's)."""
     return tuple(dict.fromkeys((*kept, *more)))
 
 
@@ -50,19 +56,20 @@ class Dictionary:
         examples: Iterable[str] = (),
         pos: str | None = None,
         antonyms: Iterable[str] = (),
+        similar: Iterable[str] = (),
     ) -> Sense:
         """Add one sense to `headword`, creating the entry if needed; returns the new sense."""
         entry = self._entries.get(headword)
         if entry is None:
             entry = self._entries[headword] = Entry(headword)
-        sense = Sense(definition, list(examples), pos, tuple(antonyms))
+        sense = Sense(definition, list(examples), pos, tuple(antonyms), tuple(similar))
         entry.senses.append(sense)
         return sense
 
     def add_entry(self, entry: Entry) -> None:
         """Add all senses of `entry` (appending to an existing headword)."""
         for sense in entry.senses:
-            self.add(entry.headword, sense.definition, sense.examples, sense.pos, sense.antonyms)
+            self.add(entry.headword, sense.definition, sense.examples, sense.pos, sense.antonyms, sense.similar)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -83,9 +90,9 @@ class Dictionary:
     def num_definitions(self) -> int:
         return sum(len(e.senses) for e in self)
 
-    def has_antonyms(self) -> bool:
-        """Whether any sense records an antonym."""
-        return any(s.antonyms for e in self for s in e.senses)
+    def records(self, relation: str) -> bool:
+        """Whether any sense records a word in `relation` (one of `RELATIONS`)."""
+        return any(getattr(s, relation) for e in self for s in e.senses)
 
     def pairs(self) -> list[tuple[str, str]]:
         """Every (headword, definition) pair, the unit DefSent trains on."""

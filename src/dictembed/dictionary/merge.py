@@ -41,10 +41,12 @@ class MergeReport:
 
 
 def _unite(kept: Sense, duplicate: Sense) -> None:
-    """Add the duplicate's new examples and antonyms (and its pos, when the kept sense has none) to `kept`."""
+    """Add the duplicate's new examples, antonyms and similar words (and its pos, when the kept sense has none) to
+    `kept`."""
     kept.examples.extend(e for e in duplicate.examples if e not in kept.examples)
     kept.pos = kept.pos or duplicate.pos
     kept.antonyms = united(kept.antonyms, duplicate.antonyms)
+    kept.similar = united(kept.similar, duplicate.similar)
 
 
 @without_gc
@@ -81,7 +83,12 @@ def merge_dictionaries(dictionaries: Iterable[Dictionary], name: str | None = No
                     _unite(senses[key], sense)
                 else:
                     senses[key] = result.add(
-                        headword, clean_text(sense.definition), sense.examples, sense.pos, sense.antonyms
+                        headword,
+                        clean_text(sense.definition),
+                        sense.examples,
+                        sense.pos,
+                        sense.antonyms,
+                        sense.similar,
                     )
     report.entries_out = len(result)
     logger.info(report.summary())

@@ -19,13 +19,15 @@ saying so, rather than reading it as one line.
 
 Content gaps skip the row: an empty or missing headword or definition (also one of invisible format
 characters only, see `clean_text`), and a JSONL value of the wrong type (a headword, definition or pos that
-is a number, list, object or boolean; an example or antonym that is not a string or a list of strings). Such values are
+is a number, list, object or boolean; an example, antonym or similar word that is not a string or a list of
+strings). Such values are
 never turned into text. A TSV/CSV line equal to the header (files joined end to end) is skipped too, and a
 byte order mark at the start of any line dropped; so is the first line of a file read with `--columns` (no header
 line) that looks like a header anyway (its cells the names given, or each a known column name). Skipped rows are
 counted and logged as a warning with their line numbers. Blank lines (only whitespace, or only empty fields)
 carry nothing and are ignored. Rows repeating a headword's definition become one sense with all their examples and
-antonyms (an `antonym` column: the headwords of the opposite meaning, which near-synonym search leaves out).
+antonyms and similar words (an `antonym` column: the headwords of the opposite meaning, which near-synonym search
+leaves out; a `similar` column: those of a close meaning, which it ranks as sharing the sense).
 The optional columns of a JSONL file are the keys of all its records, so a record may hold a key that the first
 one lacks.
 """
@@ -49,7 +51,7 @@ from dictembed.text_files import read_lines
 log = logging.getLogger(__name__)
 
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
-COLUMN_NAMES = ("word", "definition", "example", "pos", "antonym")
+COLUMN_NAMES = ("word", "definition", "example", "pos", "antonym", "similar")
 SKIP = "-"
 # Names a header line commonly gives its columns besides COLUMN_NAMES ("headword<TAB>gloss"): a first line made of
 # them only is taken for a header when --columns reads every line as data (see `_looks_like_header`).
@@ -134,13 +136,17 @@ def table_format(path: Path, fmt: str | None = None) -> str:
 
 
 def jsonl_text(dictionary: Dictionary) -> str:
-    """`dictionary` as a JSONL table (`word`, `definition`, `pos`, and `antonym`, a list, where a sense has any: one
-    line a definition) that `load_table` reads back as the same headwords, definitions, parts of speech and
-    antonyms."""
+    """`dictionary` as a JSONL table (`word`, `definition`, `pos`, and `antonym` and `similar`, lists, where a sense
+    has any: one line a definition) that `load_table` reads back as the same headwords, definitions, parts of
+    speech, antonyms and similar words."""
 
     def row(word: str, sense: Sense) -> dict[str, object]:
         found: dict[str, object] = {"word": word, "definition": sense.definition, "pos": sense.pos or ""}
-        return found | {"antonym": list(sense.antonyms)} if sense.antonyms else found
+        if sense.antonyms:
+            found["antonym"] = list(sense.antonyms)
+        if sense.similar:
+            found["similar"] = list(sense.similar)
+        return found
 
     rows = (json.dumps(row(e.headword, s), ensure_ascii=False) for e in dictionary for s in e.senses)
     return "".join(row + "\n" for row in rows)
@@ -226,8 +232,8 @@ def parse_columns(spec: str) -> list[str]:
 
 
 COLUMNS_HELP = (
-    "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos, antonym or - "
-    "(skip), e.g. word,-,definition (default: the file's header line)"
+    "columns of headerless .tsv/.csv/.txt dictionary files, in order: word, definition, example, pos, antonym, "
+    "similar or - (skip), e.g. word,-,definition (default: the file's header line)"
 )
 
 
@@ -391,7 +397,7 @@ def _is_examples(value: object) -> bool:
 
 def _wrong_type(row: Row, texts: Iterable[str | None], lists: Iterable[str | None]) -> str | None:
     """The reason to skip a row with a value of the wrong type (only JSONL has typed values), or None: a value of
-    `texts` that is no string, or of `lists` (example, antonym) that is no string or list of strings."""
+    `texts` that is no string, or of `lists` (example, antonym, similar) that is no string or list of strings."""
     for column in texts:
         if column is not None and not _is_text(row.get(column)):
             return f"rows whose {column!r} is not a string"
@@ -402,7 +408,7 @@ def _wrong_type(row: Row, texts: Iterable[str | None], lists: Iterable[str | Non
 
 
 def _as_examples(value: object) -> list[str]:
-    """A checked example or antonym value (None, a string or a list of strings) as a list."""
+    """A checked example, antonym or similar value (None, a string or a list of strings) as a list."""
     if value is None:
         return []
     return list(value) if isinstance(value, list) else [str(value)]
@@ -429,17 +435,18 @@ def load_table(
     encoding: str = "utf-8",
     header: list[str] | None = None,
     antonym: str | None = None,
+    similar: str | None = None,
 ) -> Dictionary:
-    """Read a dictionary table; `headword`, `definition`, `example`, `pos`, `antonym` name its columns (keys),
-    matched in any case and ignoring surrounding spaces (`column_key`).
+    """Read a dictionary table; `headword`, `definition`, `example`, `pos`, `antonym`, `similar` name its columns
+    (keys), matched in any case and ignoring surrounding spaces (`column_key`).
 
     TSV/CSV files need a header line, unless `header` gives the column names (every line is then a row);
-    a named JSONL key must appear in some record (others may lack it). A JSONL example or antonym value may be a
-    string or a list of strings; rows repeating a headword's definition unite their examples and antonyms.
+    a named JSONL key must appear in some record (others may lack it). A JSONL example, antonym or similar value
+    may be a string or a list of strings; rows repeating a headword's definition unite them.
     """
     path = Path(path)
     table = read_table(path, fmt, encoding, header)
-    return table_dictionary(path, table, headword, definition, example, pos, name, antonym)
+    return table_dictionary(path, table, headword, definition, example, pos, name, antonym, similar)
 
 
 @without_gc
@@ -452,20 +459,22 @@ def table_dictionary(
     pos: str | None = None,
     name: str | None = None,
     antonym: str | None = None,
+    similar: str | None = None,
 ) -> Dictionary:
     """The dictionary in `table`, as `read_table` gave it for `path` (see `load_table`): a caller that needs
     the columns before naming them reads the file once, since a pipe or FIFO cannot be read again."""
     columns, line, rows = table
-    wanted = [c for c in (headword, definition, example, pos, antonym) if c is not None]
+    wanted = [c for c in (headword, definition, example, pos, antonym, similar) if c is not None]
     own = dict(zip(wanted, _resolve_columns(path, columns, wanted, line), strict=True))
     headword, definition = own[headword], own[definition]
-    example, pos, antonym = own.get(example or ""), own.get(pos or ""), own.get(antonym or "")
+    example, pos = own.get(example or ""), own.get(pos or "")
+    antonym, similar = own.get(antonym or ""), own.get(similar or "")
     builder = DictionaryBuilder(str(path), name=name or path.stem)
     for number, row in rows:
         if isinstance(row, str):
             builder.skip_row(row, number)
             continue
-        wrong = _wrong_type(row, (headword, definition, pos), (example, antonym))
+        wrong = _wrong_type(row, (headword, definition, pos), (example, antonym, similar))
         if wrong:
             builder.skip_row(wrong, number)
             continue
@@ -476,5 +485,6 @@ def table_dictionary(
             _as_label(row.get(pos)) if pos else None,
             line=number,
             antonyms=_as_examples(row.get(antonym)) if antonym else (),
+            similar=_as_examples(row.get(similar)) if similar else (),
         )
     return builder.build(empty="only a header")

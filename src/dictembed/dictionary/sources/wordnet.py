@@ -49,16 +49,16 @@ SynsetKey = tuple[str, str]  # (data file name, offset): a synset of any part of
 
 @dataclass
 class Synset:
-    """One parsed data line: offset, part of speech, lemma names and gloss parts; its antonym pointers (the lemma
-    number they start from, 0 for every lemma, and the target synset), its similar-to pointers (a head adjective's
-    satellites, a satellite's head) and whether it is a satellite adjective."""
+    """One parsed data line: offset, part of speech, lemma names and gloss parts; the synsets its antonym pointers
+    name (from any of its lemmas), its similar-to pointers (a head adjective's satellites, a satellite's head) and
+    whether it is a satellite adjective."""
 
     offset: str
     pos: str
     lemmas: list[str]
     definition: str
     examples: list[str]
-    antonyms: list[tuple[int, SynsetKey]] = field(default_factory=list)
+    antonyms: list[SynsetKey] = field(default_factory=list)
     similar: list[SynsetKey] = field(default_factory=list)
     satellite: bool = False
 
@@ -117,21 +117,21 @@ def parse_data_line(line: str, path: Path, number: int) -> Synset:
         if pos not in POINTER_FILES or not target.isdigit() or len(source_target) != 4:
             raise DataFormatError(path, f"bad pointer {symbol} {target} {pos} {source_target}", line=number)
         if symbol == ANTONYM:
-            synset.antonyms.append((int(source_target[:2], 16), (POINTER_FILES[pos], target)))
+            synset.antonyms.append((POINTER_FILES[pos], target))
         elif symbol == SIMILAR:
             synset.similar.append((POINTER_FILES[pos], target))
     return synset
 
 
-def antonym_words(synset: Synset, number: int, synsets: dict[SynsetKey, Synset]) -> list[str]:
-    """The antonyms of lemma `number` (1-based) of `synset`: the words of the synsets its antonym pointers name
-    (those of the lemma and of the whole synset) and, for a head adjective there, its satellites (WordNet's
-    indirect antonyms: *frigid* for *hot*); a satellite adjective takes its head's (*doomed* for the *happy* of
-    "marked by good fortune", a satellite of *fortunate*). Its own lemma left out."""
-    pointers = [target for source, target in synset.antonyms if source in (0, number)]
+def antonym_words(synset: Synset, synsets: dict[SynsetKey, Synset]) -> list[str]:
+    """The antonyms of the lemmas of `synset`: the words of the synsets its antonym pointers name (WordNet points
+    from one lemma, *coldness* to *hotness*; its synonyms in that sense, *cold*, share the opposition) and, for a
+    head adjective there, its satellites (WordNet's indirect antonyms: *frigid* for *hot*); a satellite adjective
+    takes its head's (*doomed* for the *happy* of "marked by good fortune", a satellite of *fortunate*)."""
+    pointers = list(synset.antonyms)
     if synset.satellite:
         heads = (synsets[key] for key in synset.similar if key in synsets)
-        pointers += [target for head in heads for _, target in head.antonyms]
+        pointers += [target for head in heads for target in head.antonyms]
     words: dict[str, None] = {}
     for key in pointers:
         if (target := synsets.get(key)) is None:
@@ -141,8 +141,14 @@ def antonym_words(synset: Synset, number: int, synsets: dict[SynsetKey, Synset])
             for similar in target.similar:
                 if similar in synsets:
                     words.update(dict.fromkeys(synsets[similar].lemmas))
-    words.pop(synset.lemmas[number - 1], None)
     return list(words)
+
+
+def similar_words(synset: Synset, synsets: dict[SynsetKey, Synset]) -> list[str]:
+    """The words WordNet lists as similar to `synset` without sharing it: a head adjective's satellites (*lovely*,
+    *gorgeous* for *beautiful*), a satellite's head."""
+    words = (lemma for key in synset.similar if key in synsets for lemma in synsets[key].lemmas)
+    return list(dict.fromkeys(words))
 
 
 def read_synsets(path: Path, encoding: str = "utf-8") -> list[Synset]:
@@ -253,6 +259,11 @@ def read_sense_order(folder: Path, encoding: str = "utf-8") -> SenseOrder:
     return SenseOrder(indexes, counts)
 
 
+def related_headwords(words: list[str], synonyms: set[str], lowercase: bool) -> list[str]:
+    """`words` as headwords (lowercased when asked) but for a headword's `synonyms` (lemmas of its own synsets)."""
+    return [word.lower() if lowercase else word for word in words if word not in synonyms]
+
+
 @without_gc
 def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False, encoding: str = "utf-8") -> Dictionary:
     """WordNet 3.0 as a dictionary: one entry per lemma, one sense per synset it belongs to, most frequent
@@ -260,9 +271,9 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False,
 
     Headwords keep the data files' spelling (`Mercury` and `mercury` are two entries) unless
     `lowercase`, which merges them (a synset listed twice under one lowercased lemma counts once).
-    Satellite adjectives get pos 'a'. Each sense records its antonyms (`antonym_words`) but for words that share
-    another of the headword's synsets (112 headwords have an antonym that is their synonym in another sense). The
-    folder is `wordnet_dir`, else $WNSEARCHDIR, else Debian's.
+    Satellite adjectives get pos 'a'. Each sense records its antonyms (`antonym_words`) and similar words
+    (`similar_words`) but for words that share one of the headword's synsets (a headword may have an antonym that
+    is its synonym in another sense). The folder is `wordnet_dir`, else $WNSEARCHDIR, else Debian's.
     Entries come in the order their headwords first appear in the data files. Missing `index.*` files or
     `cntlist.rev` are logged, and the senses they would order keep data-file order (`read_sense_order`).
     """
@@ -270,7 +281,6 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False,
     builder = DictionaryBuilder("wordnet", unite_repeats=False)
     seen: set[tuple[str, str, str]] = set()
     senses: dict[str, list[tuple[str, Synset]]] = {}
-    numbers: dict[tuple[str, str, str], int] = {}  # (headword, offset, file) -> its lemma number in the synset
     synsets: dict[SynsetKey, Synset] = {}
     for name in DATA_FILES:
         path = folder / f"data.{name}"
@@ -278,23 +288,21 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False,
             raise DataFormatError(path, "WordNet data file missing")
         for synset in read_synsets(path, encoding):
             synsets[name, synset.offset] = synset
-            for number, lemma in enumerate(synset.lemmas, start=1):
+            for lemma in synset.lemmas:
                 headword = lemma.lower() if lowercase else lemma
                 key = (headword, synset.offset, name)
                 if key in seen:
                     builder.report.repeated_definitions += 1
                     continue
                 seen.add(key)
-                numbers[key] = number
                 senses.setdefault(headword, []).append((name, synset))
     order = read_sense_order(folder, encoding)
-    file_of = {id(synset): name for (name, _), synset in synsets.items()}
     for headword, found in senses.items():
-        synonyms = {lemma for _, synset in found for lemma in synset.lemmas}  # an antonym in one sense only
+        synonyms = {lemma for _, synset in found for lemma in synset.lemmas}  # not another sense's relation
         for synset in order.order(headword, found):
-            antonyms = antonym_words(synset, numbers[headword, synset.offset, file_of[id(synset)]], synsets)
-            antonyms = [word.lower() if lowercase else word for word in antonyms if word not in synonyms]
-            builder.add(headword, synset.definition, synset.examples, synset.pos, antonyms=antonyms)
+            antonyms = related_headwords(antonym_words(synset, synsets), synonyms, lowercase)
+            similar = related_headwords(similar_words(synset, synsets), synonyms, lowercase)
+            builder.add(headword, synset.definition, synset.examples, synset.pos, antonyms=antonyms, similar=similar)
     if order.unlisted:
         logger.warning("%s: %d senses are not in the index under their lemma; they come last", folder, order.unlisted)
     return builder.build()

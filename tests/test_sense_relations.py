@@ -1,5 +1,6 @@
-"""Antonyms: WordNet's (direct and indirect) on each sense, a table's `antonym` column, their round trip through a
-model folder's definitions and search index, and near-synonym search leaving them out."""
+"""Antonyms and similar words: WordNet's on each sense (antonyms direct and indirect), a table's `antonym` and
+`similar` columns, their round trip through a model folder's definitions and search index, and near-synonym search
+leaving the antonyms out."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dictembed.dictionary import load_dictionary, load_wordnet
 from dictembed.dictionary.core import Dictionary
 from dictembed.dictionary.merge import merge_dictionaries
 from dictembed.dictionary.sources.table import jsonl_text, load_table
-from dictembed.entry_antonyms import EntryAntonyms
+from dictembed.entry_relations import EntryRelation
 from dictembed.entry_senses import EntrySenses
 from dictembed.errors import DataFormatError
 from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR
@@ -24,7 +25,8 @@ from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_index import INDEX_ARRAYS
 
 # hot (a head adjective) ! cold (a head), each with satellites; `warm` is in a satellite of each, so each of its
-# senses has the other cluster's words for antonyms, but never `wintry`, its synonym; rise (verb) ! fall.
+# senses has the other cluster's words for antonyms, but never `wintry`, its synonym; rise (verb) ! fall (from
+# lemma 1 of fall's synset, which descend shares).
 ADJECTIVES = [
     "00000010 00 a 01 hot 0 003 ! 00000020 a 0101 & 00000011 a 0000 & 00000013 a 0000 | of high temperature  ",
     "00000011 00 s 01 torrid 0 001 & 00000010 a 0000 | very hot and dry  ",
@@ -54,11 +56,22 @@ def test_wordnet_senses_record_direct_and_indirect_antonyms(fake: Dictionary) ->
     assert antonyms(fake, "torrid") == [("cold", "frigid", "wintry", "warm")]  # a satellite takes its head's
     assert antonyms(fake, "frigid") == [("hot", "torrid", "warm")]
     assert antonyms(fake, "rise") == [("fall", "descend")]  # no satellites outside adjectives
-    assert antonyms(fake, "descend") == [()]  # the pointer starts from lemma 1, fall
+    assert antonyms(fake, "descend") == [("rise",)]  # the pointer starts from fall, its synonym in that sense
     assert antonyms(fake, "bank") == [()]
     # warm: a synonym of hot's satellite (pleasantly hot) and of cold's (wintry), never its own antonym
     assert sorted(antonyms(fake, "warm")) == [("cold", "frigid"), ("hot", "torrid")]
     assert not any("warm" in a for a in antonyms(fake, "warm"))
+
+
+def similar(dictionary: Dictionary, word: str) -> list[tuple[str, ...]]:
+    return [sense.similar for sense in dictionary[word].senses]
+
+
+def test_wordnet_senses_record_the_similar_adjectives(fake: Dictionary) -> None:
+    assert similar(fake, "hot") == [("torrid", "warm")]  # a head's satellites
+    assert similar(fake, "torrid") == [("hot",)]  # a satellite's head
+    assert sorted(similar(fake, "warm")) == [("cold",), ("hot",)]
+    assert similar(fake, "wintry") == [("cold",)] and similar(fake, "rise") == [()]
 
 
 def test_the_real_wordnet_records_the_opposites_a_thesaurus_lists() -> None:
@@ -68,7 +81,11 @@ def test_the_real_wordnet_records_the_opposites_a_thesaurus_lists() -> None:
     assert {"unhappy", "doomed", "unlucky"} <= every["happy"]  # the last two through fortunate's satellites
     assert {"small", "little"} <= every["big"] and "large" not in every["big"]
     assert "fall" in every["rise"]
-    assert not any(e.headword in s.antonyms for e in wordnet for s in e.senses)
+    assert {"hot", "heat"} <= {a for s in wordnet["cold"].senses for a in s.antonyms}  # heat: from coldness
+    assert not any(e.headword in s.antonyms or e.headword in s.similar for e in wordnet for s in e.senses)
+    close = {w for s in wordnet["beautiful"].senses for w in s.similar}
+    assert {"lovely", "gorgeous", "pretty"} <= close
+    assert not close & {a for s in wordnet["beautiful"].senses for a in s.antonyms}
 
 
 def test_a_malformed_pointer_names_the_file_and_line(tmp_path: Path) -> None:
@@ -82,10 +99,13 @@ def test_a_jsonl_table_keeps_its_antonyms_through_a_round_trip(fake: Dictionary,
     path.write_text(jsonl_text(fake), encoding="utf-8")
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert {"word": "rise", "definition": "move upward", "pos": "v", "antonym": ["fall", "descend"]} in rows
-    assert "antonym" not in next(r for r in rows if r["word"] == "bank")  # none: no key
+    hot = next(r for r in rows if r["word"] == "hot")
+    assert hot["antonym"] == ["cold", "frigid", "wintry", "warm"] and hot["similar"] == ["torrid", "warm"]
+    assert not {"antonym", "similar"} & set(next(r for r in rows if r["word"] == "bank"))  # none: no key
     again = load_dictionary(str(path))
     for entry in fake:
         assert antonyms(again, entry.headword) == antonyms(fake, entry.headword)
+        assert similar(again, entry.headword) == similar(fake, entry.headword)
 
 
 def test_a_tsv_unites_the_antonyms_of_repeated_rows_and_a_wrong_type_is_counted(tmp_path: Path, caplog) -> None:
@@ -102,24 +122,27 @@ def test_a_tsv_unites_the_antonyms_of_repeated_rows_and_a_wrong_type_is_counted(
 
 def test_merging_unites_the_antonyms_of_one_definition() -> None:
     first, second = Dictionary(name="a"), Dictionary(name="b")
-    first.add("hot", "very warm", antonyms=["cold"])
-    second.add("hot", "very warm", antonyms=["chilly", "cold"])
+    first.add("hot", "very warm", antonyms=["cold"], similar=["torrid"])
+    second.add("hot", "very warm", antonyms=["chilly", "cold"], similar=["warm"])
     merged, _ = merge_dictionaries([first, second])
-    assert antonyms(merged, "hot") == [("cold", "chilly")]
+    assert antonyms(merged, "hot") == [("cold", "chilly")] and similar(merged, "hot") == [("torrid", "warm")]
 
 
-def test_entry_antonyms_hold_the_words_of_the_space_and_check_their_arrays() -> None:
+def test_entry_relations_hold_the_words_of_the_space_and_check_their_arrays() -> None:
     dictionary = Dictionary(name="d")
     dictionary.add("hot", "very warm", antonyms=["cold", "icy", "chilly"])
-    dictionary.add("hot", "spicy", antonyms=["mild", "cold"])
+    dictionary.add("hot", "spicy", antonyms=["mild", "cold"], similar=["peppery"])
     dictionary.add("cold", "very chilly", antonyms=["hot"])
-    found = EntryAntonyms.of(["cold", "hot", "mild"], dictionary)
+    found = EntryRelation.of(["cold", "hot", "mild"], dictionary, "antonyms")
     assert found is not None and [list(found[i]) for i in range(3)] == [[1], [0, 2], []]  # icy, chilly: no entries
     assert found.check(3) is None and "fit" in str(found.check(4))
-    assert "does not hold" in str(EntryAntonyms(found.starts, found.entries + 1).check(3))
+    assert "does not hold" in str(EntryRelation(found.starts, found.entries + 1).check(3))
+    close = EntryRelation.of(["hot", "peppery"], dictionary, "similar")
+    assert close is not None and [list(close[i]) for i in range(2)] == [[1], []]
     plain = Dictionary(name="plain")
     plain.add("hot", "very warm")
-    assert EntryAntonyms.of(["hot"], plain) is None and EntrySenses.of(["hot"], plain).antonyms is None
+    senses = EntrySenses.of(["hot"], plain)
+    assert EntryRelation.of(["hot"], plain, "antonyms") is None and senses.antonyms is None and senses.similar is None
 
 
 WORDS = {  # each antonym pair defined alike, so that an untrained encoder finds them near
