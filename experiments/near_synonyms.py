@@ -138,7 +138,7 @@ def variants(rd: ReverseDictionary, query: Query, depth: int) -> dict[str, np.nd
     group = int(rd.word_index.group_of[entry])
     alone = len(rd.groups.members(group)) == 1
     mask = np.ones(len(rd.space), dtype=bool)
-    mask[[entry, *rd.related(entry, "antonyms")]] = False
+    mask[[entry, *rd.opposites(entry)]] = False
     similar = np.unique(rd.word_index.group_of[rd.related(entry, "similar")])
     exclude, weight = group if alone else None, DEFAULT.sense_weight
     with search_threads(rd.encoder):

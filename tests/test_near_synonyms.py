@@ -104,6 +104,28 @@ def test_a_word_the_dictionary_lists_as_similar_ranks_as_sharing_a_sense(rd) -> 
     assert "summer" not in _words(listing.neighbours("autumn", k=10, pos="v"))  # filters still apply
 
 
+def test_antonyms_are_left_out_on_either_path_but_a_word_also_listed_as_similar(rd) -> None:
+    """`summer` an antonym of autumn: left out by the mixed score and by the entry vectors' cosine alone; listed as
+    similar too (in another sense, as WordNet lists some words both ways), it stays."""
+
+    def listing(antonym_sense: int | None, similar_sense: int | None) -> ReverseDictionary:
+        dictionary = Dictionary(name="seasons")
+        for word, senses in SENSES.items():
+            for i, (_, pos) in enumerate(senses):
+                antonyms = ["summer"] if word == "fall" and i == antonym_sense else ()
+                similar = ["summer"] if word == "fall" and i == similar_sense else ()
+                dictionary.add(word, f"{word} sense {i}", pos=pos, antonyms=antonyms, similar=similar)
+        return ReverseDictionary(rd.encoder, rd.space, dictionary, name="seasons", ranking=rd.ranking)
+
+    opposed = listing(0, None)
+    assert opposed.antonyms("fall") == ["summer"]
+    for scoring in (None, SynonymScoring(sense_weight=0)):
+        found = _words(opposed.neighbours("fall", k=10, scoring=scoring))
+        assert "summer" not in found and len(found) == len(WORDS) - 2
+    both = listing(0, 1)
+    assert both.antonyms("fall") == [] and "summer" in _words(both.neighbours("fall", k=10))
+
+
 def test_filters_apply_and_the_word_is_left_out(rd) -> None:
     every = rd.neighbours("fall", k=10)
     assert "fall" not in _words(every) and sorted(_words(every)) == sorted(set(WORDS) - {"fall"})

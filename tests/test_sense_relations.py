@@ -83,6 +83,9 @@ def test_the_real_wordnet_records_the_opposites_a_thesaurus_lists() -> None:
     assert "fall" in every["rise"]
     assert {"hot", "heat"} <= {a for s in wordnet["cold"].senses for a in s.antonyms}  # heat: from coldness
     assert not any(e.headword in s.antonyms or e.headword in s.similar for e in wordnet for s in e.senses)
+    lowered = load_wordnet(lowercase=True)  # a lowercased synonym (IV of quaternary's synset) is no antonym
+    assert "iv" not in {a for s in lowered["quaternary"].senses for a in s.antonyms}
+    assert "arctic" not in {w for s in lowered["polar"].senses for w in s.similar}
     close = {w for s in wordnet["beautiful"].senses for w in s.similar}
     assert {"lovely", "gorgeous", "pretty"} <= close
     assert not close & {a for s in wordnet["beautiful"].senses for a in s.antonyms}
@@ -91,7 +94,10 @@ def test_the_real_wordnet_records_the_opposites_a_thesaurus_lists() -> None:
 def test_a_malformed_pointer_names_the_file_and_line(tmp_path: Path) -> None:
     bad = dict(FAKE, verb=["00000030 30 v 01 rise 0 001 ! 00000031 q 0101 | move upward  "])
     with pytest.raises(DataFormatError, match=r"data\.verb:4: bad pointer ! 00000031 q 0101"):
-        load_wordnet(write_wordnet(tmp_path, bad))
+        load_wordnet(write_wordnet(tmp_path / "pos", bad))
+    short = dict(FAKE, verb=["00000030 30 v 01 rise 0 002 ! 00000031 v 0101 | move upward  "])
+    with pytest.raises(DataFormatError, match=r"data\.verb:4: expected 2 pointers of 4 fields"):
+        load_wordnet(write_wordnet(tmp_path / "count", short))
 
 
 def test_a_jsonl_table_keeps_its_antonyms_through_a_round_trip(fake: Dictionary, tmp_path: Path) -> None:
@@ -230,3 +236,11 @@ def test_damaged_antonym_arrays_make_the_index_rebuilt(folders: dict[bool, Path]
         rd = ReverseDictionary.load(copy, device="cpu")
         assert sorted(listed(rd, "hot")) == ["cool", "tepid", "warm"]
     assert "damaged search index (its antonyms name entries the space does not hold)" in caplog.text
+    half = Path(shutil.copytree(folders[True], tmp_path / "half"))
+    arrays = load_file(half / SEARCH_DIR / INDEX_ARRAYS)
+    del arrays["antonym_starts"]  # its entries without their starts: damage, not an index without antonyms
+    save_file(arrays, half / SEARCH_DIR / INDEX_ARRAYS)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert sorted(listed(ReverseDictionary.load(half, device="cpu"), "hot")) == ["cool", "tepid", "warm"]
+    assert "damaged search index ('antonym_starts')" in caplog.text

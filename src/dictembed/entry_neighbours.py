@@ -129,14 +129,14 @@ class EntryNeighbours:
         search, entry_mask, index = self.synonym_search, self._entry_mask(filters), self.space.index[entry]
         mask = np.ones(len(self.space), dtype=bool) if entry_mask is None else entry_mask.copy()
         mask[index] = False
-        opposites = self.related(index, "antonyms")
+        opposites, close = self.opposites(index), self.related(index, "similar")
         mask[opposites] = False
         group_of = self.word_index.group_of
         group = int(group_of[index])
         filtered = entry_mask is not None or len(opposites) > 0
         allowed = self.groups.any(mask) if filtered else None  # else no pass over the groups
         alone = len(self.groups.members(group)) == 1  # unfiltered, its group drops out
-        similar = np.unique(group_of[self.related(index, "similar")])
+        similar = np.unique(group_of[close])
         with search_threads(self.encoder):
             top, scores = search.nearest(index, group, allowed, k, scoring or SynonymScoring(), alone, similar)
             cosines = self._entry_sense_cosines(top, index) if max_definitions != 0 else None
@@ -144,12 +144,20 @@ class EntryNeighbours:
         return [self._result(int(g), s, mask, max_definitions, filters.pos, cosines) for g, s in results]
 
     def antonyms(self, word: str) -> list[str]:
-        """The antonyms the dictionary records for the entry `word` (see `entry_of`), which `neighbours` leaves out, in
-        the dictionary's order (WordNet: its senses most frequent first, each sense's direct antonym before its
-        satellites); empty for a dictionary that records none."""
+        """The antonyms the dictionary records for the entry `word` (see `entry_of`), which `neighbours` leaves out
+        (`opposites`), in the dictionary's order (WordNet: its senses most frequent first, each sense's direct
+        antonym before its satellites); empty for a dictionary that records none."""
         if (entry := self.entry_of(word)) is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        return [self.space.words[int(i)] for i in self.related(self.space.index[entry], "antonyms")]
+        return [self.space.words[int(i)] for i in self.opposites(self.space.index[entry])]
+
+    def opposites(self, entry: int) -> np.ndarray:
+        """The antonyms of entry `entry` that `neighbours` leaves out: those the dictionary records but for the
+        words it also lists as similar (WordNet lists *anthropoid* both ways for *human*, in two senses), in
+        the dictionary's order."""
+        antonyms = self.related(entry, "antonyms")
+        close = self.related(entry, "similar")
+        return antonyms[~np.isin(antonyms, close)] if len(close) and len(antonyms) else antonyms
 
     def related(self, entry: int, relation: str) -> np.ndarray:
         """The entries the dictionary records in `relation` (`antonyms` or `similar`, `entry_relations`) to entry

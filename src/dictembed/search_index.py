@@ -200,7 +200,7 @@ class WordIndex:
         return mask
 
 
-INDEX_FORMAT = 2  # 2: the stem sets of the lexical terms
+INDEX_FORMAT = 3  # 2: the stem sets of the lexical terms; 3: the senses' antonyms and similar words
 INDEX_META = "index.json"
 INDEX_ARRAYS = "index.safetensors"
 COARSE_MIN_GROUPS = 20_000  # a space of fewer groups is scored exactly, every group
@@ -319,7 +319,9 @@ class SearchIndex:
             if meta.get("pos_names") is not None:
                 names = [str(n) for n in meta["pos_names"]]
                 antonyms, similar = (
-                    EntryRelation(a[f"{prefix}_starts"], a[f"{prefix}_entries"]) if f"{prefix}_starts" in a else None
+                    EntryRelation(a[f"{prefix}_starts"], a[f"{prefix}_entries"])
+                    if f"{prefix}_starts" in a or f"{prefix}_entries" in a  # one without the other: damage
+                    else None
                     for prefix in ("antonym", "similar")
                 )
                 senses = EntrySenses(a["sense_starts"], a["offsets"], a["text"], a["pos"], names, antonyms, similar)

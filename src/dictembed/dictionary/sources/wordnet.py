@@ -113,7 +113,9 @@ def parse_data_line(line: str, path: Path, number: int) -> Synset:
     synset = Synset(offset, SYNSET_TYPES[ss_type], [lemma_name(w) for w in words], definition, examples)
     synset.satellite = ss_type == "s"
     at, pointers = 5 + 2 * count, int(fields[4 + 2 * count])
-    for symbol, target, pos, source_target in zip(*[iter(fields[at : at + 4 * pointers])] * 4, strict=False):
+    if len(fields) < at + 4 * pointers:
+        raise DataFormatError(path, f"expected {pointers} pointers of 4 fields", line=number)
+    for symbol, target, pos, source_target in zip(*[iter(fields[at : at + 4 * pointers])] * 4, strict=True):
         if pos not in POINTER_FILES or not target.isdigit() or len(source_target) != 4:
             raise DataFormatError(path, f"bad pointer {symbol} {target} {pos} {source_target}", line=number)
         if symbol == ANTONYM:
@@ -260,8 +262,10 @@ def read_sense_order(folder: Path, encoding: str = "utf-8") -> SenseOrder:
 
 
 def related_headwords(words: list[str], synonyms: set[str], lowercase: bool) -> list[str]:
-    """`words` as headwords (lowercased when asked) but for a headword's `synonyms` (lemmas of its own synsets)."""
-    return [word.lower() if lowercase else word for word in words if word not in synonyms]
+    """`words` as headwords (lowercased when asked) but for a headword's `synonyms` (the lemmas of its own synsets,
+    as headwords): never a word that shares a sense with it."""
+    spelled = (word.lower() if lowercase else word for word in words)
+    return [word for word in dict.fromkeys(spelled) if word not in synonyms]
 
 
 @without_gc
@@ -298,7 +302,7 @@ def load_wordnet(wordnet_dir: str | Path | None = None, lowercase: bool = False,
                 senses.setdefault(headword, []).append((name, synset))
     order = read_sense_order(folder, encoding)
     for headword, found in senses.items():
-        synonyms = {lemma for _, synset in found for lemma in synset.lemmas}  # not another sense's relation
+        synonyms = {lemma.lower() if lowercase else lemma for _, synset in found for lemma in synset.lemmas}
         for synset in order.order(headword, found):
             antonyms = related_headwords(antonym_words(synset, synsets), synonyms, lowercase)
             similar = related_headwords(similar_words(synset, synsets), synonyms, lowercase)
