@@ -134,13 +134,15 @@ def test_merging_unites_the_antonyms_of_one_definition() -> None:
     assert antonyms(merged, "hot") == [("cold", "chilly")] and similar(merged, "hot") == [("torrid", "warm")]
 
 
-def test_entry_relations_hold_the_words_of_the_space_and_check_their_arrays() -> None:
+def test_entry_relations_hold_the_words_of_the_space_and_check_their_arrays(caplog) -> None:
     dictionary = Dictionary(name="d")
     dictionary.add("hot", "very warm", antonyms=["cold", "icy", "chilly"])
     dictionary.add("hot", "spicy", antonyms=["mild", "cold"], similar=["peppery"])
     dictionary.add("cold", "very chilly", antonyms=["hot"])
-    found = EntryRelation.of(["cold", "hot", "mild"], dictionary, "antonyms")
+    with caplog.at_level(logging.INFO, logger="dictembed.entry_relations"):
+        found = EntryRelation.of(["cold", "hot", "mild"], dictionary, "antonyms")
     assert found is not None and [list(found[i]) for i in range(3)] == [[1], [0, 2], []]  # icy, chilly: no entries
+    assert "d: 2 words named as antonyms are no entry of the space (e.g. 'chilly', 'icy'); passed over" in caplog.text
     assert found.check(3) is None and "fit" in str(found.check(4))
     assert "does not hold" in str(EntryRelation(found.starts, found.entries + 1).check(3))
     close = EntryRelation.of(["hot", "peppery"], dictionary, "similar")

@@ -1,13 +1,14 @@
 """Each entry's related entries in its space, as the dictionary's senses name them (`Sense.antonyms`,
 `Sense.similar`: WordNet's, or a table's `antonym` and `similar` columns), united over an entry's senses; a word
-the space does not hold is passed over. Near-synonym search (`EntryNeighbours.neighbours`) leaves an entry's
-antonyms out, as a thesaurus lists *cold* among the opposites of *hot*, never among its synonyms, and ranks its
-similar words as sharing a sense (*lovely*, *gorgeous* for *beautiful*, whose definitions differ). They are kept
-as arrays (`starts`, `entries`) that a saved search index maps with the entries' senses.
+the space does not hold is passed over (counted in the log). Near-synonym search (`EntryNeighbours.neighbours`)
+leaves an entry's antonyms out, as a thesaurus lists *cold* among the opposites of *hot*, never among its
+synonyms, and ranks its similar words as sharing a sense (*lovely*, *gorgeous* for *beautiful*, whose definitions
+differ). They are kept as arrays (`starts`, `entries`) that a saved search index maps with the entries' senses.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +19,8 @@ from dictembed.search_space import ranges_fit
 
 if TYPE_CHECKING:
     from dictembed.dictionary.core import Dictionary
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,11 +37,22 @@ class EntryRelation:
         if not dictionary.records(relation):
             return None
         index = {word: i for i, word in enumerate(words)}
-        starts, found = [0], list[int]()
+        starts, found, outside = [0], list[int](), set[str]()
         for word in words:
             senses = dictionary[word].senses if word in dictionary else []
-            found.extend(dict.fromkeys(index[w] for s in senses for w in getattr(s, relation) if w in index))
+            named = [w for s in senses for w in getattr(s, relation)]
+            found.extend(dict.fromkeys(index[w] for w in named if w in index))
+            outside.update(w for w in named if w not in index)
             starts.append(len(found))
+        if outside:
+            example = ", ".join(repr(w) for w in sorted(outside)[:3])
+            log.info(
+                "%s: %d words named as %s are no entry of the space (e.g. %s); passed over",
+                dictionary.name,
+                len(outside),
+                relation,
+                example,
+            )
         return cls(np.asarray(starts, dtype=np.int64), np.asarray(found, dtype=np.int32))
 
     def __len__(self) -> int:
