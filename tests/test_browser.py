@@ -158,7 +158,8 @@ def test_the_similar_words_switch(page, base_url) -> None:
     _status_starts(page, "Words like “car”")
     assert page.locator("#results .result").first.locator(".word").all_text_contents() == ["automobile", "motor car"]
     assert "car" not in page.locator("#results .word").all_text_contents()
-    assert "entry vectors" in page.locator("#score-note").text_content()
+    note = page.locator("#score-note").text_content()
+    assert "entry vectors" in note and "closest pair of senses" in note  # the score_kind cosine+senses
     assert "mode=similar" in page.url and page.locator("#q").get_attribute("placeholder").startswith("Type a word")
     page.reload()  # the link keeps the mode
     _status_starts(page, "Words like “car”")
