@@ -131,7 +131,7 @@ def test_a_staged_write_into_a_link_replaces_the_folder_it_names_and_keeps_the_l
     """`train --output LINK` replaced the link with a folder, left LINK.old behind (a link the next run called in
     the way) and a staging mark inside the folder it named; one output spelt two ways had two run locks."""
     from dictembed.io import staged_dir
-    from dictembed.recipes.run import runs_root
+    from dictembed.output_folder import runs_root
 
     real = tmp_path / "disk" / "model"
     real.mkdir(parents=True)

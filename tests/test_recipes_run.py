@@ -299,7 +299,7 @@ def test_a_second_train_into_the_same_output_refuses(bert_path, toy_tsv, tmp_pat
     import subprocess
     import sys
 
-    from dictembed.recipes.run import runs_root
+    from dictembed.output_folder import runs_root
 
     lock = runs_root(tmp_path / "out") / "train.lock"
     lock.parent.mkdir(parents=True)
@@ -378,7 +378,7 @@ def test_a_failure_after_training_resumes_at_the_end_without_training_again(
     from safetensors.torch import load_file
 
     import dictembed.recipes.run as run_module
-    from dictembed.recipes.run import runs_root
+    from dictembed.output_folder import runs_root
 
     straight = train(_config(bert_path, toy_tsv, tmp_path / "straight"))
     saving = run_module.save_model_folder
@@ -590,7 +590,7 @@ def test_a_resumed_run_records_the_figures_of_an_uninterrupted_one(bert_path, to
     """The final loss was the mean of the losses of the last `fit` call only: a run resumed part-way recorded
     another figure than an uninterrupted one, and a run resumed at its last step recorded no loss and no throughput."""
     import dictembed.recipes.run as run_module
-    from dictembed.recipes.run import runs_root
+    from dictembed.output_folder import runs_root
 
     settings = {"batch_size": 2, "epochs": 2}
     straight = read_record(train(_config(bert_path, toy_tsv, tmp_path / "straight", **settings)), required=True)
@@ -695,7 +695,8 @@ def test_changed_settings_names_files_by_their_whole_name() -> None:
 def test_learning_rates_beyond_six_digits_train_in_folders_of_their_own(bert_path, toy_tsv, tmp_path) -> None:
     """`--lr-grid 1e-3,1.0000001e-3` trained both rates in `lr0.001-seed0`: the published record's lr was the one
     trained last, selection's best_lr maybe the other."""
-    from dictembed.recipes.run import lr_name, runs_root
+    from dictembed.output_folder import runs_root
+    from dictembed.recipes.run import lr_name
 
     for lr in (1e-4, 2e-5, 5e-5, 1e-3, 4e-5, 3e-3):  # the names of the runs folders made so far stay
         assert lr_name(lr) == f"{lr:g}" == repr(lr)

@@ -27,10 +27,11 @@ from dictembed.objectives.entry_prediction import (
     entry_examples,
     token_lengths,
 )
+from dictembed.output_folder import runs_root
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.options import MethodOptions, option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
-from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root, space_fingerprint
+from dictembed.recipes.run import Built, Recipe, RunResult, Stage, space_fingerprint
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.word_frequency import guess_language, most_frequent
 

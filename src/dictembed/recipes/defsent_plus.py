@@ -17,6 +17,7 @@ from dictembed.dictionary.load import check_installed
 from dictembed.entry_space import ENTRY_TEMPERATURE, DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.extras import MissingExtraError
+from dictembed.output_folder import runs_root
 from dictembed.paths import public_name
 from dictembed.pooling import STANDARD_POOLINGS as POOLINGS
 from dictembed.recipes.defsent import (
@@ -28,7 +29,7 @@ from dictembed.recipes.defsent import (
 )
 from dictembed.recipes.options import option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
-from dictembed.recipes.run import RunResult, Stage, runs_root, space_fingerprint
+from dictembed.recipes.run import RunResult, Stage, space_fingerprint
 from dictembed.second_dictionary import GCIDE, SecondDefinitions, matched, second_choice
 
 if TYPE_CHECKING:

@@ -24,10 +24,11 @@ from dictembed.evaluation.sts_multi import evaluate_sts_dev
 from dictembed.loading import load_pretrained
 from dictembed.objectives.gloss_regularizer import GlossCollator, GlossRegularizedMLM, gloss_accuracy
 from dictembed.objectives.mlm import load_masked_lm
+from dictembed.output_folder import runs_root
 from dictembed.recipes.defsent import load_splits
 from dictembed.recipes.options import MethodOptions, option
 from dictembed.recipes.papers import CARD_KEYS, PAPERS
-from dictembed.recipes.run import Built, Recipe, RunResult, Stage, runs_root
+from dictembed.recipes.run import Built, Recipe, RunResult, Stage
 from dictembed.record import RunRecord
 
 if TYPE_CHECKING:

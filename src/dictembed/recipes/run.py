@@ -34,8 +34,7 @@ from dictembed.evaluation.sts_multi import load_sts_dev
 from dictembed.io import staged_dir
 from dictembed.model_card import write_model_card
 from dictembed.model_folder import links_outside, read_record, write_definitions, write_record
-from dictembed.output_folder import check_outside, check_run_output
-from dictembed.output_folder import runs_root as runs_root  # where callers find it
+from dictembed.output_folder import check_outside, check_run_output, runs_root
 from dictembed.recipes.options import MethodOptions
 from dictembed.recipes.papers import Paper
 from dictembed.record import RunRecord, file_sha256
