@@ -28,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from dictembed.errors import DictEmbedError
 from dictembed.extras import require
 from dictembed.serve_limits import BODY_STALL_SECONDS, MAX_BODY_BYTES, MAX_REQUEST_LINE
+from dictembed.text_files import RepeatedKeyError, unique_keys
 
 log = logging.getLogger("dictembed.serve")
 T = TypeVar("T")
@@ -118,25 +119,14 @@ def check_same_origin(request: Request) -> None:
 
 def repeated_key(raw: bytes) -> str | None:
     """The first key that an object of the JSON `raw` gives more than once (pydantic, as `json.loads`, would keep
-    the last and drop the others unsaid), or None."""
-    repeated: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        found = dict(items)
-        if len(found) < len(items) and not repeated:
-            seen: set[str] = set()
-            for key, _ in items:
-                if key in seen:
-                    repeated.append(key)
-                    break
-                seen.add(key)
-        return found
-
+    the last and drop the others unsaid; `text_files.unique_keys`), or None."""
     try:
-        json.loads(raw, object_pairs_hook=pairs)
+        json.loads(raw, object_pairs_hook=unique_keys)
+    except RepeatedKeyError as error:
+        return error.key
     except (ValueError, RecursionError):  # not read by `json`, but by pydantic: let pydantic's error say so
         return None
-    return repeated[0] if repeated else None
+    return None
 
 
 def parse_json(model: type[M], raw: bytes) -> M:

@@ -30,6 +30,23 @@ UTF16_PROBE_BYTES = 200  # the first bytes of a file that `looks_like_utf16` rea
 CARRIAGE_RETURN = "a carriage return (\\r) inside the line; convert the file to \\n line ends"
 
 
+class RepeatedKeyError(ValueError):
+    """A JSON object that names one key twice (`json.loads` would keep the last value without a word); `key`."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`'s `object_pairs_hook`: the object, or `RepeatedKeyError` naming the first key it names twice."""
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        keys = [key for key, _ in pairs]
+        raise RepeatedKeyError(next(key for key in keys if keys.count(key) > 1))
+    return record
+
+
 def text_encoding(name: str) -> str:
     """`name` if Python knows it as a text encoding (an argparse `type`), else ValueError."""
     try:

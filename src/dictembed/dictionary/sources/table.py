@@ -41,12 +41,12 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from dictembed.dictionary.builder import MAX_LINES_REPORTED, DictionaryBuilder, lines_note, without_gc
 from dictembed.dictionary.core import Dictionary, Sense
 from dictembed.errors import DataFormatError, DictEmbedError
-from dictembed.text_files import read_lines
+from dictembed.text_files import RepeatedKeyError, read_lines, unique_keys
 
 log = logging.getLogger(__name__)
 
@@ -287,24 +287,11 @@ def _delimited_table(path: Path, records: Iterator[Record], header: list[str] | 
     return header, first[0], rows()
 
 
-class _RepeatedKey(ValueError):
-    """A JSON object that names one key twice (`json.loads` would keep the last value without a word)."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """`json.loads`'s `object_pairs_hook`: the object, or `_RepeatedKey` naming a key it names twice."""
-    record = dict(pairs)
-    if len(record) < len(pairs):
-        keys = [key for key, _ in pairs]
-        raise _RepeatedKey(next(key for key in keys if keys.count(key) > 1))
-    return record
-
-
 def _json_record(path: Path, line: str, number: int) -> Row:
     """One JSONL line as an object, or DataFormatError (a key named twice too)."""
     try:
-        record = json.loads(line, object_pairs_hook=_unique_keys)
-    except _RepeatedKey as error:
+        record = json.loads(line, object_pairs_hook=unique_keys)
+    except RepeatedKeyError as error:
         raise DataFormatError(
             path, f"key {error.args[0]!r} appears more than once in one record", line=number
         ) from None
