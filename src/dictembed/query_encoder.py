@@ -88,19 +88,29 @@ def exported_query_encoder(folder: ModelFolder, device: Any, precision: str | No
     return cast(QueryEncoder, encoder)
 
 
-def check_readable(encoder: QueryEncoder, queries: Sequence[str], names: Sequence[str] | None = None) -> None:
-    """Refuse, naming the first (by its name among `names`, default "query N"), a query that the encoder's tokenizer
-    reads as unknown tokens only (an emoji, a word longer than its word pieces go): its vector would say nothing of
-    it, yet rank words confidently."""
-    reads = getattr(encoder, "unknown_only", None)  # an encoder of the caller's own may not tell
-    if reads is not None and (unread := [i for i, unknown in enumerate(reads(queries), 1) if unknown]):
-        text = queries[unread[0] - 1]
+class UnreadableQueryError(DictEmbedError):
+    """A query the encoder's tokenizer reads as unknown tokens only (`check_readable`): the `index` (from 0) of the
+    first among the queries searched, its `text`, and the `name` the message gives it ("query N")."""
+
+    def __init__(self, index: int, text: str, name: str | None = None) -> None:
+        self.index, self.text = index, text
         shown = text if len(text) <= 40 else text[:40] + "..."
-        name = names[unread[0] - 1] if names is not None else f"query {unread[0]}"
-        raise DictEmbedError(
-            f"{name} ({shown!r}): the model's tokenizer reads none of it (only unknown tokens); "
-            "describe the word in words"
+        super().__init__(
+            f"{name or f'query {index + 1}'} ({shown!r}): the model's tokenizer reads none of it (only unknown "
+            "tokens); describe the word in words"
         )
+
+    def named(self, name: str) -> UnreadableQueryError:
+        """The same error naming the query `name` (its place in a file: `FILE:LINE`)."""
+        return UnreadableQueryError(self.index, self.text, name)
+
+
+def check_readable(encoder: QueryEncoder, queries: Sequence[str]) -> None:
+    """Refuse the first query that the encoder's tokenizer reads as unknown tokens only (an emoji, a word longer than
+    its word pieces go), `UnreadableQueryError`: its vector would say nothing of it, yet rank words confidently."""
+    reads = getattr(encoder, "unknown_only", None)  # an encoder of the caller's own may not tell
+    if reads is not None and (unread := [i for i, unknown in enumerate(reads(queries)) if unknown]):
+        raise UnreadableQueryError(unread[0], queries[unread[0]])
 
 
 def as_rows(vectors: Any) -> np.ndarray:

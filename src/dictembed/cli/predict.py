@@ -264,17 +264,20 @@ def run_predict(args: argparse.Namespace) -> Report:
 
 def predict(args: argparse.Namespace) -> Report:
     """The results of `predict`'s queries, as JSON rows and a table."""
-    from dictembed.query_encoder import check_readable
+    from dictembed.query_encoder import UnreadableQueryError
     from dictembed.reverse_dictionary import ReverseDictionary
 
     queries, filters = args.queries, args.filters  # read and checked by check_predict
     rd = ReverseDictionary.load(args.model, args.device, args.precision, ranking_of(args), dictionary=args.dictionary)
     entries = [similar_entry(rd, q, args.mode, args.input, line) for q, line in zip(queries, args.lines, strict=True)]
     descriptions = [q for q, e in zip(queries, entries, strict=True) if e is None]
-    if args.input is not None:  # an unreadable line named by its place in the file, not among the descriptions
-        lines = [f"{args.input}:{line}" for line, e in zip(args.lines, entries, strict=True) if e is None]
-        check_readable(rd.encoder, descriptions, lines)
-    described = iter(rd.search_many(descriptions, args.top_k, filters) if descriptions else [])
+    try:
+        described = iter(rd.search_many(descriptions, args.top_k, filters) if descriptions else [])
+    except UnreadableQueryError as err:
+        if args.input is None:
+            raise
+        lines = [line for line, e in zip(args.lines, entries, strict=True) if e is None]  # by its place in the file
+        raise err.named(f"{args.input}:{lines[err.index]}") from None
     found = [next(described) if e is None else rd.neighbours(e, args.top_k, filters) for e in entries]
     if args.input is None:
         return Report(result_rows(found[0]), results_table(found[0], entries[0]))
