@@ -77,7 +77,7 @@ class MLMHeadSpace(EntrySpace):
             **super()._meta(),
             "token_ids": self.token_ids.tolist(),
             "head_name": self.head_name,
-            "model_config": portable_config(self.model_config),
+            "model_config": self.model_config,  # made portable once, by __init__
         }
 
     def _tensors(self) -> dict[str, torch.Tensor]:
@@ -85,9 +85,10 @@ class MLMHeadSpace(EntrySpace):
 
     @classmethod
     def from_saved(cls, meta: dict, tensors: dict[str, torch.Tensor]) -> MLMHeadSpace:
-        config_dict = portable_config(meta["model_config"])  # a space saved before kept `_name_or_path`
-        config = AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
+        saved = portable_config(meta["model_config"])  # a space saved before kept `_name_or_path`
+        settings = dict(saved)
+        config = AutoConfig.for_model(settings.pop("model_type"), **settings)
         mlm = AutoModelForMaskedLM.from_config(config)
         name, head = mlm_head_module(mlm)
         head.load_state_dict(tensors)
-        return cls(meta["words"], meta["token_ids"], head, name, meta["model_config"])
+        return cls(meta["words"], meta["token_ids"], head, name, saved)
