@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dictembed.base_model import hub_base_model
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace
 from dictembed.errors import DictEmbedError
 from dictembed.hub import LeftOut, push_model, upload_plan
-from dictembed.model_card import hub_base_model, render_model_card, write_model_card
+from dictembed.model_card import render_model_card, write_model_card
 
 
 @pytest.fixture()

@@ -14,9 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dictembed.base_model import base_hub_name as base_hub_name  # where callers find it
-from dictembed.base_model import hub_base_model as hub_base_model
-from dictembed.base_model import local_base, record_base_model
+from dictembed.base_model import base_hub_name, local_base, record_base_model
 from dictembed.card_metadata import (
     BASE_MODELS_WITHOUT_MLM_HEAD,
     base_licence,
