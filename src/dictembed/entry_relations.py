@@ -9,7 +9,7 @@ differ). They are kept as arrays (`starts`, `entries`) that a saved search index
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,12 +31,15 @@ class EntryRelation:
     entries: np.ndarray  # int32 [links]
 
     @classmethod
-    def of(cls, words: Sequence[str], dictionary: Dictionary, relation: str) -> EntryRelation | None:
+    def of(
+        cls, words: Sequence[str], dictionary: Dictionary, relation: str, index: Mapping[str, int] | None = None
+    ) -> EntryRelation | None:
         """The words in `relation` (a field of `dictionary.core.RELATIONS`) to each of `words` that `dictionary`
-        records and `words` hold; None when it records none."""
+        records and `words` hold (`index`: each word's place in `words`, when the caller has it); None when it
+        records none."""
         if not dictionary.records(relation):
             return None
-        index = {word: i for i, word in enumerate(words)}
+        index = index if index is not None else {word: i for i, word in enumerate(words)}
         starts, found, outside = [0], list[int](), set[str]()
         for word in words:
             senses = dictionary[word].senses if word in dictionary else []

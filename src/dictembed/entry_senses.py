@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dictembed.dictionary.core import RELATIONS
 from dictembed.entry_relations import EntryRelation
 from dictembed.search_options import normalize_pos
 from dictembed.search_space import ranges_fit
@@ -51,14 +52,15 @@ class EntrySenses:
                 offsets.append(size)
                 codes.append(NO_POS if sense.pos is None else names.setdefault(sense.pos, len(names)))
             starts.append(len(offsets) - 1)
+        related = any(dictionary.records(relation) for relation in RELATIONS)
+        index = {word: i for i, word in enumerate(words)} if related else None  # one look-up for every relation
         return cls(
             np.asarray(starts, dtype=np.int64),
             np.asarray(offsets, dtype=np.int64),
             np.frombuffer(b"".join(chunks), dtype=np.uint8),
             np.asarray(codes, dtype=np.int16),
             list(names),
-            EntryRelation.of(words, dictionary, "antonyms"),
-            EntryRelation.of(words, dictionary, "similar"),
+            *(EntryRelation.of(words, dictionary, relation, index) for relation in RELATIONS),
         )
 
     def __len__(self) -> int:
