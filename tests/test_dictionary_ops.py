@@ -179,3 +179,18 @@ def test_stats_whitespace_and_tokenizer(bert):
     assert set(table[1]) == {"-", " "}
     assert table[2].split() == ["train", "2", "3", "3.00", "1", "2", "3.00"]
     assert format_stats_table([]) == ""
+
+
+def test_stats_count_the_senses_naming_antonyms_and_similar_words() -> None:
+    train = Dictionary(name="train")
+    train.add("hot", "of high temperature", antonyms=["cold", "cool"])
+    train.add("hot", "stolen")
+    train.add("warm", "fairly hot", similar=["hot"], antonyms=["cool"])
+    test = Dictionary(name="test")
+    test.add("cat", "a small pet")
+    rows = dictionary_stats({"train": train, "test": test})
+    assert [(row["antonyms"], row["similar"]) for row in rows] == [(2, 1), (0, 0)]
+    table = format_stats_table(rows).splitlines()
+    assert table[0].endswith("senses w/ antonyms  senses w/ similar")
+    assert table[2].split()[-2:] == ["2", "1"] and table[3].split()[-2:] == ["0", "0"]
+    assert "antonyms" not in dictionary_stats({"test": test})[0]  # no column where no sense records one

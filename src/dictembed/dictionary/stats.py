@@ -1,4 +1,5 @@
-"""Dataset statistics in the manner of DefSent's Table 1: words, definitions, mean definition length."""
+"""Dataset statistics in the manner of DefSent's Table 1: words, definitions, mean definition length; and the
+senses that name antonyms or similar words, where the dictionary records them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from dictembed.dictionary.core import Dictionary
+from dictembed.dictionary.core import RELATIONS, Dictionary
 from dictembed.vocab import encode_texts, word_token_ids
 
 COLUMNS = {
@@ -14,6 +15,8 @@ COLUMNS = {
     "words": "words",
     "definitions": "definitions",
     "avg_length": "avg. length",
+    "antonyms": "senses w/ antonyms",
+    "similar": "senses w/ similar",
     "words_filtered": "words (1-token)",
     "definitions_filtered": "definitions (1-token)",
     "avg_length_filtered": "avg. length (1-token)",
@@ -34,13 +37,17 @@ def _mean(values: list[int]) -> float:
 
 def split_stats(dictionary: Dictionary, tokenizer: Any = None) -> dict[str, Any]:
     """Words, definitions and mean definition length, before and (with a tokenizer) after the
-    single-token filter; definitions are tokenized once for both."""
+    single-token filter (definitions are tokenized once for both); the senses naming antonyms and similar words
+    where any sense does."""
     lengths = definition_lengths(dictionary, tokenizer)
     row: dict[str, Any] = {
         "words": len(dictionary),
         "definitions": len(lengths),
         "avg_length": _mean(lengths),
     }
+    for relation in RELATIONS:  # a column only for a relation the dictionary records at all
+        if dictionary.records(relation):
+            row[relation] = sum(bool(getattr(s, relation)) for e in dictionary for s in e.senses)
     if tokenizer is not None:
         kept = [token_id is not None for token_id in word_token_ids(tokenizer, dictionary.headwords)]
         per_sense = [keep for keep, entry in zip(kept, dictionary, strict=True) for _ in entry.senses]
@@ -55,7 +62,12 @@ def dictionary_stats(splits: dict[str, Dictionary], tokenizer: Any = None) -> li
     """One row per split (DefSent's Table 1): words, definitions and mean definition length (in
     whitespace tokens, or in the tokenizer's tokens when one is given); with a tokenizer the same
     three figures follow for the entries kept by `single_token_filter`."""
-    return [{"split": split, **split_stats(dictionary, tokenizer)} for split, dictionary in splits.items()]
+    rows = [{"split": split, **split_stats(dictionary, tokenizer)} for split, dictionary in splits.items()]
+    for relation in RELATIONS:  # a split without the relation that another split records counts 0
+        if any(relation in row for row in rows):
+            for row in rows:
+                row.setdefault(relation, 0)
+    return rows
 
 
 def _cell(value: Any) -> str:
