@@ -5,9 +5,12 @@ that `experiments/published_terms.py --data FILE --split dev` ranks.
 
     python experiments/corpus_held_out.py /tmp/corpus_held_out.tsv      # 1,708 descriptions
     python experiments/corpus_held_out.py /tmp/taught.tsv --taught /tmp/corpus_rest.tsv --words 1500
+    python experiments/corpus_held_out.py /tmp/corpus_held_out_long.tsv --long   # the same words, their long ones
 
 `--taught REST` holds out one description of each corpus word among the training headwords instead, and writes the
 corpus without them to REST (for `dictembed train --descriptions REST`): a measure of the words training describes.
+`--long` writes, in place of each drawn description, the long description of its word and part of speech
+(`corpus/long_descriptions.tsv`): the same words and senses, in the longer register.
 
 Written with the corpus, of the corpus's register and of rarer words than the benchmark's: a larger set beside the
 benchmark's dev split for choosing among training variants, not a measure of people's own words.
@@ -19,25 +22,30 @@ import argparse
 import random
 from pathlib import Path
 
-from dictembed.description_corpus import CORPUS, EVERYDAY, load_descriptions
+from dictembed.description_corpus import CORPUS, EVERYDAY, LONG_CORPUS, Description, load_descriptions, read_corpus
 from dictembed.dictionary import load_dictionary, split_by_headword
 
 
 def held_out_rows(
-    split_seed: int, draw_seed: int, taught: bool = False, words: int | None = None
+    split_seed: int, draw_seed: int, taught: bool = False, words: int | None = None, long: bool = False
 ) -> list[tuple[str, str]]:
     """(description, word) for each corpus word among WordNet's dev and test headwords (`taught`: its training
-    headwords; `words`: a seeded sample of that many of them), one seeded draw a word."""
+    headwords; `words`: a seeded sample of that many of them), one seeded draw a word (`long`: the long description
+    of the drawn one's word and part of speech in its place)."""
     splits = split_by_headword(load_dictionary("wordnet"), seed=split_seed)
     names = ("train",) if taught else ("dev", "test")
     held = {h.lower() for name in names for h in splits[name].headwords}
-    by_word: dict[str, list[str]] = {}
+    by_word: dict[str, list[Description]] = {}
     for description in load_descriptions(EVERYDAY):
         if description.word.lower() in held:
-            by_word.setdefault(description.word, []).append(description.text)
+            by_word.setdefault(description.word, []).append(description)
     rng = random.Random(draw_seed)
     chosen = sorted(by_word) if words is None else sorted(rng.sample(sorted(by_word), words))
-    return [(rng.choice(by_word[word]), word) for word in chosen]
+    drawn = [rng.choice(by_word[word]) for word in chosen]
+    if long:
+        longer = {(d.word, d.pos): d for d in read_corpus(LONG_CORPUS)}
+        drawn = [longer[(d.word, d.pos)] for d in drawn]
+    return [(d.text, d.word) for d in drawn]
 
 
 def corpus_without(rows: list[tuple[str, str]], path: Path) -> int:
@@ -57,11 +65,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the seed of the draw of one description a word")
     parser.add_argument("--taught", type=Path, help="hold out training words' descriptions; the rest go to this TSV")
     parser.add_argument("--words", type=int, help="with --taught: hold out a seeded sample of this many words")
+    parser.add_argument("--long", action="store_true", help="each word's long description in place of the drawn one")
     args = parser.parse_args()
     for path in (args.output, args.taught):
         if path is not None and path.exists():
             parser.error(f"{path} exists; name a new file")
-    rows = held_out_rows(args.split_seed, args.seed, taught=args.taught is not None, words=args.words)
+    if args.long and args.taught is not None:
+        parser.error("--long writes a measure; it does not go with --taught")
+    rows = held_out_rows(args.split_seed, args.seed, taught=args.taught is not None, words=args.words, long=args.long)
     if args.taught is not None:
         print(f"{args.taught}: {corpus_without(rows, args.taught)} descriptions, the held-out ones left out")
     lines = ["description\texpected\tsplit", *(f"{text}\t{word}\tdev" for text, word in rows)]

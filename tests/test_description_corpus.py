@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import dictionary_of
 
-from dictembed.description_corpus import CORPUS, Description, load_descriptions
+from dictembed.description_corpus import CORPUS, LONG_CORPUS, Description, load_descriptions, read_corpus
 from dictembed.dictionary.core import Dictionary
 from dictembed.errors import DataFormatError
 from dictembed.evaluation.descriptions import load_description_pairs
@@ -80,6 +80,16 @@ def test_the_shipped_corpus_is_large_and_never_teaches_a_benchmark_answer() -> N
     assert not answers & {d.word.lower() for d in corpus}
 
 
+def test_the_long_descriptions_are_one_longer_description_of_each_corpus_word() -> None:
+    """`everyday-long` is the corpus and, after it, one description of 12 or more words of each of its (word, part of
+    speech), style `long`, none holding its word (so none teaches a benchmark answer either)."""
+    corpus, long = load_descriptions("everyday"), read_corpus(LONG_CORPUS)
+    assert load_descriptions("everyday-long") == corpus + long
+    assert sorted((d.word, d.pos) for d in long) == sorted({(d.word, d.pos) for d in corpus})
+    assert {d.style for d in long} == {"long"} and min(len(d.text.split()) for d in long) >= 12
+    assert all(d.word.lower() not in d.text.lower().split() for d in long)
+
+
 @pytest.mark.parametrize("ratio", [0.0, 0.25, 10.0])
 def test_training_adds_descriptions_at_the_configured_ratio(bert_path, toy_tsv, tmp_path, ratio) -> None:
     from dictembed.recipes.config import RunConfig
@@ -127,5 +137,6 @@ def test_the_everyday_corpus_is_left_out_for_a_dictionary_in_another_language(ca
         assert not describes("everyday", "fr-wiktionary", english)
         assert not describes("everyday", "wordnet,cwn", english)
         assert describes("my_descriptions.tsv", "fr-wiktionary", english)
+        assert describes("everyday-long", "wordnet", english) and not describes("everyday-long", "cwn", english)
     assert caplog.text.count("the everyday descriptions describe English words; fr-wiktionary is not English") == 1
     assert "wordnet,cwn is not English: trained without them" in caplog.text

@@ -48,6 +48,16 @@ def test_untaught_rows_describe_dev_and_test_words_only(held_out) -> None:
     assert words == set(splits["dev"].headwords) | set(splits["test"].headwords)
 
 
+def test_long_rows_are_the_long_descriptions_of_the_drawn_words(held_out, monkeypatch) -> None:
+    script, _ = held_out
+    longer = [Description(f"a longer description of w{i} as a noun", f"w{i}", "n", "long") for i in range(40)]
+    longer.append(Description("a longer description of w0 as a verb", "w0", "v", "long"))
+    monkeypatch.setattr(script, "read_corpus", lambda path: longer)
+    rows, long_rows = script.held_out_rows(0, 0), script.held_out_rows(0, 0, long=True)
+    assert [word for _, word in long_rows] == [word for _, word in rows]
+    assert all(text == f"a longer description of {word} as a noun" for text, word in long_rows)  # its own sense
+
+
 def test_interpolation_moves_each_weight_toward_the_base_and_drops_the_query_graph(tmp_path) -> None:
     script = load_script("experiments/weight_interpolation.py")
     base, trained = tmp_path / "base", tmp_path / "trained"

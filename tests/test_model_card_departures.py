@@ -75,6 +75,13 @@ def test_a_limit_of_definitions_and_the_everyday_descriptions_are_counted_apart(
     assert "| descriptions `everyday` | [MIT](https://opensource.org/license/mit) |" in _section(card, "License")
 
 
+def test_the_corpus_with_its_long_descriptions_is_named_as_such() -> None:
+    card = render_model_card(_record("everyday-long", 5_000))
+    assert "dictembed's everyday description corpus with its long descriptions" in card.replace("\n", " ")
+    assert _front_matter(card)["datasets"] == ["wordnet", CORPUS]
+    assert "| descriptions `everyday-long` | [MIT](https://opensource.org/license/mit) |" in _section(card, "License")
+
+
 @pytest.mark.parametrize("spec,count", [("everyday", 0), ("everyday", None), (None, None)])
 def test_a_run_without_descriptions_claims_none(spec: str | None, count: int | None) -> None:
     card = render_model_card(_record(spec, count))  # e.g. `everyday` left out beside a non-English dictionary

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dictembed.description_corpus import EVERYDAY
+from dictembed.description_corpus import EVERYDAY, EVERYDAY_LONG
 from dictembed.dictionary.catalog import CATALOG, NamedDictionary
 from dictembed.licences import APACHE_2, MIT, Licence
 from dictembed.offline_models import MODELS as OFFLINE_MODELS
@@ -78,11 +78,20 @@ DESCRIPTION_CORPORA: dict[str, DescriptionCorpus] = {
         "en",
         MIT,  # the project's licence, as the corpus README says
     ),
+    EVERYDAY_LONG: DescriptionCorpus(
+        "dictembed-everyday-descriptions",
+        "dictembed's everyday description corpus with its long descriptions",
+        "descriptions of WordNet 3.0 headwords written for dictembed in the words people use when a word escapes "
+        "them, and a longer one of each word, shipped with it in `src/dictembed/corpus/`",
+        "en",
+        MIT,
+    ),
 }
 
 
 def description_corpus(spec: str | None) -> DescriptionCorpus | None:
-    """The shipped description corpus `spec` names (`everyday`), or None (a file of the user's, or none)."""
+    """The shipped description corpus `spec` names (`everyday`, `everyday-long`), or None (a file of the user's, or
+    none)."""
     return DESCRIPTION_CORPORA.get(spec) if spec else None
 
 

@@ -2,8 +2,9 @@
 the word it describes, as further training queries of DefSent/DefSent+'s entries (`description_examples`).
 
 The file is a TSV with the header `description<TAB>word`, optionally followed by `pos` (n, v, a, r) and `style`
-(how it was written: child, situation, feeling, clue, vague, plain). `everyday` names the corpus shipped with
-dictembed (`corpus/descriptions.tsv`, made as its README says). A line with the wrong number of fields, an
+(how it was written: child, situation, feeling, clue, vague, plain, long). `everyday` names the corpus shipped with
+dictembed (`corpus/descriptions.tsv`, made as its README says); `everyday-long` that corpus and one longer
+description of each of its words (`corpus/long_descriptions.tsv`). A line with the wrong number of fields, an
 empty description or word, or a bad header is a one-line DataFormatError naming the file and line.
 """
 
@@ -19,7 +20,10 @@ from dictembed.text_files import read_lines
 log = logging.getLogger(__name__)
 
 EVERYDAY = "everyday"
+EVERYDAY_LONG = "everyday-long"
 CORPUS = Path(__file__).parent / "corpus" / "descriptions.tsv"
+LONG_CORPUS = Path(__file__).parent / "corpus" / "long_descriptions.tsv"
+NAMED = {EVERYDAY: (CORPUS,), EVERYDAY_LONG: (CORPUS, LONG_CORPUS)}  # the shipped corpora by name, and their files
 COLUMNS = ("description", "word", "pos", "style")
 
 
@@ -39,14 +43,18 @@ def corpus_choice(spec: str) -> str:
     return "" if spec.strip().lower() in ("", "none") else spec
 
 
-def corpus_path(spec: str | Path) -> Path:
-    """The file `spec` names: `everyday` (the shipped corpus) or a path."""
-    return CORPUS if str(spec) == EVERYDAY else Path(spec).expanduser()
+def corpus_paths(spec: str | Path) -> tuple[Path, ...]:
+    """The files `spec` names: those of a shipped corpus (`NAMED`) or one path."""
+    return NAMED.get(str(spec)) or (Path(spec).expanduser(),)
 
 
 def load_descriptions(spec: str | Path) -> list[Description]:
-    """Every description of the corpus `spec` (`everyday` or a TSV path), in file order."""
-    path = corpus_path(spec)
+    """Every description of the corpus `spec` (a name of `NAMED` or a TSV path), in file order."""
+    return [description for path in corpus_paths(spec) for description in read_corpus(path)]
+
+
+def read_corpus(path: Path) -> list[Description]:
+    """Every description of one corpus file, in file order."""
     lines = read_lines(path)
     header = lines[0].split("\t") if lines else []
     if tuple(header) not in (COLUMNS[:2], COLUMNS[:3], COLUMNS):

@@ -44,7 +44,8 @@ def register(subparsers: Any) -> None:
     shared.add_argument(
         "--descriptions",
         default="everyday",
-        help="a description corpus among the training texts: 'everyday' (the bundled one), a TSV file, or 'none'",
+        help="a description corpus among the training texts: 'everyday' (the bundled one), 'everyday-long' (it and a "
+        "longer description of each of its words), a TSV file, or 'none'",
     )
     shared.add_argument("--definitions", type=natural, default=60_000, help="definitions sampled (0: all)")
     shared.add_argument("--words", type=natural, default=40_000, help="headwords sampled (0: all)")

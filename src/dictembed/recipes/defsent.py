@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from torch import nn
 
 from dictembed.cache import cache_folder
-from dictembed.description_corpus import EVERYDAY, corpus_choice, load_descriptions
+from dictembed.description_corpus import NAMED, corpus_choice, load_descriptions
 from dictembed.devices import loader_device
 from dictembed.dictionary import load_dictionary, seeded_sample, single_token_filter, split_by_headword
 from dictembed.dictionary.catalog import language_of
@@ -50,7 +50,8 @@ class EntryOptions(MethodOptions):
     descriptions: str = option(
         "",
         "a description corpus whose descriptions of training headwords are further queries of their entries: "
-        "'everyday' (the corpus shipped with dictembed), a TSV (description, word), or none",
+        "'everyday' (the corpus shipped with dictembed), 'everyday-long' (it and a longer description of each of "
+        "its words), a TSV (description, word), or none",
         parse=corpus_choice,
     )
     # 0.25: the best description sets at the least STS cost over 0.25 / 1 / all on 5,000 definitions (docs/results.md)
@@ -131,17 +132,18 @@ def stage_space(stage: Stage) -> EntrySpace:
 
 
 def describes(corpus: str, dictionary: str, train: Dictionary) -> bool:
-    """Whether the description `corpus` applies to the `dictionary` trained on: `everyday` describes English words,
-    so it is left out (logged) for a dictionary whose headwords are in another language (by name, else as its
-    training headwords read: `word_frequency.guess_language`); a corpus file always applies."""
-    if corpus != EVERYDAY:
+    """Whether the description `corpus` applies to the `dictionary` trained on: the shipped corpora (`everyday`,
+    `everyday-long`) describe English words, so they are left out (logged) for a dictionary whose headwords are in
+    another language (by name, else as its training headwords read: `word_frequency.guess_language`); a corpus file
+    always applies."""
+    if corpus not in NAMED:
         return True
     languages = {language_of(part.strip()) for part in dictionary.split(",")}
     if "auto" in languages:
         languages = (languages - {"auto"}) | {guess_language(train.headwords) or "unknown"}
     if languages == {"en"}:
         return True
-    log.info("the everyday descriptions describe English words; %s is not English: trained without them", dictionary)
+    log.info("the %s descriptions describe English words; %s is not English: trained without them", corpus, dictionary)
     return False
 
 
