@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dictembed.description_corpus import EVERYDAY, EVERYDAY_LONG
@@ -68,23 +68,23 @@ class DescriptionCorpus:
     licence: Licence
 
 
+_EVERYDAY = DescriptionCorpus(
+    "dictembed-everyday-descriptions",
+    "dictembed's everyday description corpus",
+    "descriptions of WordNet 3.0 headwords written for dictembed in the words people use when a word escapes "
+    "them, shipped with it in `src/dictembed/corpus/`",
+    "en",
+    MIT,  # the project's licence, as the corpus README says
+)
+
 # The description corpora shipped with dictembed, by their `--descriptions` name (`description_corpus`).
 DESCRIPTION_CORPORA: dict[str, DescriptionCorpus] = {
-    EVERYDAY: DescriptionCorpus(
-        "dictembed-everyday-descriptions",
-        "dictembed's everyday description corpus",
-        "descriptions of WordNet 3.0 headwords written for dictembed in the words people use when a word escapes "
-        "them, shipped with it in `src/dictembed/corpus/`",
-        "en",
-        MIT,  # the project's licence, as the corpus README says
-    ),
-    EVERYDAY_LONG: DescriptionCorpus(
-        "dictembed-everyday-descriptions",
-        "dictembed's everyday description corpus with its long descriptions",
-        "descriptions of WordNet 3.0 headwords written for dictembed in the words people use when a word escapes "
-        "them, and a longer one of each word, shipped with it in `src/dictembed/corpus/`",
-        "en",
-        MIT,
+    EVERYDAY: _EVERYDAY,
+    EVERYDAY_LONG: replace(  # the same dataset, with its long descriptions
+        _EVERYDAY,
+        name="dictembed's everyday description corpus with its long descriptions",
+        about="descriptions of WordNet 3.0 headwords written for dictembed in the words people use when a word "
+        "escapes them, and a longer one of each word, shipped with it in `src/dictembed/corpus/`",
     ),
 }
 

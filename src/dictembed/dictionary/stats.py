@@ -46,8 +46,8 @@ def split_stats(dictionary: Dictionary, tokenizer: Any = None) -> dict[str, Any]
         "avg_length": _mean(lengths),
     }
     for relation in RELATIONS:  # a column only for a relation the dictionary records at all
-        if dictionary.records(relation):
-            row[relation] = sum(bool(getattr(s, relation)) for e in dictionary for s in e.senses)
+        if count := sum(bool(getattr(s, relation)) for e in dictionary for s in e.senses):
+            row[relation] = count
     if tokenizer is not None:
         kept = [token_id is not None for token_id in word_token_ids(tokenizer, dictionary.headwords)]
         per_sense = [keep for keep, entry in zip(kept, dictionary, strict=True) for _ in entry.senses]
