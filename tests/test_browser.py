@@ -320,3 +320,27 @@ def test_several_dictionaries_offer_the_language_of_the_words_wanted(page, langu
         page.wait_for_function("(document.querySelector('#results .source') || {}).textContent === 'zh · zh.tsv'")
         assert page.locator("#lang").input_value() == "1"
         assert sorted(page.locator(first_words).all_text_contents()) == sorted(ZH_WORDS)
+
+
+def test_similar_words_name_the_opposites_left_out(page, bert_path, tmp_path) -> None:
+    """A folder whose dictionary records antonyms (`dictembed index`): the similar words of *hot* leave *cold* out
+    and name it below the status; clicking it looks it up, and a description hides the line."""
+    from test_sense_relations import write_table
+
+    from dictembed.cli import main
+    from dictembed.serve import background_server, create_app
+
+    folder = tmp_path / "antonyms"
+    table = write_table(tmp_path / "words.jsonl", with_antonyms=True)
+    assert main(["index", "-q", "--model", str(bert_path), "--dictionary", str(table), "--output", str(folder)]) == 0
+    with background_server(create_app(folder, device="cpu")) as url:
+        _open(page, url, "/?q=hot&mode=similar")
+        _status_starts(page, "Words like “hot”")
+        assert page.locator("#opposites").text_content() == "Opposite, left out: cold"
+        assert "cold" not in page.locator("#results .word").all_text_contents()
+        page.locator("#opposites a", has_text="cold").click()
+        _status_starts(page, "Words like “cold”")
+        assert "?q=cold&mode=similar" in page.url and page.locator("#opposites").text_content().endswith(": hot")
+        page.get_by_text("Describe", exact=True).click()  # a description names no opposites
+        page.wait_for_function("document.getElementById('opposites').hidden")
+        assert page.locator("#opposites").is_hidden()

@@ -20,8 +20,8 @@ from dictembed import cache, entry_vectors
 from dictembed.backends.onnx import runtime
 from dictembed.cache import cache_key
 from dictembed.encoder import Encoder
-from dictembed.entry_space import DefinitionSpace, encode_in_parts, part_sizes
-from dictembed.entry_vectors import headword_vectors
+from dictembed.entry_space import DefinitionSpace
+from dictembed.entry_vectors import encode_in_parts, headword_vectors, part_sizes
 from dictembed.errors import DictEmbedError
 
 BATCH = 2

@@ -19,7 +19,7 @@ from dictembed.dictionary.merge import merge_dictionaries
 from dictembed.dictionary.sources.table import jsonl_text, load_table
 from dictembed.entry_relations import EntryRelation
 from dictembed.entry_senses import EntrySenses
-from dictembed.errors import DataFormatError
+from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.model_folder import DEFINITIONS_FILE, SEARCH_DIR
 from dictembed.reverse_dictionary import ReverseDictionary
 from dictembed.search_index import INDEX_ARRAYS
@@ -212,6 +212,35 @@ def test_near_synonyms_of_a_saved_folder_leave_its_antonyms_out(folders: dict[bo
     assert rd.antonyms("Hot") == ["cold"] and rd.antonyms("tepid") == [] and plain.antonyms("hot") == []
 
 
+def test_the_nearest_antonyms_come_first_as_near_synonym_search_scores_them(
+    folders: dict[bool, Path], bert_path: Path, tmp_path: Path
+) -> None:
+    """`antonyms(word, k)`: the k of them `neighbours` would rank first (on the same vectors without the antonyms),
+    among those that pass the filters; without k every one, in the dictionary's order."""
+    from dictembed.cli import main
+
+    rows = [{"word": w, "definition": d} for w, (d, _) in WORDS.items()]
+    rows[0]["antonym"] = ["tepid", "cold", "cool"]  # hot
+    table = tmp_path / "words.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert (
+        main(["index", "-q", "--model", str(bert_path), "--dictionary", str(table), "--output", str(tmp_path / "f")])
+        == 0
+    )
+    rd = ReverseDictionary.load(tmp_path / "f", device="cpu")
+    ranked = [w for w in listed(ReverseDictionary.load(folders[False], device="cpu"), "hot") if w != "warm"]
+    assert sorted(ranked) == ["cold", "cool", "tepid"] and listed(rd, "hot") == ["warm"]
+    assert ranked != rd.antonyms("hot"), ranked  # the scores order them otherwise than the dictionary
+    assert rd.antonyms("hot") == ["tepid", "cold", "cool"]
+    assert rd.antonyms("hot", k=2) == ranked[:2] and rd.antonyms("hot", k=10) == ranked
+    assert rd.antonyms("hot", k=3, pattern="c*") == [w for w in ranked if w.startswith("c")]
+    assert rd.antonyms("hot", pattern="t*") == ["tepid"] and rd.antonyms("warm", k=3) == []
+    found = rd.similar_words("hot", k=3)
+    assert [w for r in found.results for w in r.words] == ["warm"] and found.opposites == ranked
+    with pytest.raises(DictEmbedError, match="k"):
+        rd.antonyms("hot", k=0)
+
+
 def test_the_folder_keeps_its_antonyms_in_its_definitions_and_index(folders: dict[bool, Path], capsys) -> None:
     rows = [json.loads(line) for line in (folders[True] / DEFINITIONS_FILE).read_text().splitlines()]
     assert {r["word"]: r.get("antonym") for r in rows}["hot"] == ["cold"]
@@ -223,6 +252,33 @@ def test_the_folder_keeps_its_antonyms_in_its_definitions_and_index(folders: dic
         assert "antonym_starts" not in set(tensors.keys())
     out, _ = cli_succeeds(capsys, ["predict", "--model", str(folders[True]), "--mode", "similar", "--json", "hot"])
     assert "cold" not in [w for r in json.loads(out) for w in r["words"]]
+
+
+def test_predict_and_the_api_name_the_opposites_left_out(folders: dict[bool, Path], capsys, tmp_path: Path) -> None:
+    """Mode similar names the entry's antonyms after its near-synonyms (the table's last line, `opposites` of an
+    --input row and of the API's answer); a description, a word without antonyms and a dictionary that records
+    none name no opposites."""
+    from fastapi.testclient import TestClient
+
+    from dictembed.serve import create_app
+
+    model = ["predict", "--model", str(folders[True]), "--mode"]
+    out, _ = cli_succeeds(capsys, [*model, "similar", "hot"])
+    assert out.splitlines()[0] == "words like hot:" and out.splitlines()[-1] == "opposites, left out: cold"
+    out, _ = cli_succeeds(capsys, [*model, "similar", "tepid"])
+    assert "opposites" not in out
+    queries = tmp_path / "queries.txt"
+    queries.write_text("hot\nwarm\nhaving a high temperature\n")
+    out, _ = cli_succeeds(capsys, [*model, "auto", "--input", str(queries), "--json"])
+    expected = [("hot", ["cold"]), ("warm", ["cool"]), (None, [])]
+    assert [(r["entry"], r["opposites"]) for r in json.loads(out)] == expected
+    client = TestClient(create_app(folders[True]))
+    answer = client.get("/api/reverse", params={"q": "Hot", "mode": "similar"}).json()
+    assert answer["entry"] == "hot" and answer["opposites"] == ["cold"]
+    assert "cold" not in [w for r in answer["results"] for w in r["words"]]
+    assert client.get("/api/reverse", params={"q": "hot", "mode": "describe"}).json()["opposites"] == []
+    plain = TestClient(create_app(folders[False])).get("/api/reverse", params={"q": "hot", "mode": "similar"}).json()
+    assert plain["opposites"] == [] and "cold" in [w for r in plain["results"] for w in r["words"]]
 
 
 def test_damaged_antonym_arrays_make_the_index_rebuilt(folders: dict[bool, Path], tmp_path: Path, caplog) -> None:

@@ -33,7 +33,8 @@ from filelock import FileLock, Timeout
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from dictembed.devices import is_main_process, wait_for_everyone
+from dictembed.device_choices import is_main_process
+from dictembed.devices import wait_for_everyone
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.errors import DictEmbedError

@@ -27,7 +27,6 @@ from pathlib import Path
 import torch
 
 from dictembed.device_choices import DEVICE_HELP, DEVICE_TYPES, check_precision, cpu_precision_choice
-from dictembed.device_choices import is_main_process as is_main_process  # re-exported
 from dictembed.errors import DictEmbedError
 from dictembed.io import atomic_write
 from dictembed.paths import cache_root

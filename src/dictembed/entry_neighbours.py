@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from dictembed.entry_space import EntrySpace
     from dictembed.reverse_dictionary import Result
     from dictembed.search_index import EntryGroups, SearchIndex, WordIndex
+
+
+class SimilarWords(NamedTuple):
+    """What mode similar answers: an entry's near-synonyms, and the nearest of the antonyms they leave out."""
+
+    results: list[Result]
+    opposites: list[str]
 
 
 class EntryNeighbours:
@@ -143,13 +150,38 @@ class EntryNeighbours:
         results = zip(top, scores, strict=True)
         return [self._result(int(g), s, mask, max_definitions, filters.pos, cosines) for g, s in results]
 
-    def antonyms(self, word: str) -> list[str]:
+    def antonyms(self, word: str, k: int | None = None, filters: Filters | None = None, **options: Any) -> list[str]:
         """The antonyms the dictionary records for the entry `word` (see `entry_of`), which `neighbours` leaves out
-        (`opposites`), in the dictionary's order (WordNet: its senses most frequent first, each sense's direct
-        antonym before its satellites); empty for a dictionary that records none."""
+        (`opposites`), among those that pass the filters of `search` (`filters=` or keywords): every one in the
+        dictionary's order (WordNet: its senses most frequent first, each sense's direct antonym before its
+        satellites), or, given `k`, the `k` nearest to `word`, scored as `neighbours` scores, best first (WordNet
+        records 37 for *quick*, from *slow* to *steady*); empty for a dictionary that records none."""
         if (entry := self.entry_of(word)) is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
-        return [self.space.words[int(i)] for i in self.opposites(self.space.index[entry])]
+        filters = Filters.resolve(filters, options)
+        if k is not None:
+            check_search(k, None)
+        index = self.space.index[entry]
+        found = self.opposites(index)
+        if len(found) and (entry_mask := self._entry_mask(filters)) is not None:
+            found = found[entry_mask[found]]
+        if k is None or not len(found):
+            return [self.space.words[int(i)] for i in found]
+        group_of = self.word_index.group_of
+        allowed = np.zeros(len(self.groups), dtype=bool)
+        allowed[group_of[found]] = True
+        with search_threads(self.encoder):
+            top, _ = self.synonym_search.nearest(index, int(group_of[index]), allowed, k, SynonymScoring(), False)
+        rank = {int(g): r for r, g in enumerate(top)}  # a group's opposites in the dictionary's order
+        ranked = sorted((rank[int(group_of[i])], n) for n, i in enumerate(found) if int(group_of[i]) in rank)
+        return [self.space.words[int(found[n])] for _, n in ranked[:k]]
+
+    def similar_words(
+        self, word: str, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
+    ) -> SimilarWords:
+        """`neighbours` of the entry `word` and the `k` nearest antonyms they leave out (`antonyms`), both by
+        `filters`: what mode similar answers."""
+        return SimilarWords(self.neighbours(word, k, filters, max_definitions), self.antonyms(word, k, filters))
 
     def opposites(self, entry: int) -> np.ndarray:
         """The antonyms of entry `entry` that `neighbours` leaves out: those the dictionary records but for the

@@ -30,8 +30,6 @@ from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_logits import ENTRY_TEMPERATURE, cosine_logits, cosine_query
 from dictembed.entry_vectors import ICA_SUFFIX, entry_means, space_tensors
-from dictembed.entry_vectors import encode_in_parts as encode_in_parts  # where callers find it
-from dictembed.entry_vectors import part_sizes as part_sizes
 from dictembed.errors import DictEmbedError
 from dictembed.io import with_umask
 from dictembed.model_folder import SPACE_DIR, SPACE_META, SPACE_TENSORS

@@ -15,7 +15,8 @@ does `SynonymScoring(sense_weight=0)`, which scores every group exactly.
 
 Two stages, as a description's search: every group is scored roughly, on the first `ROUGH_DIMS` principal
 directions of the coarse index (`search_index.CoarseIndex`; a small space in full) and e's first `ROUGH_SENSES`
-senses (a dictionary lists the most frequent first), then the `depth` best groups exactly, with all of e's senses.
+senses (a dictionary lists the most frequent first), then the `depth` best groups exactly, with all of e's senses
+(where a filter allows at most `depth` groups, as an entry's antonyms, those alone exactly, without the first stage).
 The rough stage reads every definition vector projected on those directions, made at the first call
 (`SynonymSearch.rough_definitions`: 53 MB and about 1 s for WordNet's 206,978 definitions), or beforehand by
 `SynonymSearch.prepare` (a server's start-up).
@@ -259,10 +260,13 @@ class SynonymSearch:
         end = start + int(cast(np.ndarray, space.counts)[entry])
         senses = l2_normalize(as_float32(definitions[start:end]))
         query = self.units(np.array([group]))[0]
-        rough = self._rough_scores(query, senses[:ROUGH_SENSES], weight)
-        if exclude is not None:
-            rough[exclude] = -np.inf
-        picked = top_indices(rough, allowed, depth)
+        if allowed is not None and np.count_nonzero(allowed) <= depth:  # every one scored exactly: no rough stage
+            picked = np.flatnonzero(allowed)
+        else:
+            rough = self._rough_scores(query, senses[:ROUGH_SENSES], weight)
+            if exclude is not None:
+                rough[exclude] = -np.inf
+            picked = top_indices(rough, allowed, depth)
         listed = None
         if similar is not None and len(similar):
             similar = similar if allowed is None else similar[allowed[similar]]

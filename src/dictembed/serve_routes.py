@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from importlib import resources
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import numpy as np
 from fastapi import FastAPI, Query, Request
@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException
 
 from dictembed import __version__
 from dictembed.cjk import MAX_PINYIN_LETTERS, looks_chinese
+from dictembed.entry_neighbours import SimilarWords
 from dictembed.reverse_dictionary import Result, ReverseDictionary
 from dictembed.search_options import (
     DEFAULT_K,
@@ -124,6 +125,10 @@ class ReverseAnswer(BaseModel):
     query: str
     mode: str = Field(description="describe, or similar: the near-synonyms of `entry`")
     entry: str | None = Field(description="the entry whose neighbours are listed (mode similar)")
+    opposites: list[str] = Field(
+        description="the antonyms the dictionary records for `entry`, left out of its neighbours, in the "
+        "dictionary's order (mode similar; empty in mode describe and for a dictionary that records none)"
+    )
     model: str = Field(
         description="the model folder that answered: of a dictionary served by several, the one whose encoder reads "
         "the description's language"
@@ -210,11 +215,12 @@ class Served:
 
     def start_search(
         self, query: str, k: int, mode: str, target: ServedDictionary, **options: Any
-    ) -> tuple[str | None, ReverseDictionary, Future[list[Result]], QueuedQuery | None]:
+    ) -> tuple[str | None, ReverseDictionary, Future[list[Result]] | Future[SimilarWords], QueuedQuery | None]:
         """Off the event loop: the entry of `target` whose neighbours answer `query` (None: a description), the
         reverse dictionary that searches (a description's: `ServedDictionaries.search_of`, perhaps centred), its
-        search, queued for the model with the filters of `options` (`Filters.of`), whose entry mask is computed
-        first, here, and a description's `QueuedQuery` (which says whether the encoder cut it)."""
+        search (an entry's: `similar_words`, its neighbours and opposites), queued for the model with the filters of
+        `options` (`Filters.of`), whose entry mask is computed first, here, and a description's `QueuedQuery` (which
+        says whether the encoder cut it)."""
         filters = Filters.of(**options)
         entry = target.rd.similar_entry(query, mode)
         if entry is None:
@@ -223,9 +229,10 @@ class Served:
             return None, searching, item.future, item
         target.rd.filter_mask(filters)
         ready = self.synonyms.get(id(target.rd))
+        similar = target.rd.similar_words
         if ready is None:  # not built beforehand: the search makes it
-            return entry, target.rd, self.model.submit(SEARCH, target.rd.neighbours, entry, k, filters), None
-        return entry, target.rd, self.model.submit_after(ready, SEARCH, target.rd.neighbours, entry, k, filters), None
+            return entry, target.rd, self.model.submit(SEARCH, similar, entry, k, filters), None
+        return entry, target.rd, self.model.submit_after(ready, SEARCH, similar, entry, k, filters), None
 
     async def encode(self, request: Request, sentences: list[str], normalize: bool) -> str:
         """The JSON answer of an encode: its sentences counted in tokens (413 over the budget), then encoded a
@@ -438,13 +445,15 @@ def api(served: Served) -> FastAPI:
         else:  # filters' masks and a centred space's first use may take a while: off the event loop
             started = await run_in_threadpool(served.start_search, query, k, mode, target, **options)
             entry, found, search, item = started
-        results = await until_done(request, search)
+        answer = await until_done(request, cast("Future[list[Result] | SimilarWords]", search))
+        results, opposites = answer if isinstance(answer, SimilarWords) else (answer, [])
         label = {"language": target.language, "dictionary": target.name}
         return JSONResponse(  # plain JSON types already: FastAPI's encoder walk (0.3 ms an answer) is skipped
             {
                 "query": query,
                 "mode": "describe" if entry is None else "similar",
                 "entry": entry,
+                "opposites": opposites,
                 "model": found.name,
                 "entries": len(found.space),
                 **label,

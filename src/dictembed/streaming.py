@@ -37,7 +37,8 @@ from typing import Any, cast
 import numpy as np
 from tqdm.auto import tqdm
 
-from dictembed.devices import is_main_process, wait_for_everyone
+from dictembed.device_choices import is_main_process
+from dictembed.devices import wait_for_everyone
 from dictembed.distributed import broadcast_int, encode_across_processes
 from dictembed.errors import DataFormatError, DictEmbedError
 from dictembed.io import STAGING_SUFFIX, atomic_write, preallocate, writing

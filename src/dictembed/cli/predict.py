@@ -163,10 +163,11 @@ def column_words(words: list[str], width: int = WORDS_WIDTH) -> str:
     return text
 
 
-def results_table(results: list[Any], entry: str | None = None) -> str:
+def results_table(results: list[Any], entry: str | None = None, opposites: list[str] | None = None) -> str:
     """One line a result: rank, words (as many as the column holds, `column_words`), score and its first
     definition, the sense that matched the description (`ReverseDictionary.search`; after `words like ENTRY:` for
-    an entry's near-synonyms); `--json` lists every word."""
+    an entry's near-synonyms, and before a last line of the `opposites` left out of them, if any); `--json` lists
+    every word."""
     lines = [] if entry is None else [f"words like {entry}:"]
     for rank, r in enumerate(results, 1):
         gloss = next((defs[0] for defs in r.definitions.values() if defs), "")
@@ -175,6 +176,8 @@ def results_table(results: list[Any], entry: str | None = None) -> str:
         lines.append(f"{rank:>3}  {words}{padding} {r.score:.4f}  {gloss[:70]}".rstrip())
     if not results:
         lines.append("  (no results)")
+    if opposites:
+        lines.append(f"opposites, left out: {', '.join(opposites)}")
     return "\n".join(lines)
 
 
@@ -279,14 +282,15 @@ def predict(args: argparse.Namespace) -> Report:
         lines = [line for line, e in zip(args.lines, entries, strict=True) if e is None]  # by its place in the file
         raise err.named(f"{args.input}:{lines[err.index]}") from None
     found = [next(described) if e is None else rd.neighbours(e, args.top_k, filters) for e in entries]
+    opposites = [[] if e is None else rd.antonyms(e, args.top_k, filters) for e in entries]  # those left out
     if args.input is None:
-        return Report(result_rows(found[0]), results_table(found[0], entries[0]))
-    rows = list(zip(queries, entries, found, strict=True))
+        return Report(result_rows(found[0]), results_table(found[0], entries[0], opposites[0]))
+    rows = list(zip(queries, entries, found, opposites, strict=True))
     data = [
-        {"line": line, "query": q, "entry": e, "results": result_rows(results)}
-        for line, (q, e, results) in zip(args.lines, rows, strict=True)
+        {"line": line, "query": q, "entry": e, "opposites": o, "results": result_rows(results)}
+        for line, (q, e, results, o) in zip(args.lines, rows, strict=True)
     ]
-    return Report(data, "\n\n".join(f"{query_heading(q)}\n{results_table(results, e)}" for q, e, results in rows))
+    return Report(data, "\n\n".join(f"{query_heading(q)}\n{results_table(r, e, o)}" for q, e, r, o in rows))
 
 
 QUERY_WIDTH = 120  # the columns of a query's heading above its results (--json keeps it whole)

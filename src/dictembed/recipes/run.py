@@ -23,7 +23,8 @@ from torch import nn
 
 from dictembed.backends.onnx.export import write_query_graph
 from dictembed.cache import cache_folder
-from dictembed.devices import is_main_process, wait_for_everyone
+from dictembed.device_choices import is_main_process
+from dictembed.devices import wait_for_everyone
 from dictembed.dictionary.core import Dictionary
 from dictembed.encoder import Encoder
 from dictembed.entry_space import DefinitionSpace, EntrySpace
