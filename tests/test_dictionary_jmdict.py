@@ -80,6 +80,37 @@ def test_a_word_usually_written_in_kana_has_its_kana_headword(database):
     assert "猫" in dictionary  # unmarked entries keep their kanji
 
 
+def test_antonyms_name_the_headwords_of_the_forms_they_give(database, caplog):
+    """JMdict's `ant`: a form, perhaps with its reading or a sense number; a kana form that entries of several
+    headwords share names none, unless its kanji is given; one naming no entry is counted."""
+    db = sqlite3.connect(database)
+    db.execute("CREATE TABLE antonym (sid INTEGER, text TEXT)")
+    adjective = "adjective (keiyoushi)"
+    for idseq, kanji, kana, gloss in ((2000, "大きい", "おおきい", "big"), (2001, "小さい", "ちいさい", "small")):
+        db.execute("INSERT INTO Kanji (idseq, text) VALUES (?, ?)", (idseq, kanji))
+        db.execute("INSERT INTO Kana (idseq, text, nokanji) VALUES (?, ?, 0)", (idseq, kana))
+        sid = db.execute("INSERT INTO Sense (idseq) VALUES (?)", (idseq,)).lastrowid
+        db.execute("INSERT INTO SenseGloss VALUES (?, 'eng', '', ?)", (sid, gloss))
+        db.execute("INSERT INTO pos VALUES (?, ?)", (sid, adjective))
+    db.execute("INSERT INTO Kanji (idseq, text) VALUES (2002, '喜連')")  # a second entry read きれい
+    db.execute("INSERT INTO Kana (idseq, text, nokanji) VALUES (2002, 'きれい', 0)")
+    sid = db.execute("INSERT INTO Sense (idseq) VALUES (2002)").lastrowid
+    db.execute("INSERT INTO SenseGloss VALUES (?, 'eng', '', 'a place name')", (sid,))
+    big, small = (db.execute("SELECT ID FROM Sense WHERE idseq = ?", (i,)).fetchone()[0] for i in (2000, 2001))
+    rows = [(big, "小さい"), (big, "ない"), (big, "きれい"), (small, "大きい・おおきい"), (small, "ねこ")]
+    rows += [(small, "綺麗・きれい"), (small, "小さい・2")]  # a reading; a sense number (itself: dropped)
+    db.executemany("INSERT INTO antonym VALUES (?, ?)", rows)
+    db.commit()
+    db.close()
+    with caplog.at_level(logging.INFO):
+        dictionary = load_jmdict(database)
+    assert [s.antonyms for s in dictionary["大きい"].senses] == [("小さい",)]
+    assert [s.antonyms for s in dictionary["小さい"].senses] == [("大きい", "猫", "綺麗")]  # 猫: two entries, one word
+    skipped = dict(_report(caplog).skipped)
+    assert skipped["antonyms naming no entry"] == 1 and skipped["antonyms naming entries of several headwords"] == 1
+    assert all(not s.antonyms for s in load_jmdict(make_database(database.parent / "plain.db"))["猫"].senses)
+
+
 @pytest.fixture
 def database(tmp_path):
     return make_database(tmp_path / "jamdict.db")

@@ -9,6 +9,9 @@ compressed file's path, size and time), or into a temporary file when the cache 
 An entry's headword is its first kanji form, else its first kana form, and its first kana form when one of its senses
 is marked "word usually written using kana alone" (`misc`: する, not 為る; a database without the `misc` table has no
 such marks); entries sharing a headword are one entry.
+A sense's antonyms (`antonym(sid, text)`, JMdict's `ant`: a form, perhaps with its reading and a sense number after
+"・") are the headwords of the entries holding that form (and that reading); one naming no entry, or several whose
+headwords differ, is passed over and counted. A database without the table has none.
 Each sense is one definition: its glosses in `lang` (English) joined with "; ". Its part of speech is n, v, a or r
 when every label that maps to one of them (`POS_RULES`) maps to the same letter, labels that only say the word takes
 suru or no counting when no other label maps (`SECONDARY`); else None (a noun that is also an adjectival noun, an
@@ -59,6 +62,9 @@ GLOSSES = (
     "ORDER BY s.idseq, s.ID, g.rowid"
 )
 LABELS = "SELECT sid, text FROM pos ORDER BY rowid"
+ANTONYMS = "SELECT sid, text FROM antonym ORDER BY rowid"
+ALL_FORMS = "SELECT idseq, text FROM Kanji UNION ALL SELECT idseq, text FROM Kana"
+TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
 USUALLY_KANA = (
     "SELECT DISTINCT s.idseq FROM misc AS m JOIN Sense AS s ON s.ID = m.sid "
     "WHERE m.text = 'word usually written using kana alone'"
@@ -124,10 +130,37 @@ def sqlite_file(path: Path) -> Iterator[Path]:
         yield Path(folder) / "jmdict.sqlite"
 
 
+def _has_table(connection: sqlite3.Connection, name: str) -> bool:
+    return connection.execute(TABLE, (name,)).fetchone() is not None
+
+
 def _usually_kana(connection: sqlite3.Connection) -> set[int]:
     """The idseqs of entries with a sense usually written in kana alone ({} without a `misc` table)."""
-    has_misc = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'misc'").fetchone()
-    return {idseq for (idseq,) in connection.execute(USUALLY_KANA)} if has_misc else set()
+    return {idseq for (idseq,) in connection.execute(USUALLY_KANA)} if _has_table(connection, "misc") else set()
+
+
+def _antonyms(
+    builder: DictionaryBuilder, connection: sqlite3.Connection, headword_of: dict[int, str]
+) -> dict[int, list[str]]:
+    """Sense ID -> the headwords its `antonym` rows name (see the module); those naming no entry, or entries of
+    several headwords, are counted and passed over. Empty without an `antonym` table."""
+    if not _has_table(connection, "antonym"):
+        return {}
+    holders: dict[str, set[int]] = {}
+    for idseq, text in connection.execute(ALL_FORMS):
+        holders.setdefault(text, set()).add(idseq)
+    found: dict[int, list[str]] = {}
+    for sid, text in connection.execute(ANTONYMS):
+        parts = [part.strip() for part in (text or "").split("・")]
+        entries = set(holders.get(parts[0], ()))
+        if len(parts) > 1 and not parts[1].isdigit():  # its reading
+            entries &= holders.get(parts[1], set())
+        headwords = {headword_of[i] for i in entries if i in headword_of}
+        if len(headwords) == 1:
+            found.setdefault(sid, []).append(headwords.pop())
+        else:
+            builder.skip(f"antonyms naming {'entries of several headwords' if headwords else 'no entry'}")
+    return found
 
 
 def _first_forms(connection: sqlite3.Connection, table: str) -> dict[int, str]:
@@ -157,7 +190,8 @@ def load_jmdict(path: str | Path | None = None, lang: str = "eng") -> Dictionary
                 labels: dict[int, list[str]] = {}
                 for sid, label in db.execute(LABELS):
                     labels.setdefault(sid, []).append(label)
-                with_senses = _add_senses(builder, db.execute(GLOSSES), kanji, kana, labels, lang)
+                antonyms = _antonyms(builder, db, {i: kanji.get(i) or kana[i] for i in kanji.keys() | kana.keys()})
+                with_senses = _add_senses(builder, db.execute(GLOSSES), kanji, kana, labels, lang, antonyms)
         except sqlite3.DatabaseError as error:
             raise DataFormatError(path, f"not a jamdict JMdict database ({error})") from None
     for _ in (kanji.keys() | kana.keys()) - with_senses:
@@ -172,10 +206,11 @@ def _add_senses(
     kana: dict[int, str],
     labels: dict[int, list[str]],
     lang: str,
+    antonyms: dict[int, list[str]],
 ) -> set[int]:
-    """Add one definition per sense from (idseq, sense ID, lang, gloss) rows grouped by sense; returns the idseqs
-    seen. A sense without part-of-speech labels has those of the entry's sense before it (JMdict's DTD: an earlier
-    sense's part of speech applies to the later ones until another is given)."""
+    """Add one definition per sense from (idseq, sense ID, lang, gloss) rows grouped by sense, with its `antonyms`;
+    returns the idseqs seen. A sense without part-of-speech labels has those of the entry's sense before it (JMdict's
+    DTD: an earlier sense's part of speech applies to the later ones until another is given)."""
     seen: set[int] = set()
     inherited: tuple[int, list[str]] = (-1, [])  # the last labelled sense's entry and labels
 
@@ -191,7 +226,7 @@ def _add_senses(
         elif not glosses:
             builder.skip_row(f"senses without a gloss in {lang}")
         else:
-            builder.add(headword, "; ".join(glosses), pos=jmdict_pos(inherited[1]))
+            builder.add(headword, "; ".join(glosses), pos=jmdict_pos(inherited[1]), antonyms=antonyms.get(sid, ()))
 
     current: tuple[int, int] | None = None
     glosses: list[str] = []
