@@ -154,8 +154,10 @@ class EntryNeighbours:
         """The antonyms the dictionary records for the entry `word` (see `entry_of`), which `neighbours` leaves out
         (`opposites`), among those that pass the filters of `search` (`filters=` or keywords): every one in the
         dictionary's order (WordNet: its senses most frequent first, each sense's direct antonym before its
-        satellites), or, given `k`, the `k` nearest to `word`, scored as `neighbours` scores, best first (WordNet
-        records 37 for *quick*, from *slow* to *steady*); empty for a dictionary that records none."""
+        satellites), or, given `k`, the dictionary's first (*unhappy* for *happy*) and the `k` - 1 others nearest to
+        `word`, scored as `neighbours` scores, best first (WordNet records 44 for *happy*, whose nearest are the
+        opposites of its sense "marked by good fortune": *doomed*, *unlucky*); empty for a dictionary that records
+        none."""
         if (entry := self.entry_of(word)) is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
         filters = Filters.resolve(filters, options)
@@ -174,13 +176,13 @@ class EntryNeighbours:
             top, _ = self.synonym_search.nearest(index, int(group_of[index]), allowed, k, SynonymScoring(), False)
         rank = {int(g): r for r, g in enumerate(top)}  # a group's opposites in the dictionary's order
         ranked = sorted((rank[int(group_of[i])], n) for n, i in enumerate(found) if int(group_of[i]) in rank)
-        return [self.space.words[int(found[n])] for _, n in ranked[:k]]
+        return [self.space.words[int(found[n])] for n in [0, *(n for _, n in ranked if n)][:k]]
 
     def similar_words(
         self, word: str, k: int = 10, filters: Filters | None = None, max_definitions: int | None = 10
     ) -> SimilarWords:
-        """`neighbours` of the entry `word` and the `k` nearest antonyms they leave out (`antonyms`), both by
-        `filters`: what mode similar answers."""
+        """`neighbours` of the entry `word` and `k` of the antonyms they leave out (`antonyms`), both by `filters`:
+        what mode similar answers."""
         return SimilarWords(self.neighbours(word, k, filters, max_definitions), self.antonyms(word, k, filters))
 
     def opposites(self, entry: int) -> np.ndarray:

@@ -126,8 +126,9 @@ class ReverseAnswer(BaseModel):
     mode: str = Field(description="describe, or similar: the near-synonyms of `entry`")
     entry: str | None = Field(description="the entry whose neighbours are listed (mode similar)")
     opposites: list[str] = Field(
-        description="the antonyms the dictionary records for `entry`, left out of its neighbours, in the "
-        "dictionary's order (mode similar; empty in mode describe and for a dictionary that records none)"
+        description="up to k of the antonyms the dictionary records for `entry`, which its neighbours leave out: the "
+        "dictionary's first, then the others nearest to it (mode similar; empty in mode describe and for a "
+        "dictionary that records none)"
     )
     model: str = Field(
         description="the model folder that answered: of a dictionary served by several, the one whose encoder reads "
