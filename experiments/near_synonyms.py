@@ -21,17 +21,19 @@ smallest penalty, then the largest similar pair (1, a shared sense's pair, is th
 The test rows are the result. The mixed variants rank the `--depth` candidates of the default's rough stage (with
 a similar pair, and the words the model folder's dictionary lists as similar to the query); `PRODUCT` ranks as
 `neighbours` does, the default with the antonyms that the folder's dictionary records left out (none for a folder
-saved without them). Last, one `neighbours` call is timed for `--latency` seeded entries (the first call, which
-projects the definition vectors, left out). About 2 minutes of CPU with the defaults.
+saved without them). Last, one `neighbours` call, and one `similar_words` call (mode similar's answer, with the
+opposites), are timed for `--latency` seeded entries (the first call, which projects the definition vectors, left
+out). About 2 minutes of CPU with the defaults.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -160,15 +162,22 @@ def variants(rd: ReverseDictionary, query: Query, depth: int) -> dict[str, np.nd
 
 def latency(rd: ReverseDictionary, count: int, seed: int, depth: int) -> dict[str, dict[str, float]]:
     """Milliseconds of one `neighbours` call (k=10, time.perf_counter) for `count` seeded entries, after one call
-    that makes what it reads: median, 90th percentile and maximum, before and by default (with `depth`)."""
+    that makes what it reads: median, 90th percentile and maximum, before and by default (with `depth`); and of
+    one `similar_words` call, mode similar's answer (the neighbours and the opposites they leave out, at the default
+    depth)."""
     words = [rd.space.words[i] for i in np.random.default_rng(seed).choice(len(rd.space), count, replace=False)]
+    calls: dict[str, Callable[[str], object]] = {
+        BEFORE: functools.partial(rd.neighbours, scoring=VARIANTS[BEFORE]),
+        "default": functools.partial(rd.neighbours, scoring=replace(DEFAULT, depth=depth)),
+        "similar_words": rd.similar_words,
+    }
     timings = {}
-    for name, scoring in ((BEFORE, VARIANTS[BEFORE]), ("default", replace(DEFAULT, depth=depth))):
-        rd.neighbours(words[0], scoring=scoring)
+    for name, call in calls.items():
+        call(words[0])
         times = []
         for word in words:
             start = time.perf_counter()
-            rd.neighbours(word, scoring=scoring)
+            call(word)
             times.append(1000 * (time.perf_counter() - start))
         timings[name] = {"median": np.median(times), "p90": np.percentile(times, 90), "max": max(times)}
     return {name: {key: round(float(value), 1) for key, value in t.items()} for name, t in timings.items()}

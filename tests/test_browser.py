@@ -325,7 +325,7 @@ def test_several_dictionaries_offer_the_language_of_the_words_wanted(page, langu
 def test_similar_words_name_the_opposites_left_out(page, bert_path, tmp_path) -> None:
     """A folder whose dictionary records antonyms (`dictembed index`): the similar words of *hot* leave *cold* out
     and name it below the status; clicking it looks it up, and a description hides the line."""
-    from test_sense_relations import write_table
+    from test_sense_relations import WORDS, write_table
 
     from dictembed.cli import main
     from dictembed.serve import background_server, create_app
@@ -341,6 +341,12 @@ def test_similar_words_name_the_opposites_left_out(page, bert_path, tmp_path) ->
         page.locator("#opposites a", has_text="cold").click()
         _status_starts(page, "Words like “cold”")
         assert "?q=cold&mode=similar" in page.url and page.locator("#opposites").text_content().endswith(": hot")
-        page.get_by_text("Describe", exact=True).click()  # a description names no opposites
-        page.wait_for_function("document.getElementById('opposites').hidden")
+        page.locator("#q").fill("xyzzy")  # an error clears the line
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#status.error")
         assert page.locator("#opposites").is_hidden()
+        _search(page, "cold")
+        assert page.locator("#opposites").text_content().endswith(": hot")
+        page.get_by_text("Describe", exact=True).click()  # a description names no opposites
+        _status_starts(page, f"{len(WORDS)} results")  # every entry described
+        assert page.locator("#opposites").is_hidden() and not page.locator("#status.error").count()

@@ -93,19 +93,22 @@ def test_antonyms_name_the_headwords_of_the_forms_they_give(database, caplog):
         db.execute("INSERT INTO SenseGloss VALUES (?, 'eng', '', ?)", (sid, gloss))
         db.execute("INSERT INTO pos VALUES (?, ?)", (sid, adjective))
     db.execute("INSERT INTO Kanji (idseq, text) VALUES (2002, '喜連')")  # a second entry read きれい
+    db.execute("INSERT INTO Kana (idseq, text, nokanji) VALUES (2001, 'ちい・さい', 0)")  # a form holding "・"
+    db.execute("CREATE TABLE misc (sid INTEGER, text TEXT)")  # 綺麗: usually written in kana, its headword きれい
+    db.execute("INSERT INTO misc SELECT ID, 'word usually written using kana alone' FROM Sense WHERE idseq = 1002")
     db.execute("INSERT INTO Kana (idseq, text, nokanji) VALUES (2002, 'きれい', 0)")
     sid = db.execute("INSERT INTO Sense (idseq) VALUES (2002)").lastrowid
     db.execute("INSERT INTO SenseGloss VALUES (?, 'eng', '', 'a place name')", (sid,))
     big, small = (db.execute("SELECT ID FROM Sense WHERE idseq = ?", (i,)).fetchone()[0] for i in (2000, 2001))
     rows = [(big, "小さい"), (big, "ない"), (big, "きれい"), (small, "大きい・おおきい"), (small, "ねこ")]
-    rows += [(small, "綺麗・きれい"), (small, "小さい・2")]  # a reading; a sense number (itself: dropped)
+    rows += [(small, "綺麗・きれい・1"), (small, "小さい・2"), (big, "ちい・さい")]  # a sense number; itself: dropped
     db.executemany("INSERT INTO antonym VALUES (?, ?)", rows)
     db.commit()
     db.close()
     with caplog.at_level(logging.INFO):
         dictionary = load_jmdict(database)
-    assert [s.antonyms for s in dictionary["大きい"].senses] == [("小さい",)]
-    assert [s.antonyms for s in dictionary["小さい"].senses] == [("大きい", "猫", "綺麗")]  # 猫: two entries, one word
+    assert [s.antonyms for s in dictionary["大きい"].senses] == [("小さい",)]  # named twice: once
+    assert [s.antonyms for s in dictionary["小さい"].senses] == [("大きい", "猫", "きれい")]  # 猫: two entries
     skipped = dict(_report(caplog).skipped)
     assert skipped["antonyms naming no entry"] == 1 and skipped["antonyms naming entries of several headwords"] == 1
     assert all(not s.antonyms for s in load_jmdict(make_database(database.parent / "plain.db"))["猫"].senses)

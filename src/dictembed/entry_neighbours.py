@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from dictembed.errors import DictEmbedError
-from dictembed.near_synonyms import SynonymScoring, SynonymSearch, has_entry_vectors
+from dictembed.near_synonyms import SYNONYM_DEPTH, SynonymScoring, SynonymSearch, has_entry_vectors
 from dictembed.query_encoder import QueryEncoder, search_threads
 from dictembed.search_options import SEARCH_MODES, Filters, check_search
 from dictembed.search_space import SearchSpace, as_float32, l2_normalize
@@ -155,9 +155,9 @@ class EntryNeighbours:
         (`opposites`), among those that pass the filters of `search` (`filters=` or keywords): every one in the
         dictionary's order (WordNet: its senses most frequent first, each sense's direct antonym before its
         satellites), or, given `k`, the dictionary's first (*unhappy* for *happy*) and the `k` - 1 others nearest to
-        `word`, scored as `neighbours` scores, best first (WordNet records 44 for *happy*, whose nearest are the
-        opposites of its sense "marked by good fortune": *doomed*, *unlucky*); empty for a dictionary that records
-        none."""
+        `word`, scored as `neighbours` scores but every one exactly, best first (WordNet records 44 for *happy*,
+        whose nearest are the opposites of its sense "marked by good fortune": *doomed*, *unlucky*); empty for a
+        dictionary that records none."""
         if (entry := self.entry_of(word)) is None:
             raise DictEmbedError(f"{word.strip()[:100]!r} is not an entry of this model")
         filters = Filters.resolve(filters, options)
@@ -172,9 +172,12 @@ class EntryNeighbours:
         group_of = self.word_index.group_of
         allowed = np.zeros(len(self.groups), dtype=bool)
         allowed[group_of[found]] = True
+        similar = np.unique(group_of[self.related(index, "similar")])  # as `neighbours` scores them
+        every = SynonymScoring(depth=max(SYNONYM_DEPTH, int(np.count_nonzero(allowed))))  # all exactly: no rough pass
         with search_threads(self.encoder):
-            top, _ = self.synonym_search.nearest(index, int(group_of[index]), allowed, k, SynonymScoring(), False)
-        rank = {int(g): r for r, g in enumerate(top)}  # a group's opposites in the dictionary's order
+            top, _ = self.synonym_search.nearest(index, int(group_of[index]), allowed, k, every, False, similar)
+        rank = {int(g): r for r, g in enumerate(top)}
+        # by their group's rank, a group's in the dictionary's order
         ranked = sorted((rank[int(group_of[i])], n) for n, i in enumerate(found) if int(group_of[i]) in rank)
         return [self.space.words[int(found[n])] for n in [0, *(n for _, n in ranked if n)][:k]]
 

@@ -281,8 +281,9 @@ def predict(args: argparse.Namespace) -> Report:
             raise
         lines = [line for line, e in zip(args.lines, entries, strict=True) if e is None]  # by its place in the file
         raise err.named(f"{args.input}:{lines[err.index]}") from None
-    found = [next(described) if e is None else rd.neighbours(e, args.top_k, filters) for e in entries]
-    opposites = [[] if e is None else rd.antonyms(e, args.top_k, filters) for e in entries]  # those left out
+    answers = [None if e is None else rd.similar_words(e, args.top_k, filters) for e in entries]
+    found = [next(described) if a is None else a.results for a in answers]
+    opposites = [[] if a is None else a.opposites for a in answers]
     if args.input is None:
         return Report(result_rows(found[0]), results_table(found[0], entries[0], opposites[0]))
     rows = list(zip(queries, entries, found, opposites, strict=True))

@@ -131,6 +131,7 @@ def sqlite_file(path: Path) -> Iterator[Path]:
 
 
 def _has_table(connection: sqlite3.Connection, name: str) -> bool:
+    """Whether the database has a table `name`."""
     return connection.execute(TABLE, (name,)).fetchone() is not None
 
 
@@ -151,7 +152,8 @@ def _antonyms(
         holders.setdefault(text, set()).add(idseq)
     found: dict[int, list[str]] = {}
     for sid, text in connection.execute(ANTONYMS):
-        parts = [part.strip() for part in (text or "").split("・")]
+        text = (text or "").strip()
+        parts = [text] if text in holders else [part.strip() for part in text.split("・")]  # a form may hold "・"
         entries = set(holders.get(parts[0], ()))
         if len(parts) > 1 and not parts[1].isdigit():  # its reading
             entries &= holders.get(parts[1], set())
@@ -190,7 +192,8 @@ def load_jmdict(path: str | Path | None = None, lang: str = "eng") -> Dictionary
                 labels: dict[int, list[str]] = {}
                 for sid, label in db.execute(LABELS):
                     labels.setdefault(sid, []).append(label)
-                antonyms = _antonyms(builder, db, {i: kanji.get(i) or kana[i] for i in kanji.keys() | kana.keys()})
+                headword_of = {i: kanji.get(i) or kana.get(i) or "" for i in kanji.keys() | kana.keys()}
+                antonyms = _antonyms(builder, db, {i: word for i, word in headword_of.items() if word})
                 with_senses = _add_senses(builder, db.execute(GLOSSES), kanji, kana, labels, lang, antonyms)
         except sqlite3.DatabaseError as error:
             raise DataFormatError(path, f"not a jamdict JMdict database ({error})") from None
