@@ -94,7 +94,8 @@ def register(subparsers: Any) -> None:
         "--mode",
         choices=SEARCH_MODES,
         default=DEFAULT_MODE,
-        help="describe: the query is a description; similar: the query is an entry, list its near-synonyms; "
+        help="describe: the query is a description; similar: the query is an entry, list its near-synonyms (then "
+        "the antonyms they leave out); "
         f"auto: similar when the query is an entry, else describe (default: {DEFAULT_MODE}, as on the web page)",
     )
     add_ranking(p)
